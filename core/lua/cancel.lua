@@ -1,0 +1,33 @@
+-- cancel: QUEUED -> CANCELLED at once; LEASED or RUNNING: records the request
+-- for the lease holder to honour (reported by renew, checkpoint and start).
+-- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>  KEYS[13] parked:<resource> (or the job key)
+-- ARGV[4] reason  ARGV[5] who  ARGV[6] resource ('' when none)
+-- Reply: {'CANCELLED'} | {'REQUESTED', state} | {'ALREADY_REQUESTED', state, reason}
+--        | {'TERMINAL', state} | {'REFUSED', 'STALE'} | {'NOT_FOUND'}
+local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
+local reason, who, res = ARGV[4], ARGV[5], ARGV[6]
+local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason')
+local state, id = f[1], f[2]
+if not state then return { 'NOT_FOUND' } end
+if TERMINAL[state] then return { 'TERMINAL', state } end
+if state == 'STALE' then return { 'REFUSED', state } end
+local now = now_ms()
+if state == 'QUEUED' then
+  redis.call('ZREM', k_ready, id)
+  redis.call('ZREM', k_delayed, id)
+  if res ~= '' then
+    redis.call('ZREM', KEYS[13], id)
+    if redis.call('EXISTS', KEYS[13]) == 0 then redis.call('SREM', K_PARKED, res) end
+  end
+  redis.call('HSET', jk, 'cancel_reason', reason, 'cancel_at', fmt(now), 'cancel_by', who)
+  append_attempt(jk, f[3], attempt_record(jk, 'CANCELLED', now, nil))
+  make_terminal(jk, id, 'CANCELLED', now)
+  emit('cancel', id, f[3], 'QUEUED', 'CANCELLED', who, reason)
+  purge(now, 4)
+  return { 'CANCELLED' }
+end
+-- LEASED or RUNNING
+if f[5] and f[5] ~= '' then return { 'ALREADY_REQUESTED', state, f[5] } end
+redis.call('HSET', jk, 'cancel_reason', reason, 'cancel_at', fmt(now), 'cancel_by', who, 'updated_at', fmt(now))
+emit('cancel', id, f[3], state, state, who, 'cancel requested: ' .. reason)
+return { 'REQUESTED', state }

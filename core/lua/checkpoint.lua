@@ -1,0 +1,22 @@
+-- checkpoint: records a completed step and its output, renews the lease, and
+-- reports a pending cancel request. RUNNING stays RUNNING.
+-- KEYS[10] job  KEYS[11] lock:<resource> (or the job key when none)
+-- ARGV[4] token  ARGV[5] completed step  ARGV[6] output (JSON)  ARGV[7] next step ('' when last)
+-- ARGV[8] lease ttl ms  ARGV[9] lock ttl ms  ARGV[10] '1' when a lock is held
+-- Reply: {'OK', cancel_reason or ''} | refusal
+local jk, lk = KEYS[10], KEYS[11]
+local token, step, output, next_step = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local ttl, lock_ttl, has_lock = tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10] == '1'
+local refusal = refuse_unless(jk, { RUNNING = true }, token)
+if refusal then return refusal end
+local now = now_ms()
+local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason')
+local steps = f[2] or ''
+if steps ~= '' then steps = steps .. ',' end
+steps = steps .. step .. '@' .. fmt(now)
+local deadline = now + ttl
+redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
+  'lease_deadline', fmt(deadline), 'updated_at', fmt(now))
+redis.call('ZADD', K_LEASES, 'XX', fmt(deadline), f[1])
+if has_lock then redis.call('PEXPIRE', lk, lock_ttl) end
+return { 'OK', f[3] or '' }

@@ -1,0 +1,40 @@
+-- enqueue: creates jobs in QUEUED (ready, or delayed until not-before).
+-- KEYS[10] ready:<pipeline>  KEYS[11] delayed:<pipeline>  KEYS[12..] job keys, one per job
+-- ARGV[4] queue  ARGV[5] pipeline  ARGV[6] job count
+-- then per job 8 values: id, input, input_key, resource, priority, delay_ms, max_attempts, stale_lock
+-- Reply: flat list of (id, 'created' | 'existing') pairs.
+local k_ready, k_delayed = KEYS[10], KEYS[11]
+local queue, pipeline, n = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local now = now_ms()
+local out = {}
+local created = 0
+for i = 1, n do
+  local a = 6 + (i - 1) * 8
+  local id, input, input_key, resource = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local priority, delay_ms, max_attempts, stale_lock = ARGV[a + 5], tonumber(ARGV[a + 6]), ARGV[a + 7], ARGV[a + 8]
+  local existing = false
+  if input_key ~= '' then existing = redis.call('HGET', K_INPUTS, input_key) end
+  if existing then
+    out[#out + 1] = existing
+    out[#out + 1] = 'existing'
+  else
+    local jk = KEYS[11 + i]
+    local not_before = now + delay_ms
+    redis.call('HSET', jk, 'id', id, 'queue', queue, 'pipeline', pipeline, 'input', input,
+      'input_key', input_key, 'resource', resource, 'priority', priority, 'max_attempts', max_attempts,
+      'stale_lock', stale_lock, 'created_at', fmt(now), 'updated_at', fmt(now), 'not_before', fmt(not_before),
+      'attempt', '1', 'state', 'QUEUED', 'step', '', 'last_step', '', 'cleanup_needed', '0')
+    if input_key ~= '' then redis.call('HSET', K_INPUTS, input_key, id) end
+    if delay_ms > 0 then
+      redis.call('ZADD', k_delayed, fmt(not_before), id)
+    else
+      redis.call('ZADD', k_ready, ready_score(priority, now), id)
+    end
+    emit('enqueue', id, 1, '', 'QUEUED', '', '')
+    created = created + 1
+    out[#out + 1] = id
+    out[#out + 1] = 'created'
+  end
+end
+if created > 0 then wake() end
+return out

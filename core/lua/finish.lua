@@ -1,0 +1,56 @@
+-- finish: ends the current attempt as SUCCEEDED, FAILED or CANCELLED
+-- (RUNNING -> SUCCEEDED | FAILED | CANCELLED, LEASED -> CANCELLED), appends the
+-- attempt record, releases the resource lock. A retryable failure with attempts
+-- left creates the next attempt in QUEUED, delayed by the caller's backoff.
+-- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>
+-- ARGV[4] token  ARGV[5] outcome  ARGV[6] error kind  ARGV[7] error message  ARGV[8] '1' retryable
+-- ARGV[9] backoff ms  ARGV[10] '1' cleanup needed  ARGV[11] reason  ARGV[12] resource ('' when none)
+-- Reply: {'OK', outcome} | {'RETRY', next attempt, not_before ms} | refusal
+local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
+local token, outcome = ARGV[4], ARGV[5]
+local kind, message, retryable = ARGV[6], ARGV[7], ARGV[8] == '1'
+local backoff, cleanup, reason, res = tonumber(ARGV[9]), ARGV[10] == '1', ARGV[11], ARGV[12]
+local allowed
+if outcome == 'CANCELLED' then
+  allowed = { RUNNING = true, LEASED = true }
+elseif outcome == 'SUCCEEDED' or outcome == 'FAILED' then
+  allowed = { RUNNING = true }
+else
+  return { 'BAD_ARG', 'outcome' }
+end
+local refusal = refuse_unless(jk, allowed, token)
+if refusal then return refusal end
+local now = now_ms()
+local f = redis.call('HMGET', jk, 'id', 'attempt', 'max_attempts', 'worker', 'state', 'priority', 'input_key')
+local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
+if cleanup then redis.call('HSET', jk, 'cleanup_needed', '1') end
+local extra = { reason = reason }
+if outcome == 'FAILED' then
+  extra.error = { kind = kind, message = message, retryable = retryable }
+end
+if not append_attempt(jk, attempt, attempt_record(jk, outcome, now, extra)) then
+  return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
+end
+release_lock(res, id)
+redis.call('ZREM', K_LEASES, id)
+redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+emit('finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
+
+if outcome == 'FAILED' and retryable and attempt < max_attempts then
+  local next_attempt = attempt + 1
+  local not_before = now + backoff
+  redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'updated_at', fmt(now),
+    'not_before', fmt(not_before), 'step', '')
+  redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
+  if backoff > 0 then
+    redis.call('ZADD', k_delayed, fmt(not_before), id)
+  else
+    redis.call('ZADD', k_ready, ready_score(f[6], now), id)
+  end
+  emit('retry', id, next_attempt, 'FAILED', 'QUEUED', worker, 'automatic retry, backoff ' .. fmt(backoff) .. ' ms')
+  wake()
+  return { 'RETRY', next_attempt, fmt(not_before) }
+end
+make_terminal(jk, id, outcome, now)
+purge(now, 4)
+return { 'OK', outcome }

@@ -1,0 +1,171 @@
+-- leasehold: shared prelude, prepended to every transition script.
+--
+-- KEYS layout shared by every script (fixed keys of one queue, all with the
+-- queue's {hash tag}):
+--   KEYS[1] base      <prefix>:{<queue>}        (name prefix of the queue's keys)
+--   KEYS[2] leases    zset  job id -> lease deadline (ms)
+--   KEYS[3] fence     string, fencing counter (only grows)
+--   KEYS[4] events    stream of transitions
+--   KEYS[5] inputs    hash  input key -> id of the non-terminal job for it
+--   KEYS[6] parked    set   resources that have jobs waiting for their lock
+--   KEYS[7] done      zset  terminal job id -> end time (ms), for retention
+--   KEYS[8] stale     zset  STALE job id -> time it went STALE (ms)
+--   KEYS[9] wake      list  wake-up tokens for idle workers
+-- ARGV layout shared by every script:
+--   ARGV[1] events stream max length (approximate)
+--   ARGV[2] retention: terminal jobs kept per queue (0 = no count limit)
+--   ARGV[3] retention: terminal job max age in ms (0 = no age limit)
+-- Script-specific KEYS start at 10, script-specific ARGV at 4.
+--
+-- Keys of jobs a script discovers through an index (lease, sweep, purge,
+-- unpark) are named from KEYS[1] and therefore carry the same hash tag.
+
+local BASE, K_LEASES, K_FENCE, K_EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_INPUTS, K_PARKED, K_DONE, K_STALE, K_WAKE = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local EVENTS_MAX = ARGV[1]
+local KEEP_COUNT = tonumber(ARGV[2]) or 0
+local KEEP_AGE_MS = tonumber(ARGV[3]) or 0
+
+local PRIORITY_SPAN = 4398046511104 -- 2^42 ms (~139 years) per priority level
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function job_key(id) return BASE .. ':job:' .. id end
+local function lock_key(res) return BASE .. ':lock:' .. res end
+local function parked_key(res) return BASE .. ':parked:' .. res end
+local function ready_key(p) return BASE .. ':ready:' .. p end
+local function delayed_key(p) return BASE .. ':delayed:' .. p end
+
+-- Ready-set score: higher priority first, then older first.
+local function ready_score(priority, ms)
+  return fmt((255 - (tonumber(priority) or 0)) * PRIORITY_SPAN + ms)
+end
+
+local function emit(op, id, attempt, from, to, worker, reason)
+  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAX, '*',
+    'op', op, 'job', id, 'attempt', tostring(attempt), 'from', from, 'to', to,
+    'by', worker or '', 'reason', reason or '')
+end
+
+local function wake()
+  redis.call('RPUSH', K_WAKE, '1')
+  redis.call('LTRIM', K_WAKE, -64, -1)
+end
+
+local TERMINAL = { SUCCEEDED = true, FAILED = true, CANCELLED = true }
+
+-- Moves every job parked on `res` back to its ready set.
+local function unpark(res)
+  local pk = parked_key(res)
+  local waiting = redis.call('ZRANGE', pk, 0, -1, 'WITHSCORES')
+  for i = 1, #waiting, 2 do
+    local id = waiting[i]
+    local p = redis.call('HGET', job_key(id), 'pipeline')
+    if p then
+      redis.call('ZADD', ready_key(p), waiting[i + 1], id)
+    end
+  end
+  redis.call('DEL', pk)
+  redis.call('SREM', K_PARKED, res)
+  if #waiting > 0 then wake() end
+end
+
+-- Releases `res` if `id` holds it, then wakes the jobs waiting for it.
+local function release_lock(res, id)
+  if res == nil or res == false or res == '' then return end
+  local lk = lock_key(res)
+  if redis.call('GET', lk) == id then
+    redis.call('DEL', lk)
+  end
+  unpark(res)
+end
+
+-- Deletes terminal jobs beyond the retention policy; at most `budget` jobs.
+local function purge(now, budget)
+  local removed = 0
+  if KEEP_AGE_MS > 0 then
+    local old = redis.call('ZRANGEBYSCORE', K_DONE, '-inf', fmt(now - KEEP_AGE_MS), 'LIMIT', 0, budget)
+    for _, id in ipairs(old) do
+      redis.call('DEL', job_key(id))
+      redis.call('ZREM', K_DONE, id)
+      removed = removed + 1
+    end
+  end
+  if KEEP_COUNT > 0 and removed < budget then
+    local excess = redis.call('ZCARD', K_DONE) - KEEP_COUNT
+    if excess > budget - removed then excess = budget - removed end
+    if excess > 0 then
+      local victims = redis.call('ZRANGE', K_DONE, 0, excess - 1)
+      for _, id in ipairs(victims) do
+        redis.call('DEL', job_key(id))
+        redis.call('ZREM', K_DONE, id)
+        removed = removed + 1
+      end
+    end
+  end
+  return removed
+end
+
+-- Appends attempt `n`'s final record; refuses to rewrite one that exists.
+local function append_attempt(jk, n, record)
+  return redis.call('HSETNX', jk, 'attempt:' .. n, cjson.encode(record)) == 1
+end
+
+-- Builds the final record of the job's current attempt.
+local function attempt_record(jk, final_state, now, extra)
+  local f = redis.call('HMGET', jk, 'attempt', 'worker', 'fence', 'leased_at', 'started_at', 'steps',
+    'cancel_reason', 'cancel_at', 'cancel_by', 'cleanup_needed')
+  local steps = {}
+  if f[6] and f[6] ~= '' then
+    for entry in string.gmatch(f[6], '[^,]+') do
+      local name, at = string.match(entry, '^(.*)@(%d+)$')
+      if name then steps[#steps + 1] = { step = name, at = tonumber(at) } end
+    end
+  end
+  local rec = {
+    n = tonumber(f[1]), state = final_state, worker = f[2] or '', fence = tonumber(f[3] or '0') or 0,
+    leased_at = tonumber(f[4] or ''), started_at = tonumber(f[5] or ''), ended_at = now,
+    steps = steps, cleanup_needed = (f[10] == '1'),
+  }
+  if #steps == 0 then rec.steps = cjson.decode('[]') end
+  if f[7] and f[7] ~= '' then
+    rec.cancel = { reason = f[7], at = tonumber(f[8] or ''), by = f[9] or '' }
+  end
+  if extra then
+    for k, v in pairs(extra) do rec[k] = v end
+  end
+  return rec
+end
+
+-- Fields describing the live lease / attempt, cleared when an attempt ends.
+local ATTEMPT_FIELDS = { 'token', 'lease_deadline', 'worker', 'fence', 'leased_at', 'started_at', 'steps' }
+-- Fields of a cancel request and a STALE episode, cleared when a new attempt starts.
+local EPISODE_FIELDS = { 'cancel_reason', 'cancel_at', 'cancel_by', 'stale_at', 'cleanup_needed' }
+
+-- Marks the job terminal: indexes for retention, frees its input key.
+local function make_terminal(jk, id, state, now)
+  local ik = redis.call('HGET', jk, 'input_key')
+  if ik and ik ~= '' and redis.call('HGET', K_INPUTS, ik) == id then
+    redis.call('HDEL', K_INPUTS, ik)
+  end
+  redis.call('HSET', jk, 'state', state, 'updated_at', fmt(now), 'step', '')
+  redis.call('ZADD', K_DONE, fmt(now), id)
+end
+
+-- Checks that the job exists, that its state allows the move (`allowed` is a
+-- set of from-states), and that `token` is the job's current lease token.
+-- Returns nil when all hold, else the refusal reply for the caller.
+local function refuse_unless(jk, allowed, token)
+  local f = redis.call('HMGET', jk, 'state', 'token')
+  if not f[1] then return { 'NOT_FOUND' } end
+  if not allowed[f[1]] then return { 'REFUSED', f[1] } end
+  if token ~= nil and f[2] ~= token then return { 'LOST', f[1] } end
+  return nil
+end

@@ -1,0 +1,25 @@
+-- resolve (operator): STALE -> FAILED | CANCELLED | SUCCEEDED with a mandatory
+-- reason, recorded in the attempt's final record. Releases the resource lock.
+-- KEYS[10] job
+-- ARGV[4] resolved state  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
+-- Reply: {'OK', state} | refusal | {'BAD_ARG', what}
+local jk = KEYS[10]
+local as, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+if not TERMINAL[as] then return { 'BAD_ARG', 'resolved state' } end
+if reason == '' then return { 'BAD_ARG', 'reason' } end
+local refusal = refuse_unless(jk, { STALE = true }, nil)
+if refusal then return refusal end
+local now = now_ms()
+local f = redis.call('HMGET', jk, 'id', 'attempt')
+local id = f[1]
+local rec = attempt_record(jk, as, now, { reason = reason, resolution = { action = 'resolve', by = who, reason = reason } })
+if not append_attempt(jk, f[2], rec) then
+  return { 'CORRUPT', 'attempt:' .. f[2] .. ' already recorded' }
+end
+redis.call('ZREM', K_STALE, id)
+release_lock(res, id)
+redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+make_terminal(jk, id, as, now)
+emit('resolve', id, f[2], 'STALE', as, who, reason)
+purge(now, 4)
+return { 'OK', as }

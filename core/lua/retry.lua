@@ -1,0 +1,41 @@
+-- retry (operator): a new attempt, in QUEUED, for a job whose current attempt is
+-- FAILED, CANCELLED or STALE. The old attempt's record is kept (a STALE attempt is
+-- recorded as STALE now). 'resume' keeps the last completed step and its output so
+-- the new attempt continues after it; 'start' clears them.
+-- KEYS[10] job  KEYS[11] ready:<pipeline>
+-- ARGV[4] mode ('resume' | 'start')  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
+-- Reply: {'OK', new attempt} | refusal
+local jk, k_ready = KEYS[10], KEYS[11]
+local mode, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local refusal = refuse_unless(jk, { FAILED = true, CANCELLED = true, STALE = true }, nil)
+if refusal then return refusal end
+local now = now_ms()
+local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key')
+local id, from, attempt = f[1], f[2], tonumber(f[3])
+if from == 'STALE' then
+  local rec = attempt_record(jk, 'STALE', now, { resolution = { action = 'retry', by = who, reason = reason } })
+  if not append_attempt(jk, attempt, rec) then
+    return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
+  end
+  redis.call('ZREM', K_STALE, id)
+  release_lock(res, id)
+else
+  redis.call('ZREM', K_DONE, id)
+end
+redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
+if mode == 'start' then
+  local fields = redis.call('HKEYS', jk)
+  for _, name in ipairs(fields) do
+    if string.sub(name, 1, 4) == 'out:' then redis.call('HDEL', jk, name) end
+  end
+  redis.call('HSET', jk, 'last_step', '')
+end
+local next_attempt = attempt + 1
+redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'step', '', 'updated_at', fmt(now),
+  'not_before', fmt(now), 'cleanup_needed', '0')
+if f[5] and f[5] ~= '' then redis.call('HSETNX', K_INPUTS, f[5], id) end
+redis.call('ZADD', k_ready, ready_score(f[4], now), id)
+emit('retry', id, next_attempt, from, 'QUEUED', who, mode .. ': ' .. reason)
+wake()
+return { 'OK', next_attempt }

@@ -1,0 +1,82 @@
+-- sweep: the recovery rules for leases that expired (their worker stopped renewing):
+--   LEASED  + expired + no cancel -> QUEUED      (nothing ran; the lock is released)
+--   LEASED  + expired + cancel    -> CANCELLED
+--   RUNNING + expired             -> STALE       (side effects may exist: an operator decides;
+--                                                 the lock is held unless the job says 'release')
+-- Work is bounded by `batch` and proportional to expired leases, not to waiting jobs.
+-- Concurrent sweeps are safe: each expired lease is handled by exactly one call.
+-- Also re-readies jobs parked on a resource whose lock expired, and applies retention.
+-- ARGV[4] batch  ARGV[5] '1' for a dry run (report only, change nothing)
+-- Reply: { requeued, cancelled, stale, unparked, purged, then per job: id, from, to }
+local batch, dry = tonumber(ARGV[4]), ARGV[5] == '1'
+local now = now_ms()
+local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', fmt(now), 'LIMIT', 0, batch)
+local requeued, cancelled, stale, unparked, purged = 0, 0, 0, 0, 0
+local moves = {}
+for _, id in ipairs(expired) do
+  local jk = job_key(id)
+  local f = redis.call('HMGET', jk, 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
+    'priority', 'created_at', 'stale_lock')
+  local state, cancel, res, worker = f[1], f[2], f[3] or '', f[6] or ''
+  local to = nil
+  if state == 'LEASED' and cancel and cancel ~= '' then
+    to = 'CANCELLED'
+    cancelled = cancelled + 1
+  elseif state == 'LEASED' then
+    to = 'QUEUED'
+    requeued = requeued + 1
+  elseif state == 'RUNNING' then
+    to = 'STALE'
+    stale = stale + 1
+  end
+  if to then
+    moves[#moves + 1] = id
+    moves[#moves + 1] = state
+    moves[#moves + 1] = to
+  end
+  if not dry then
+    redis.call('ZREM', K_LEASES, id)
+    local why = 'lease expired (worker ' .. worker .. ')'
+    if to == 'CANCELLED' then
+      append_attempt(jk, f[5], attempt_record(jk, 'CANCELLED', now, { reason = why }))
+      release_lock(res, id)
+      redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+      make_terminal(jk, id, 'CANCELLED', now)
+      emit('sweep', id, f[5], 'LEASED', 'CANCELLED', worker, why .. '; cancel requested: ' .. cancel)
+    elseif to == 'QUEUED' then
+      release_lock(res, id)
+      redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+      redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
+      redis.call('ZADD', ready_key(f[4]), ready_score(f[7], tonumber(f[8]) or now), id)
+      emit('sweep', id, f[5], 'LEASED', 'QUEUED', worker, why)
+      wake()
+    elseif to == 'STALE' then
+      -- keep worker and fence for the operator; the token goes, so the old holder is refused
+      redis.call('HDEL', jk, 'token', 'lease_deadline')
+      redis.call('HSET', jk, 'state', 'STALE', 'stale_at', fmt(now), 'updated_at', fmt(now))
+      redis.call('ZADD', K_STALE, fmt(now), id)
+      if res ~= '' then
+        if f[9] == 'release' then
+          release_lock(res, id)
+        elseif redis.call('GET', lock_key(res)) == id then
+          redis.call('PERSIST', lock_key(res))
+        end
+      end
+      emit('sweep', id, f[5], 'RUNNING', 'STALE', worker, why)
+    end
+  end
+end
+
+-- jobs parked on a resource whose lock expired without a release
+local resources = redis.call('SRANDMEMBER', K_PARKED, 16)
+for _, res in ipairs(resources) do
+  if redis.call('EXISTS', lock_key(res)) == 0 then
+    unparked = unparked + redis.call('ZCARD', parked_key(res))
+    if not dry then unpark(res) end
+  end
+end
+
+if not dry then purged = purge(now, batch) end
+local out = { requeued, cancelled, stale, unparked, purged }
+for _, v in ipairs(moves) do out[#out + 1] = v end
+return out

@@ -1,0 +1,51 @@
+//! Queue configuration: key prefix, retention, event stream length, timeouts.
+
+use std::time::Duration;
+
+/// How many terminal jobs a queue keeps, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Keep at most this many terminal jobs (0: no count limit).
+    pub keep_count: u64,
+    /// Delete terminal jobs older than this (zero: no age limit).
+    pub keep_age: Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            keep_count: 100_000,
+            keep_age: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+/// Settings of a [`crate::Queue`] client.
+#[derive(Debug, Clone)]
+pub struct QueueConfig {
+    /// First part of every key (default `leasehold`).
+    pub prefix: String,
+    /// Retention of terminal jobs.
+    pub retention: Retention,
+    /// Approximate maximum length of the queue's event stream.
+    pub events_max_len: u64,
+    /// How long to wait for a connection to Redis.
+    pub connect_timeout: Duration,
+    /// How long to wait for a reply from Redis.
+    pub response_timeout: Duration,
+    /// Maximum number of pooled connections.
+    pub pool_size: usize,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            prefix: "leasehold".to_owned(),
+            retention: Retention::default(),
+            events_max_len: 100_000,
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(10),
+            pool_size: 16,
+        }
+    }
+}

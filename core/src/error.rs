@@ -1,0 +1,109 @@
+//! Errors of the core crate.
+
+use std::time::Duration;
+
+use deadpool_redis::redis::RedisError;
+
+use crate::state::JobState;
+use crate::transitions::Op;
+
+/// Everything that can go wrong talking to a queue.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Redis answered with an error or the connection failed.
+    #[error("redis: {0}")]
+    Redis(#[from] RedisError),
+    /// No connection could be had from the pool.
+    #[error("redis connection pool: {0}")]
+    Pool(String),
+    /// Redis did not answer in time.
+    #[error("redis did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The job does not exist (never did, or was purged by retention).
+    #[error("job {job} not found in queue {queue}")]
+    NotFound {
+        /// The queue.
+        queue: String,
+        /// The job id asked for.
+        job: String,
+    },
+    /// The transition table forbids the move from the job's current state.
+    #[error("job {job} is {state}: {op} refused, the transition table has no move from {state} for it")]
+    Refused {
+        /// The job.
+        job: String,
+        /// Its state when the move was refused.
+        state: JobState,
+        /// The operation that was refused.
+        op: Op,
+        /// The state the caller wanted, when the operation names one.
+        to: Option<JobState>,
+    },
+    /// The caller does not hold the job's lease: wrong token, or the lease was swept or re-leased.
+    #[error("job {job} is {state}: {op} refused, the caller no longer holds its lease (wrong token, or the lease expired and was swept)")]
+    LeaseLost {
+        /// The job.
+        job: String,
+        /// Its state now.
+        state: JobState,
+        /// The operation that was refused.
+        op: Op,
+    },
+    /// The job's attempt is already over.
+    #[error("job {job} is already {state}")]
+    AlreadyTerminal {
+        /// The job.
+        job: String,
+        /// Its terminal state.
+        state: JobState,
+    },
+    /// A value read back from Redis is not what leasehold writes.
+    #[error("corrupt data in redis: key {key}, field {field}: {problem}")]
+    Corrupt {
+        /// The Redis key.
+        key: String,
+        /// The field (hash field, stream field, or reply position).
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A script replied in a shape this client does not understand.
+    #[error("unexpected reply from the {script} script: {detail}")]
+    Protocol {
+        /// The script.
+        script: &'static str,
+        /// What was unexpected.
+        detail: String,
+    },
+    /// The caller passed something leasehold cannot accept.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// True when the error means this caller must stop working on the job:
+    /// its lease is gone or the job moved on without it.
+    pub fn is_lease_lost(&self) -> bool {
+        matches!(
+            self,
+            Error::LeaseLost { .. } | Error::Refused { .. } | Error::NotFound { .. }
+        )
+    }
+
+    /// True for connection-level failures worth retrying after a backoff.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Timeout(_) | Error::Pool(_) => true,
+            Error::Redis(e) => {
+                e.is_io_error()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal()
+                    || e.is_timeout()
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! What a caller gives to create a job.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::Error;
+use crate::id::JobId;
+use crate::keys::check_name;
+use crate::record::StaleLock;
+
+/// A job to enqueue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    /// The id to use; a new time-sortable id when `None`.
+    pub id: Option<JobId>,
+    /// Pipeline name.
+    pub pipeline: String,
+    /// The fixed input boundary, as JSON text.
+    pub input: String,
+    /// Idempotency key: while a job with this key is not terminal, enqueue returns it instead.
+    pub input_key: Option<String>,
+    /// Resource to lock while the job holds its lease.
+    pub resource: Option<String>,
+    /// Higher runs first.
+    pub priority: u8,
+    /// Not leased before this much time has passed.
+    pub delay: Duration,
+    /// Attempts allowed to automatic retries.
+    pub max_attempts: u32,
+    /// What happens to the lock when the job goes STALE.
+    pub stale_lock: StaleLock,
+}
+
+impl NewJob {
+    /// A job of `pipeline` with `input` serialised to JSON.
+    pub fn new(pipeline: impl Into<String>, input: &impl Serialize) -> Result<Self, Error> {
+        let input = serde_json::to_string(input)
+            .map_err(|e| Error::InvalidArgument(format!("input is not serialisable: {e}")))?;
+        Ok(Self::from_json(pipeline, input))
+    }
+
+    /// A job of `pipeline` with input already in JSON text (checked at enqueue).
+    pub fn from_json(pipeline: impl Into<String>, input: impl Into<String>) -> Self {
+        NewJob {
+            id: None,
+            pipeline: pipeline.into(),
+            input: input.into(),
+            input_key: None,
+            resource: None,
+            priority: 0,
+            delay: Duration::ZERO,
+            max_attempts: 1,
+            stale_lock: StaleLock::Hold,
+        }
+    }
+
+    /// Sets the idempotency key.
+    pub fn input_key(mut self, key: impl Into<String>) -> Self {
+        self.input_key = Some(key.into());
+        self
+    }
+
+    /// Sets the resource to lock.
+    pub fn resource(mut self, resource: impl Into<String>) -> Self {
+        self.resource = Some(resource.into());
+        self
+    }
+
+    /// Sets the priority (higher first).
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Delays the job.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Sets the attempts allowed to automatic retries (at least 1).
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// Sets the STALE lock policy.
+    pub fn stale_lock(mut self, policy: StaleLock) -> Self {
+        self.stale_lock = policy;
+        self
+    }
+
+    /// Sets the id.
+    pub fn id(mut self, id: JobId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// Checks everything a script cannot check cheaply.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        check_name("pipeline name", &self.pipeline)?;
+        if let Some(resource) = &self.resource {
+            check_name("resource", resource)?;
+        }
+        if let Some(key) = &self.input_key {
+            if key.is_empty() {
+                return Err(Error::InvalidArgument("input key is empty".into()));
+            }
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::InvalidArgument("max_attempts must be at least 1".into()));
+        }
+        serde_json::from_str::<serde::de::IgnoredAny>(&self.input)
+            .map_err(|e| Error::InvalidArgument(format!("input is not JSON: {e}")))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,119 @@
+//! Names of a queue's Redis keys. See `docs/redis-keys.md` for the layout.
+
+use crate::error::Error;
+
+/// The keys of one queue, all under `<prefix>:{<queue>}:` so the queue lives in one cluster slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueKeys {
+    queue: String,
+    base: String,
+}
+
+/// Checks a name used inside keys: non-empty, at most 200 bytes, no braces, whitespace or control characters.
+pub(crate) fn check_name(what: &str, name: &str) -> Result<(), Error> {
+    if name.is_empty()
+        || name.len() > 200
+        || name
+            .chars()
+            .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
+    {
+        return Err(Error::InvalidArgument(format!(
+            "{what} {name:?} must be 1 to 200 characters without braces, spaces or control characters"
+        )));
+    }
+    Ok(())
+}
+
+impl QueueKeys {
+    /// Keys of `queue` under `prefix`.
+    pub fn new(prefix: &str, queue: &str) -> Result<Self, Error> {
+        check_name("key prefix", prefix)?;
+        check_name("queue name", queue)?;
+        Ok(QueueKeys {
+            queue: queue.to_owned(),
+            base: format!("{prefix}:{{{queue}}}"),
+        })
+    }
+
+    /// The queue's name.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// `<prefix>:{<queue>}`, the start of every key of the queue.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The nine fixed keys every script receives as KEYS[1..9], in order.
+    pub fn fixed(&self) -> [String; 9] {
+        [
+            self.base.clone(),
+            self.leases(),
+            self.fence(),
+            self.events(),
+            self.inputs(),
+            self.parked_resources(),
+            self.done(),
+            self.stale(),
+            self.wake(),
+        ]
+    }
+
+    /// Sorted set: job id → lease deadline (ms).
+    pub fn leases(&self) -> String {
+        format!("{}:leases", self.base)
+    }
+    /// Counter: the queue's fencing number.
+    pub fn fence(&self) -> String {
+        format!("{}:fence", self.base)
+    }
+    /// Stream: every transition.
+    pub fn events(&self) -> String {
+        format!("{}:events", self.base)
+    }
+    /// Hash: input key → id of the non-terminal job for it.
+    pub fn inputs(&self) -> String {
+        format!("{}:inputs", self.base)
+    }
+    /// Set: resources that have jobs parked on their lock.
+    pub fn parked_resources(&self) -> String {
+        format!("{}:parked", self.base)
+    }
+    /// Sorted set: terminal job id → end time (ms), for retention.
+    pub fn done(&self) -> String {
+        format!("{}:done", self.base)
+    }
+    /// Sorted set: STALE job id → time it went STALE (ms).
+    pub fn stale(&self) -> String {
+        format!("{}:stale", self.base)
+    }
+    /// List: wake-up tokens for idle workers.
+    pub fn wake(&self) -> String {
+        format!("{}:wake", self.base)
+    }
+    /// Hash: the job record.
+    pub fn job(&self, id: &str) -> String {
+        format!("{}:job:{id}", self.base)
+    }
+    /// Sorted set: ready jobs of `pipeline`, by priority then age.
+    pub fn ready(&self, pipeline: &str) -> String {
+        format!("{}:ready:{pipeline}", self.base)
+    }
+    /// Sorted set: delayed jobs of `pipeline`, by not-before time (ms).
+    pub fn delayed(&self, pipeline: &str) -> String {
+        format!("{}:delayed:{pipeline}", self.base)
+    }
+    /// String with a TTL: the id of the job holding `resource`.
+    pub fn lock(&self, resource: &str) -> String {
+        format!("{}:lock:{resource}", self.base)
+    }
+    /// Sorted set: jobs waiting for `resource`'s lock.
+    pub fn parked(&self, resource: &str) -> String {
+        format!("{}:parked:{resource}", self.base)
+    }
+    /// Pattern matching every key of the queue (for SCAN).
+    pub fn pattern(&self) -> String {
+        format!("{}:*", self.base)
+    }
+}

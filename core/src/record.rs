@@ -1,0 +1,351 @@
+//! Job and attempt records as read back from Redis, with typed errors for
+//! anything leasehold did not write.
+
+use std::collections::{BTreeMap, HashMap};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::id::JobId;
+use crate::state::JobState;
+
+/// Milliseconds since the Unix epoch, from Redis `TIME`.
+pub type Millis = i64;
+
+/// What happens to a job's resource lock when it goes STALE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StaleLock {
+    /// Keep the lock until an operator retries or resolves the job (the default).
+    #[default]
+    Hold,
+    /// Release it at once; other jobs on the resource may run.
+    Release,
+}
+
+impl StaleLock {
+    /// The value stored in Redis.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            StaleLock::Hold => "hold",
+            StaleLock::Release => "release",
+        }
+    }
+}
+
+/// A recorded cancel request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRequest {
+    /// Why.
+    pub reason: String,
+    /// When it was recorded (ms).
+    #[serde(default)]
+    pub at: Option<Millis>,
+    /// Who asked.
+    #[serde(default)]
+    pub by: String,
+}
+
+/// The live lease on a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseInfo {
+    /// The holder's secret; only the holder can move the job.
+    pub token: String,
+    /// The fencing number (grows per queue; sinks reject lower ones).
+    pub fence: u64,
+    /// The worker instance holding it.
+    pub worker: String,
+    /// When it expires unless renewed (ms).
+    pub deadline: Millis,
+}
+
+/// A completed step of an attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepDone {
+    /// Step name.
+    pub step: String,
+    /// When its checkpoint was recorded (ms).
+    pub at: Millis,
+}
+
+/// Why an attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptError {
+    /// A short machine-readable kind (`timeout`, `panic`, `validation`, ...).
+    pub kind: String,
+    /// The message.
+    pub message: String,
+    /// Whether retrying may help.
+    pub retryable: bool,
+}
+
+/// An operator's decision that ended a STALE attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resolution {
+    /// `retry` or `resolve`.
+    pub action: String,
+    /// Who decided.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The final, append-only record of one attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    /// Attempt number, from 1.
+    pub n: u32,
+    /// How it ended (STALE when an operator retried a STALE attempt).
+    pub state: JobState,
+    /// The worker that held it ('' if never leased).
+    #[serde(default)]
+    pub worker: String,
+    /// Its fencing number (0 if never leased).
+    #[serde(default)]
+    pub fence: u64,
+    /// When it was leased.
+    #[serde(default)]
+    pub leased_at: Option<Millis>,
+    /// When its first step started.
+    #[serde(default)]
+    pub started_at: Option<Millis>,
+    /// When it ended.
+    pub ended_at: Millis,
+    /// Steps completed in this attempt, in order.
+    #[serde(default)]
+    pub steps: Vec<StepDone>,
+    /// The error, for a failed attempt.
+    #[serde(default)]
+    pub error: Option<AttemptError>,
+    /// The reason given when it ended, if any.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The cancel request it honoured, if any.
+    #[serde(default)]
+    pub cancel: Option<CancelRequest>,
+    /// Whether a step was cut mid-way and cleanup is needed.
+    #[serde(default)]
+    pub cleanup_needed: bool,
+    /// The operator's decision, for an attempt that went STALE.
+    #[serde(default)]
+    pub resolution: Option<Resolution>,
+}
+
+/// A job as stored in Redis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Id (time-sortable).
+    pub id: JobId,
+    /// Queue.
+    pub queue: String,
+    /// Pipeline name.
+    pub pipeline: String,
+    /// The fixed input boundary, as JSON.
+    pub input: serde_json::Value,
+    /// Idempotency key: one non-terminal job per key.
+    pub input_key: Option<String>,
+    /// Resource whose lock the job takes.
+    pub resource: Option<String>,
+    /// Higher runs first (0–255).
+    pub priority: u8,
+    /// Not leased before this time (ms).
+    pub not_before: Millis,
+    /// Automatic retries stop after this many attempts.
+    pub max_attempts: u32,
+    /// What happens to the lock when the job goes STALE.
+    pub stale_lock: StaleLock,
+    /// Created (ms).
+    pub created_at: Millis,
+    /// Last changed (ms).
+    pub updated_at: Millis,
+    /// Current attempt number, from 1.
+    pub attempt: u32,
+    /// State of the current attempt.
+    pub state: JobState,
+    /// The step running or next to run, if any.
+    pub step: Option<String>,
+    /// The last completed step (a resumed attempt continues after it).
+    pub last_step: Option<String>,
+    /// Outputs of completed steps, by step name.
+    pub outputs: BTreeMap<String, serde_json::Value>,
+    /// The cancel request, if one was made.
+    pub cancel: Option<CancelRequest>,
+    /// A step was cut mid-way: cleanup is needed.
+    pub cleanup_needed: bool,
+    /// The live lease, if any.
+    pub lease: Option<LeaseInfo>,
+    /// The worker that holds or last held the current attempt (kept while STALE).
+    pub worker: Option<String>,
+    /// The fencing number of the current attempt's lease (kept while STALE).
+    pub fence: Option<u64>,
+    /// When the current attempt was leased.
+    pub leased_at: Option<Millis>,
+    /// When the current attempt started running.
+    pub started_at: Option<Millis>,
+    /// Steps completed in the current attempt.
+    pub steps: Vec<StepDone>,
+    /// When the job went STALE.
+    pub stale_at: Option<Millis>,
+    /// Records of ended attempts, by number.
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// Reads one hash's fields with errors that name the key and field.
+struct Fields<'a> {
+    key: &'a str,
+    map: HashMap<String, Vec<u8>>,
+}
+
+impl Fields<'_> {
+    fn corrupt(&self, field: &str, problem: impl Into<String>) -> Error {
+        Error::Corrupt {
+            key: self.key.to_owned(),
+            field: field.to_owned(),
+            problem: problem.into(),
+        }
+    }
+
+    fn text(&self, field: &str) -> Result<Option<&str>, Error> {
+        match self.map.get(field) {
+            None => Ok(None),
+            Some(bytes) => std::str::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| self.corrupt(field, "not UTF-8")),
+        }
+    }
+
+    fn required(&self, field: &str) -> Result<&str, Error> {
+        self.text(field)?
+            .ok_or_else(|| self.corrupt(field, "missing"))
+    }
+
+    fn non_empty(&self, field: &str) -> Result<Option<String>, Error> {
+        Ok(self
+            .text(field)?
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned))
+    }
+
+    fn parsed<T: FromStr>(&self, field: &str) -> Result<Option<T>, Error>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.text(field)? {
+            None | Some("") => Ok(None),
+            Some(s) => s
+                .parse()
+                .map(Some)
+                .map_err(|e| self.corrupt(field, format!("{s:?}: {e}"))),
+        }
+    }
+
+    fn parsed_required<T: FromStr>(&self, field: &str) -> Result<T, Error>
+    where
+        T::Err: std::fmt::Display,
+    {
+        self.parsed(field)?
+            .ok_or_else(|| self.corrupt(field, "missing"))
+    }
+
+    fn steps(&self, field: &str) -> Result<Vec<StepDone>, Error> {
+        let Some(text) = self.text(field)? else {
+            return Ok(Vec::new());
+        };
+        text.split(',')
+            .filter(|s| !s.is_empty())
+            .map(|entry| {
+                let (step, at) = entry
+                    .rsplit_once('@')
+                    .ok_or_else(|| self.corrupt(field, format!("{entry:?} is not step@ms")))?;
+                let at = at
+                    .parse()
+                    .map_err(|_| self.corrupt(field, format!("{entry:?} is not step@ms")))?;
+                Ok(StepDone {
+                    step: step.to_owned(),
+                    at,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Job {
+    /// Builds a job from the fields of its hash (`HGETALL`). `key` names the hash in errors.
+    pub fn from_fields(key: &str, map: HashMap<String, Vec<u8>>) -> Result<Job, Error> {
+        let f = Fields { key, map };
+        let input_text = f.required("input")?;
+        let input = serde_json::from_str(input_text)
+            .map_err(|e| f.corrupt("input", format!("not JSON: {e}")))?;
+        let stale_lock = match f.text("stale_lock")? {
+            None | Some("") | Some("hold") => StaleLock::Hold,
+            Some("release") => StaleLock::Release,
+            Some(other) => return Err(f.corrupt("stale_lock", format!("unknown policy {other:?}"))),
+        };
+        let mut outputs = BTreeMap::new();
+        let mut attempts = Vec::new();
+        for (name, value) in &f.map {
+            if let Some(step) = name.strip_prefix("out:") {
+                let text = f.required(name)?;
+                let value = serde_json::from_str(text)
+                    .map_err(|e| f.corrupt(name, format!("output is not JSON: {e}")))?;
+                outputs.insert(step.to_owned(), value);
+            } else if name.starts_with("attempt:") {
+                let record: AttemptRecord = serde_json::from_slice(value)
+                    .map_err(|e| f.corrupt(name, format!("not an attempt record: {e}")))?;
+                attempts.push(record);
+            }
+        }
+        attempts.sort_by_key(|a| a.n);
+        let cancel = match f.non_empty("cancel_reason")? {
+            None => None,
+            Some(reason) => Some(CancelRequest {
+                reason,
+                at: f.parsed("cancel_at")?,
+                by: f.non_empty("cancel_by")?.unwrap_or_default(),
+            }),
+        };
+        let lease = match f.non_empty("token")? {
+            None => None,
+            Some(token) => Some(LeaseInfo {
+                token,
+                fence: f.parsed_required("fence")?,
+                worker: f.required("worker")?.to_owned(),
+                deadline: f.parsed_required("lease_deadline")?,
+            }),
+        };
+        let state_text = f.required("state")?;
+        let state = state_text
+            .parse()
+            .map_err(|e| f.corrupt("state", format!("{e}")))?;
+        Ok(Job {
+            id: JobId::parse(f.required("id")?).map_err(|e| f.corrupt("id", e.to_string()))?,
+            queue: f.required("queue")?.to_owned(),
+            pipeline: f.required("pipeline")?.to_owned(),
+            input,
+            input_key: f.non_empty("input_key")?,
+            resource: f.non_empty("resource")?,
+            priority: f.parsed("priority")?.unwrap_or(0),
+            not_before: f.parsed("not_before")?.unwrap_or(0),
+            max_attempts: f.parsed("max_attempts")?.unwrap_or(1),
+            stale_lock,
+            created_at: f.parsed_required("created_at")?,
+            updated_at: f.parsed_required("updated_at")?,
+            attempt: f.parsed_required("attempt")?,
+            state,
+            step: f.non_empty("step")?,
+            last_step: f.non_empty("last_step")?,
+            outputs,
+            cancel,
+            cleanup_needed: f.text("cleanup_needed")? == Some("1"),
+            lease,
+            worker: f.non_empty("worker")?,
+            fence: f.parsed("fence")?,
+            leased_at: f.parsed("leased_at")?,
+            started_at: f.parsed("started_at")?,
+            steps: f.steps("steps")?,
+            stale_at: f.parsed("stale_at")?,
+            attempts,
+        })
+    }
+}

@@ -1,0 +1,1 @@
+//! The `#[pipeline]` attribute macro of leasehold (arrives with the runtime).
