@@ -36,5 +36,5 @@ for i = 1, n do
     out[#out + 1] = 'created'
   end
 end
-if created > 0 then wake() end
+if created > 0 then wake(created) end
 return out

@@ -1,15 +1,19 @@
 -- finish: ends the current attempt as SUCCEEDED, FAILED or CANCELLED
 -- (RUNNING -> SUCCEEDED | FAILED | CANCELLED, LEASED -> CANCELLED), appends the
 -- attempt record, releases the resource lock. A retryable failure with attempts
--- left creates the next attempt in QUEUED, delayed by the caller's backoff.
+-- left creates the next attempt in QUEUED, delayed by the caller's backoff,
+-- unless a cancel was requested (then the attempt ends FAILED).
 -- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>
 -- ARGV[4] token  ARGV[5] outcome  ARGV[6] error kind  ARGV[7] error message  ARGV[8] '1' retryable
 -- ARGV[9] backoff ms  ARGV[10] '1' cleanup needed  ARGV[11] reason  ARGV[12] resource ('' when none)
+-- ARGV[13] '1' when the attempt was interrupted by a worker shutdown: a new attempt is
+--          always made (it does not count against max attempts' purpose: nothing failed)
 -- Reply: {'OK', outcome} | {'RETRY', next attempt, not_before ms} | refusal
 local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
 local token, outcome = ARGV[4], ARGV[5]
 local kind, message, retryable = ARGV[6], ARGV[7], ARGV[8] == '1'
 local backoff, cleanup, reason, res = tonumber(ARGV[9]), ARGV[10] == '1', ARGV[11], ARGV[12]
+local interrupted = ARGV[13] == '1'
 local allowed
 if outcome == 'CANCELLED' then
   allowed = { RUNNING = true, LEASED = true }
@@ -21,7 +25,8 @@ end
 local refusal = refuse_unless(jk, allowed, token)
 if refusal then return refusal end
 local now = now_ms()
-local f = redis.call('HMGET', jk, 'id', 'attempt', 'max_attempts', 'worker', 'state', 'priority', 'input_key')
+local f = redis.call('HMGET', jk, 'id', 'attempt', 'max_attempts', 'worker', 'state', 'priority', 'input_key',
+  'cancel_reason')
 local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
 if cleanup then redis.call('HSET', jk, 'cleanup_needed', '1') end
 local extra = { reason = reason }
@@ -36,7 +41,10 @@ redis.call('ZREM', K_LEASES, id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
 emit('finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
 
-if outcome == 'FAILED' and retryable and attempt < max_attempts then
+-- A pending cancel request stops the job: no new attempt would honour it (the
+-- request would be cleared with the episode), so the attempt ends FAILED, keeping it.
+local cancel_pending = f[8] and f[8] ~= ''
+if outcome == 'FAILED' and not cancel_pending and (interrupted or (retryable and attempt < max_attempts)) then
   local next_attempt = attempt + 1
   local not_before = now + backoff
   redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'updated_at', fmt(now),
@@ -47,7 +55,9 @@ if outcome == 'FAILED' and retryable and attempt < max_attempts then
   else
     redis.call('ZADD', k_ready, ready_score(f[6], now), id)
   end
-  emit('retry', id, next_attempt, 'FAILED', 'QUEUED', worker, 'automatic retry, backoff ' .. fmt(backoff) .. ' ms')
+  local why = 'automatic retry, backoff ' .. fmt(backoff) .. ' ms'
+  if interrupted then why = 'new attempt after a worker shutdown' end
+  emit('retry', id, next_attempt, 'FAILED', 'QUEUED', worker, why)
   wake()
   return { 'RETRY', next_attempt, fmt(not_before) }
 end

@@ -54,8 +54,12 @@ local function emit(op, id, attempt, from, to, worker, reason)
     'by', worker or '', 'reason', reason or '')
 end
 
-local function wake()
-  redis.call('RPUSH', K_WAKE, '1')
+-- Pushes up to `n` (at most 16) wake-up tokens for idle workers blocked on the list.
+local function wake(n)
+  n = math.min(n or 1, 16)
+  local tokens = {}
+  for i = 1, n do tokens[i] = '1' end
+  redis.call('RPUSH', K_WAKE, unpack(tokens))
   redis.call('LTRIM', K_WAKE, -64, -1)
 end
 
@@ -134,7 +138,7 @@ local function attempt_record(jk, final_state, now, extra)
     leased_at = tonumber(f[4] or ''), started_at = tonumber(f[5] or ''), ended_at = now,
     steps = steps, cleanup_needed = (f[10] == '1'),
   }
-  if #steps == 0 then rec.steps = cjson.decode('[]') end
+  if #steps == 0 then rec.steps = nil end -- cjson would write {} for an empty list
   if f[7] and f[7] ~= '' then
     rec.cancel = { reason = f[7], at = tonumber(f[8] or ''), by = f[9] or '' }
   end

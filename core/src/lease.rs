@@ -83,6 +83,15 @@ pub enum Outcome {
         /// A step was cut mid-way: cleanup is needed.
         cleanup_needed: bool,
     },
+    /// The worker shut down at a step boundary (or cut a step after its grace
+    /// period): the attempt ends FAILED with kind `interrupted`, and a new attempt
+    /// is always queued, resuming after the last completed step.
+    Interrupted {
+        /// What happened.
+        reason: String,
+        /// A step was cut mid-way: cleanup is needed.
+        cleanup_needed: bool,
+    },
     /// The holder honoured a cancel.
     Cancelled {
         /// Why (usually the cancel request's reason).
@@ -97,7 +106,7 @@ impl Outcome {
     pub fn state(&self) -> JobState {
         match self {
             Outcome::Succeeded => JobState::Succeeded,
-            Outcome::Failed { .. } => JobState::Failed,
+            Outcome::Failed { .. } | Outcome::Interrupted { .. } => JobState::Failed,
             Outcome::Cancelled { .. } => JobState::Cancelled,
         }
     }

@@ -452,6 +452,17 @@ impl Queue {
                     .arg(bool_arg(*cleanup_needed))
                     .arg("");
             }
+            Outcome::Interrupted {
+                reason,
+                cleanup_needed,
+            } => {
+                inv.arg("interrupted")
+                    .arg(reason)
+                    .arg("1")
+                    .arg(0)
+                    .arg(bool_arg(*cleanup_needed))
+                    .arg(reason);
+            }
             Outcome::Cancelled {
                 reason,
                 cleanup_needed,
@@ -464,7 +475,8 @@ impl Queue {
                     .arg(reason);
             }
         }
-        inv.arg(lease.resource.as_deref().unwrap_or(""));
+        inv.arg(lease.resource.as_deref().unwrap_or(""))
+            .arg(bool_arg(matches!(outcome, Outcome::Interrupted { .. })));
         let mut reply = Reply::new("finish", self.invoke(&inv).await?)?;
         match reply.text()?.as_str() {
             "OK" => {

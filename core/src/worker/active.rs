@@ -1,0 +1,136 @@
+//! The jobs a worker holds right now, shared between their tasks and the heartbeat.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::id::JobId;
+use crate::lease::Lease;
+use crate::pipeline::StepShared;
+
+/// Why a job's cancellation token fired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StopWhy {
+    /// An operator asked to cancel (phase B).
+    Cancel(String),
+    /// The lease is gone (swept, re-leased, or we were cut off past its deadline): write nothing more.
+    Lost(String),
+    /// The worker's shutdown grace period ran out.
+    Shutdown,
+}
+
+/// One held job.
+#[derive(Debug)]
+pub(crate) struct ActiveJob {
+    pub(crate) lease: Lease,
+    pub(crate) queue: String,
+    pub(crate) shared: Arc<StepShared>,
+    why: Mutex<Option<StopWhy>>,
+    /// Local (monotonic) time by which the lease is surely expired unless renewed.
+    deadline: Mutex<Instant>,
+}
+
+impl ActiveJob {
+    pub(crate) fn new(lease: Lease, queue: String, worker: &str, leased_at: Instant) -> Arc<Self> {
+        let shared = Arc::new(StepShared {
+            job: lease.job.clone(),
+            attempt: lease.attempt,
+            fence: lease.fence,
+            worker: worker.to_owned(),
+            cancel: CancellationToken::new(),
+            cancel_reason: Mutex::new(None),
+        });
+        let deadline = leased_at + lease.ttl;
+        Arc::new(ActiveJob {
+            lease,
+            queue,
+            shared,
+            why: Mutex::new(None),
+            deadline: Mutex::new(deadline),
+        })
+    }
+
+    /// Records why the job must stop and fires its token. A lost lease overrides
+    /// anything; otherwise the first reason stands.
+    pub(crate) fn stop(&self, why: StopWhy) {
+        let reason = match &why {
+            StopWhy::Cancel(r) | StopWhy::Lost(r) => r.clone(),
+            StopWhy::Shutdown => "worker shutting down".to_owned(),
+        };
+        if let Ok(mut slot) = self.why.lock() {
+            let replace = match (&*slot, &why) {
+                (None, _) => true,
+                (Some(StopWhy::Lost(_)), _) => false,
+                (Some(_), StopWhy::Lost(_)) => true,
+                _ => false,
+            };
+            if replace {
+                *slot = Some(why);
+                if let Ok(mut r) = self.shared.cancel_reason.lock() {
+                    *r = Some(reason);
+                }
+            }
+        }
+        self.shared.cancel.cancel();
+    }
+
+    /// Why the job is stopping, if it is.
+    pub(crate) fn why(&self) -> Option<StopWhy> {
+        self.why.lock().ok().and_then(|w| w.clone())
+    }
+
+    /// True once the lease is known to be gone.
+    pub(crate) fn is_lost(&self) -> bool {
+        matches!(self.why(), Some(StopWhy::Lost(_)))
+    }
+
+    pub(crate) fn token(&self) -> &CancellationToken {
+        &self.shared.cancel
+    }
+
+    /// Moves the local deadline after a successful renewal sent at `sent_at`.
+    pub(crate) fn renewed(&self, sent_at: Instant) {
+        if let Ok(mut d) = self.deadline.lock() {
+            let next = sent_at + self.lease.ttl;
+            if next > *d {
+                *d = next;
+            }
+        }
+    }
+
+    /// True when the local deadline has passed without a renewal.
+    pub(crate) fn expired_locally(&self, now: Instant) -> bool {
+        self.deadline.lock().map(|d| now >= *d).unwrap_or(true)
+    }
+}
+
+/// Every job the worker holds, by id.
+#[derive(Debug, Default)]
+pub(crate) struct ActiveJobs(Mutex<HashMap<JobId, Arc<ActiveJob>>>);
+
+impl ActiveJobs {
+    pub(crate) fn insert(&self, job: Arc<ActiveJob>) {
+        if let Ok(mut map) = self.0.lock() {
+            map.insert(job.lease.job.clone(), job);
+        }
+    }
+
+    pub(crate) fn remove(&self, id: &JobId) {
+        if let Ok(mut map) = self.0.lock() {
+            map.remove(id);
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<Arc<ActiveJob>> {
+        self.0
+            .lock()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().map(|m| m.len()).unwrap_or(0)
+    }
+}

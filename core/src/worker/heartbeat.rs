@@ -1,0 +1,145 @@
+//! The heartbeat: one batched renewal per queue per interval, reporting lost
+//! leases and cancel requests to the job tasks; the worker's registration; and
+//! the sweeper at its own interval.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadpool_redis::redis;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::active::StopWhy;
+use super::Shared;
+use crate::lease::Renewal;
+use crate::queue::Queue;
+
+pub(crate) struct Heartbeat {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) queues: Vec<Queue>,
+    pub(crate) every: Duration,
+    pub(crate) sweep_every: Duration,
+    pub(crate) sweep_batch: usize,
+    pub(crate) pipelines: Vec<String>,
+    pub(crate) concurrency: usize,
+    pub(crate) stop: CancellationToken,
+}
+
+pub(crate) async fn run(hb: Heartbeat) {
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let mut tick = tokio::time::interval(hb.every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_sweep = Instant::now() - hb.sweep_every;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = hb.stop.cancelled() => break,
+        }
+        renew_all(&hb).await;
+        register(&hb, started).await;
+        if last_sweep.elapsed() >= hb.sweep_every && !hb.shared.stop_leasing.is_cancelled() {
+            last_sweep = Instant::now();
+            for queue in &hb.queues {
+                match queue.sweep(hb.sweep_batch).await {
+                    Ok(r) if !r.moves.is_empty() || r.unparked > 0 => info!(
+                        queue = %queue.name(), requeued = r.requeued, cancelled = r.cancelled,
+                        stale = r.stale, unparked = r.unparked, "sweeper recovered expired leases"
+                    ),
+                    Ok(_) => {}
+                    Err(e) => debug!(queue = %queue.name(), error = %e, "sweep failed"),
+                }
+            }
+        }
+    }
+    deregister(&hb).await;
+}
+
+async fn renew_all(hb: &Heartbeat) {
+    let active = hb.shared.active.snapshot();
+    for queue in &hb.queues {
+        let mine: Vec<_> = active.iter().filter(|a| a.queue == queue.name() && !a.is_lost()).collect();
+        for chunk in mine.chunks(500) {
+            let leases: Vec<_> = chunk.iter().map(|a| &a.lease).collect();
+            let sent_at = Instant::now();
+            match queue.renew(&leases).await {
+                Ok(statuses) => {
+                    for (job, status) in chunk.iter().zip(statuses) {
+                        match status {
+                            Renewal::Held => job.renewed(sent_at),
+                            Renewal::CancelRequested { reason } => {
+                                job.renewed(sent_at);
+                                if job.why().is_none() {
+                                    info!(job = %job.lease.job, %reason, "cancel requested: interrupting the running step (phase B)");
+                                }
+                                job.stop(StopWhy::Cancel(reason));
+                            }
+                            Renewal::Lost { state } => {
+                                warn!(job = %job.lease.job, ?state, "lease lost: stopping the attempt, writing nothing more");
+                                job.stop(StopWhy::Lost(format!(
+                                    "lease lost (job is now {})",
+                                    state.map_or("gone".to_owned(), |s| s.to_string())
+                                )));
+                            }
+                        }
+                    }
+                }
+                Err(e) => warn!(queue = %queue.name(), error = %e, "lease renewal failed"),
+            }
+        }
+    }
+    // cut off from Redis past a lease's deadline: it is surely swept; stop the step
+    let now = Instant::now();
+    for job in active {
+        if !job.is_lost() && job.expired_locally(now) {
+            warn!(job = %job.lease.job, "no renewal before the lease deadline: assuming it lost");
+            job.stop(StopWhy::Lost("lease expired without a renewal (cut off from Redis)".into()));
+        }
+    }
+}
+
+fn worker_key(queue: &Queue, id: &str) -> String {
+    format!("{}:worker:{id}", queue.keys().base())
+}
+
+fn workers_key(queue: &Queue) -> String {
+    format!("{}:workers", queue.keys().base())
+}
+
+async fn register(hb: &Heartbeat, started: u128) {
+    let info = serde_json::json!({
+        "id": hb.shared.id,
+        "pid": std::process::id(),
+        "started_at": started as u64,
+        "pipelines": hb.pipelines,
+        "concurrency": hb.concurrency,
+        "active": hb.shared.active.len(),
+        "shutting_down": hb.shared.stop_leasing.is_cancelled(),
+    })
+    .to_string();
+    let ttl = u64::try_from((hb.every * 3).as_millis()).unwrap_or(u64::MAX).max(1000);
+    for queue in &hb.queues {
+        let Ok(mut conn) = queue.pool().get().await else { continue };
+        let result: redis::RedisResult<()> = redis::pipe()
+            .cmd("SET").arg(worker_key(queue, &hb.shared.id)).arg(&info).arg("PX").arg(ttl).ignore()
+            .cmd("SADD").arg(workers_key(queue)).arg(&hb.shared.id).ignore()
+            .query_async(&mut conn)
+            .await;
+        if let Err(e) = result {
+            debug!(error = %e, "worker registration failed");
+        }
+    }
+}
+
+async fn deregister(hb: &Heartbeat) {
+    for queue in &hb.queues {
+        let Ok(mut conn) = queue.pool().get().await else { continue };
+        let _: redis::RedisResult<()> = redis::pipe()
+            .cmd("DEL").arg(worker_key(queue, &hb.shared.id)).ignore()
+            .cmd("SREM").arg(workers_key(queue)).arg(&hb.shared.id).ignore()
+            .query_async(&mut conn)
+            .await;
+    }
+}

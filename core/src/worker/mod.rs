@@ -1,0 +1,357 @@
+//! The worker runtime: leases jobs of the pipelines it serves, runs them with
+//! heartbeats, cancellation and retries, sweeps expired leases, and shuts down
+//! gracefully.
+
+mod active;
+mod heartbeat;
+mod job;
+mod lease_loop;
+mod runner;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use self::active::{ActiveJobs, StopWhy};
+use self::runner::{PipelineRunner, Runner};
+use crate::config::QueueConfig;
+use crate::error::{Error, Result};
+use crate::pipeline::{queue_of, Pipeline};
+use crate::queue::{connect_pool, Queue};
+
+/// State shared by a worker's loops and job tasks.
+pub(crate) struct Shared {
+    pub(crate) id: String,
+    pub(crate) active: ActiveJobs,
+    /// Fired first on shutdown: no more leases; unstarted jobs are handed back.
+    pub(crate) stop_leasing: CancellationToken,
+    /// Fired with `stop_leasing`: running jobs stop at their next step boundary.
+    pub(crate) stop_at_boundary: CancellationToken,
+    /// How long a step may keep running after its cancellation token fired.
+    pub(crate) cancel_grace: Duration,
+}
+
+/// Settings of a worker; build one with [`Worker::builder`].
+pub struct WorkerBuilder {
+    url: String,
+    config: QueueConfig,
+    concurrency: usize,
+    lease_ttl: Duration,
+    renew_interval: Option<Duration>,
+    sweep_interval: Duration,
+    sweep_batch: usize,
+    shutdown_grace: Duration,
+    cancel_grace: Duration,
+    max_idle_wait: Duration,
+    runners: Vec<Arc<dyn Runner>>,
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("concurrency", &self.concurrency)
+            .field("lease_ttl", &self.lease_ttl)
+            .field("pipelines", &self.runners.iter().map(|r| r.name()).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerBuilder {
+    /// Client settings (key prefix, retention, timeouts).
+    pub fn config(mut self, config: QueueConfig) -> Self {
+        self.config = config;
+        self
+    }
+    /// Jobs run at once (default 10).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+    /// Lease time-to-live for pipelines that do not set one (default 30 s).
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
+    }
+    /// How often all leases are renewed in one call (default: a third of the shortest lease TTL).
+    pub fn renew_interval(mut self, every: Duration) -> Self {
+        self.renew_interval = Some(every);
+        self
+    }
+    /// How often this worker sweeps expired leases (default 5 s).
+    pub fn sweep_interval(mut self, every: Duration) -> Self {
+        self.sweep_interval = every;
+        self
+    }
+    /// Most expired leases handled per sweep call (default 500).
+    pub fn sweep_batch(mut self, n: usize) -> Self {
+        self.sweep_batch = n.max(1);
+        self
+    }
+    /// How long running jobs get, on shutdown, to reach a step boundary (default 30 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+    /// How long a step may run on after its cancellation token fired before it is dropped (default 5 s).
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.cancel_grace = grace;
+        self
+    }
+    /// Longest an idle worker blocks before looking again (default 5 s; wake-ups normally come sooner).
+    pub fn max_idle_wait(mut self, wait: Duration) -> Self {
+        self.max_idle_wait = wait;
+        self
+    }
+    /// Serves pipeline `P`.
+    pub fn pipeline<P: Pipeline>(mut self, pipeline: P) -> Self {
+        self.runners.push(Arc::new(PipelineRunner(Arc::new(pipeline))));
+        self
+    }
+    /// Serves pipeline `P`, shared with other code.
+    pub fn pipeline_arc<P: Pipeline>(mut self, pipeline: Arc<P>) -> Self {
+        self.runners.push(Arc::new(PipelineRunner(pipeline)));
+        self
+    }
+
+    /// Connects and returns the worker, ready to run.
+    pub async fn build(self) -> Result<Worker> {
+        if self.runners.is_empty() {
+            return Err(Error::InvalidArgument("a worker needs at least one pipeline".into()));
+        }
+        let mut names: Vec<&str> = self.runners.iter().map(|r| r.name()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::InvalidArgument(format!("pipeline {} is served twice", w[0])));
+        }
+        let pool = connect_pool(&self.url, &self.config)?;
+        let probe = Queue::with_pool(pool.clone(), "probe", self.config.clone())?;
+        probe.ping().await?;
+        // lease groups: one per (queue, lease ttl)
+        let mut groups: BTreeMap<(String, Duration), Vec<Arc<dyn Runner>>> = BTreeMap::new();
+        for runner in &self.runners {
+            let options = runner.options();
+            let queue = options.queue.unwrap_or(runner.name()).to_owned();
+            let ttl = options.lease_ttl.unwrap_or(self.lease_ttl);
+            groups.entry((queue, ttl)).or_default().push(runner.clone());
+        }
+        let mut lease_groups = Vec::new();
+        for ((queue, ttl), runners) in groups {
+            let queue = probe.sibling(&queue)?;
+            queue.load_scripts().await?;
+            lease_groups.push(lease_loop::LeaseGroup { queue, ttl, runners });
+        }
+        let min_ttl = lease_groups.iter().map(|g| g.ttl).min().unwrap_or(self.lease_ttl);
+        let renew_interval = self.renew_interval.unwrap_or(min_ttl / 3).max(Duration::from_millis(10));
+        Ok(Worker {
+            id: instance_id(),
+            url: self.url,
+            concurrency: self.concurrency,
+            renew_interval,
+            sweep_interval: self.sweep_interval,
+            sweep_batch: self.sweep_batch,
+            shutdown_grace: self.shutdown_grace,
+            cancel_grace: self.cancel_grace,
+            max_idle_wait: self.max_idle_wait,
+            groups: lease_groups,
+        })
+    }
+}
+
+/// A unique id for this worker instance: host, process id and a random suffix.
+fn instance_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "host".to_owned());
+    let host: String = host
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .collect();
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}-{}", std::process::id(), &suffix[..8])
+}
+
+/// A worker replica. Run it with [`Worker::run_until`] or [`Worker::run_until_signal`].
+pub struct Worker {
+    id: String,
+    url: String,
+    concurrency: usize,
+    renew_interval: Duration,
+    sweep_interval: Duration,
+    sweep_batch: usize,
+    shutdown_grace: Duration,
+    cancel_grace: Duration,
+    max_idle_wait: Duration,
+    groups: Vec<lease_loop::LeaseGroup>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// Runs the sweeper once over every queue of the given pipelines: what a
+/// worker does at each sweep interval, callable on its own.
+pub async fn sweep_queues(queues: &[Queue], batch: usize) -> Result<crate::lease::SweepReport> {
+    let mut total = crate::lease::SweepReport::default();
+    for queue in queues {
+        let r = queue.sweep(batch).await?;
+        total.requeued += r.requeued;
+        total.cancelled += r.cancelled;
+        total.stale += r.stale;
+        total.unparked += r.unparked;
+        total.purged += r.purged;
+        total.moves.extend(r.moves);
+    }
+    Ok(total)
+}
+
+impl Worker {
+    /// A worker connecting to `url`.
+    pub fn builder(url: impl Into<String>) -> WorkerBuilder {
+        WorkerBuilder {
+            url: url.into(),
+            config: QueueConfig::default(),
+            concurrency: 10,
+            lease_ttl: Duration::from_secs(30),
+            renew_interval: None,
+            sweep_interval: Duration::from_secs(5),
+            sweep_batch: 500,
+            shutdown_grace: Duration::from_secs(30),
+            cancel_grace: Duration::from_secs(5),
+            max_idle_wait: Duration::from_secs(5),
+            runners: Vec::new(),
+        }
+    }
+
+    /// This instance's unique id (host, pid, random suffix).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The queue clients this worker leases from.
+    pub fn queues(&self) -> Vec<Queue> {
+        let mut out: Vec<Queue> = Vec::new();
+        for g in &self.groups {
+            if !out.iter().any(|q| q.name() == g.queue.name()) {
+                out.push(g.queue.clone());
+            }
+        }
+        out
+    }
+
+    /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
+    pub async fn run_until_signal(self) -> Result<()> {
+        self.run_until(shutdown_signal()).await
+    }
+
+    /// Runs until `shutdown` completes, then shuts down gracefully: stops leasing,
+    /// hands unstarted jobs back, lets running jobs reach a step boundary within
+    /// the shutdown grace, then interrupts the rest.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<()> {
+        let shared = Arc::new(Shared {
+            id: self.id.clone(),
+            active: ActiveJobs::default(),
+            stop_leasing: CancellationToken::new(),
+            stop_at_boundary: CancellationToken::new(),
+            cancel_grace: self.cancel_grace,
+        });
+        let queues = self.queues();
+        let pipelines: Vec<&'static str> = self.groups.iter().flat_map(|g| g.runners.iter().map(|r| r.name())).collect();
+        info!(worker = %self.id, ?pipelines, concurrency = self.concurrency, "worker starting");
+        let slots = Arc::new(Semaphore::new(self.concurrency));
+        let jobs = TaskTracker::new();
+        let stop_background = CancellationToken::new();
+        let mut loops = JoinSet::new();
+        for group in self.groups {
+            let ctx = lease_loop::LeaseLoop {
+                shared: shared.clone(),
+                group,
+                slots: slots.clone(),
+                jobs: jobs.clone(),
+                url: self.url.clone(),
+                max_idle_wait: self.max_idle_wait,
+                batch: self.concurrency,
+            };
+            loops.spawn(ctx.run());
+        }
+        let heartbeat = tokio::spawn(heartbeat::run(heartbeat::Heartbeat {
+            shared: shared.clone(),
+            queues: queues.clone(),
+            every: self.renew_interval,
+            sweep_every: self.sweep_interval,
+            sweep_batch: self.sweep_batch,
+            pipelines: pipelines.iter().map(|p| p.to_string()).collect(),
+            concurrency: self.concurrency,
+            stop: stop_background.clone(),
+        }));
+
+        shutdown.await;
+        info!(worker = %shared.id, active = shared.active.len(), "shutting down: no more leases");
+        shared.stop_leasing.cancel();
+        shared.stop_at_boundary.cancel();
+        while loops.join_next().await.is_some() {}
+
+        jobs.close();
+        let drained = tokio::time::timeout(self.shutdown_grace, jobs.wait()).await.is_ok();
+        if !drained {
+            warn!(active = shared.active.len(), "shutdown grace over: interrupting running steps");
+            for job in shared.active.snapshot() {
+                job.stop(StopWhy::Shutdown);
+            }
+            let bound = self.cancel_grace + Duration::from_secs(30);
+            if tokio::time::timeout(bound, jobs.wait()).await.is_err() {
+                warn!(active = shared.active.len(), "some jobs did not end after being interrupted; leaving them to the sweeper");
+            }
+        }
+        stop_background.cancel();
+        if let Err(e) = heartbeat.await {
+            warn!(error = %e, "heartbeat task ended abnormally");
+        }
+        info!(worker = %shared.id, "worker stopped");
+        Ok(())
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            warn!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => info!("SIGINT received"),
+        _ = term => info!("SIGTERM received"),
+    }
+}
+
+/// The queue a pipeline's jobs go to, as a client sharing `queue`'s pool.
+pub fn queue_for<P: Pipeline>(queue: &Queue) -> Result<Queue> {
+    queue.sibling(queue_of::<P>())
+}

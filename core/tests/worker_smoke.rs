@@ -1,0 +1,138 @@
+//! The worker runtime end to end in one process, with a hand-written pipeline.
+
+use std::time::Duration;
+
+use leasehold_core::{
+    BoxFuture, Client, JobState, Pipeline, PipelineOptions, QueueConfig, RetryPolicy, StepContext,
+    StepError, StepSpec, Steps, UnknownStep, Worker,
+};
+use leasehold_testkit::{wait_until_async, RedisServer};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    Double,
+    Add,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Step {
+    type Err = UnknownStep;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Step::ALL
+            .iter()
+            .copied()
+            .find(|x| x.name() == s)
+            .ok_or(UnknownStep { pipeline: "math", name: s.into() })
+    }
+}
+
+impl Steps for Step {
+    const ALL: &'static [Self] = &[Step::Double, Step::Add];
+    fn name(self) -> &'static str {
+        match self {
+            Step::Double => "double",
+            Step::Add => "add",
+        }
+    }
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Input {
+    n: i64,
+    fail_first: bool,
+}
+
+struct Math;
+
+impl Pipeline for Math {
+    type Input = Input;
+    type Step = Step;
+    const NAME: &'static str = "math";
+    const STEPS: &'static [StepSpec] = &[
+        StepSpec { name: "double", timeout: None, retry: None },
+        StepSpec { name: "add", timeout: Some(Duration::from_secs(5)), retry: None },
+    ];
+    fn options() -> PipelineOptions {
+        PipelineOptions {
+            retry: RetryPolicy { initial_backoff: Duration::from_millis(10), ..RetryPolicy::exponential(2) },
+            ..PipelineOptions::default()
+        }
+    }
+    fn run_step<'a>(
+        &'a self,
+        index: usize,
+        ctx: &'a StepContext,
+        input: &'a Input,
+        previous: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<String, StepError>> {
+        Box::pin(async move {
+            match index {
+                0 => Ok((input.n * 2).to_string()),
+                _ => {
+                    let prev: i64 = previous.unwrap_or("0").parse().map_err(StepError::permanent)?;
+                    if input.fail_first && ctx.attempt() == 1 {
+                        return Err(StepError::retryable("transient"));
+                    }
+                    Ok((prev + 1).to_string())
+                }
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_runs_jobs_retries_and_shuts_down() {
+    let srv = RedisServer::start();
+    let client = Client::connect(&srv.url(), QueueConfig::default()).await.unwrap();
+    let mut ids = Vec::new();
+    for n in 0..20 {
+        ids.push(client.enqueue::<Math>(&Input { n, fail_first: n % 5 == 0 }).await.unwrap().id);
+    }
+    let worker = Worker::builder(srv.url())
+        .pipeline(Math)
+        .concurrency(4)
+        .lease_ttl(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(worker.run_until(async {
+        let _ = rx.await;
+    }));
+    let queue = client.queue_for::<Math>().unwrap();
+    wait_until_async(Duration::from_secs(20), "all jobs succeeded", || {
+        let queue = queue.clone();
+        let ids = ids.clone();
+        async move {
+            for id in &ids {
+                match queue.job(id).await {
+                    Ok(Some(job)) if job.state == JobState::Succeeded => {}
+                    _ => return false,
+                }
+            }
+            true
+        }
+    })
+    .await;
+    for (n, id) in ids.iter().enumerate() {
+        let job = queue.job(id).await.unwrap().unwrap();
+        assert_eq!(job.outputs["add"], serde_json::json!(n as i64 * 2 + 1));
+        if n % 5 == 0 {
+            assert_eq!(job.attempt, 2, "{job:?}");
+            assert_eq!(job.attempts[0].state, JobState::Failed);
+            // resumed after `double`: the second attempt ran only `add`
+            assert_eq!(job.attempts[1].steps.len(), 1);
+        }
+    }
+    tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(20), handle).await.unwrap().unwrap().unwrap();
+}
