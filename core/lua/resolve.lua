@@ -1,6 +1,8 @@
 -- resolve (operator): STALE -> FAILED | CANCELLED | SUCCEEDED with a mandatory
 -- reason, recorded in the attempt's final record. Releases the resource lock.
--- KEYS[10] job
+-- Resolving as FAILED or CANCELLED queues the job on the cleanup list, where a
+-- worker serving its pipeline runs the pipeline's cleanup hook.
+-- KEYS[10] job  KEYS[11] cleanup list
 -- ARGV[4] resolved state  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
 -- Reply: {'OK', state} | refusal | {'BAD_ARG', what}
 local jk = KEYS[10]
@@ -21,5 +23,8 @@ release_lock(res, id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
 make_terminal(jk, id, as, now)
 emit('resolve', id, f[2], 'STALE', as, who, reason)
+if as ~= 'SUCCEEDED' then
+  redis.call('RPUSH', KEYS[11], id)
+end
 purge(now, 4)
 return { 'OK', as }

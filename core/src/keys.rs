@@ -92,6 +92,18 @@ impl QueueKeys {
     pub fn wake(&self) -> String {
         format!("{}:wake", self.base)
     }
+    /// List: STALE jobs resolved as FAILED or CANCELLED whose cleanup hook has not run yet.
+    pub fn cleanup(&self) -> String {
+        format!("{}:cleanup", self.base)
+    }
+    /// Set: ids of worker instances that registered with the queue.
+    pub fn workers(&self) -> String {
+        format!("{}:workers", self.base)
+    }
+    /// String with a TTL: a live worker's registration (JSON).
+    pub fn worker(&self, id: &str) -> String {
+        format!("{}:worker:{id}", self.base)
+    }
     /// Hash: the job record.
     pub fn job(&self, id: &str) -> String {
         format!("{}:job:{id}", self.base)

@@ -636,7 +636,8 @@ impl Queue {
         }
         let (_, resource) = self.routing(job.as_str()).await?;
         let mut inv = self.invocation(&scripts::RESOLVE);
-        inv.key(self.keys.job(job.as_str()));
+        inv.key(self.keys.job(job.as_str()))
+            .key(self.keys.cleanup());
         inv.arg(as_state.as_str())
             .arg(by)
             .arg(reason)
@@ -659,6 +660,25 @@ impl Queue {
                 detail: format!("expected an integer, got {other:?}"),
             }),
         }
+    }
+
+    /// Takes up to `n` jobs from the cleanup list (STALE jobs resolved as FAILED or CANCELLED).
+    pub async fn take_cleanups(&self, n: usize) -> Result<Vec<JobId>> {
+        let mut conn = self.conn().await?;
+        let ids: Option<Vec<String>> = self
+            .timed(redis::cmd("LPOP").arg(self.keys.cleanup()).arg(n.max(1)).query_async(&mut conn))
+            .await?;
+        ids.unwrap_or_default()
+            .iter()
+            .map(|id| JobId::parse(id))
+            .collect()
+    }
+
+    /// Puts a job back on the cleanup list (for a worker that serves its pipeline).
+    pub async fn return_cleanup(&self, id: &JobId) -> Result<()> {
+        let mut conn = self.conn().await?;
+        let _: i64 = self.timed(conn.rpush(self.keys.cleanup(), id.as_str())).await?;
+        Ok(())
     }
 
     /// Reads a job, with every attempt record. `None` when it does not exist.

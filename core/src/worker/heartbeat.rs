@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 
 use deadpool_redis::redis;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use super::active::StopWhy;
+use super::job;
+use super::runner::Runner;
 use super::Shared;
 use crate::lease::Renewal;
 use crate::queue::Queue;
@@ -21,6 +24,9 @@ pub(crate) struct Heartbeat {
     pub(crate) sweep_every: Duration,
     pub(crate) sweep_batch: usize,
     pub(crate) pipelines: Vec<String>,
+    /// Served pipelines by queue name, for cleanup hooks of resolved STALE jobs.
+    pub(crate) runners: Vec<(String, Arc<dyn Runner>)>,
+    pub(crate) tasks: TaskTracker,
     pub(crate) concurrency: usize,
     pub(crate) stop: CancellationToken,
 }
@@ -51,6 +57,7 @@ pub(crate) async fn run(hb: Heartbeat) {
                     Ok(_) => {}
                     Err(e) => debug!(queue = %queue.name(), error = %e, "sweep failed"),
                 }
+                take_cleanups(&hb, queue).await;
             }
         }
     }
@@ -101,11 +108,11 @@ async fn renew_all(hb: &Heartbeat) {
 }
 
 fn worker_key(queue: &Queue, id: &str) -> String {
-    format!("{}:worker:{id}", queue.keys().base())
+    queue.keys().worker(id)
 }
 
 fn workers_key(queue: &Queue) -> String {
-    format!("{}:workers", queue.keys().base())
+    queue.keys().workers()
 }
 
 async fn register(hb: &Heartbeat, started: u128) {
@@ -141,5 +148,45 @@ async fn deregister(hb: &Heartbeat) {
             .cmd("SREM").arg(workers_key(queue)).arg(&hb.shared.id).ignore()
             .query_async(&mut conn)
             .await;
+    }
+}
+
+/// Runs cleanup hooks of STALE jobs resolved by an operator, for served pipelines.
+async fn take_cleanups(hb: &Heartbeat, queue: &Queue) {
+    let ids = match queue.take_cleanups(16).await {
+        Ok(ids) => ids,
+        Err(e) => {
+            debug!(queue = %queue.name(), error = %e, "cannot read the cleanup list");
+            return;
+        }
+    };
+    for id in ids {
+        let pipeline = match queue.job(&id).await {
+            Ok(Some(job)) => job.pipeline,
+            Ok(None) => continue,
+            Err(e) => {
+                warn!(job = %id, error = %e, "cannot read a resolved job; its cleanup is skipped");
+                continue;
+            }
+        };
+        let runner = hb
+            .runners
+            .iter()
+            .find(|(q, r)| q == queue.name() && r.name() == pipeline)
+            .map(|(_, r)| r.clone());
+        match runner {
+            Some(runner) => {
+                let queue = queue.clone();
+                hb.tasks.spawn(async move {
+                    job::cleanup_after_resolve(runner.as_ref(), &queue, &id).await;
+                });
+            }
+            None => {
+                // another worker serves this pipeline: leave it for them
+                if let Err(e) = queue.return_cleanup(&id).await {
+                    warn!(job = %id, error = %e, "cannot return a cleanup to the list");
+                }
+            }
+        }
     }
 }

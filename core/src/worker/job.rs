@@ -331,3 +331,45 @@ async fn run_step(
         }
     }
 }
+
+/// Runs the cleanup hook of a STALE job an operator resolved as FAILED or CANCELLED.
+pub(crate) async fn cleanup_after_resolve(runner: &dyn Runner, queue: &Queue, id: &crate::id::JobId) {
+    let job = match queue.job(id).await {
+        Ok(Some(job)) => job,
+        Ok(None) => return,
+        Err(e) => {
+            warn!(job = %id, error = %e, "cannot read a resolved job for its cleanup");
+            return;
+        }
+    };
+    let input = match runner.decode(&job.input.to_string()) {
+        Ok(input) => input,
+        Err(e) => {
+            warn!(job = %id, error = %e, "cannot decode a resolved job's input for its cleanup");
+            return;
+        }
+    };
+    let record = job.attempts.iter().rev().find(|a| a.resolution.is_some());
+    let reason = record
+        .and_then(|a| a.resolution.as_ref())
+        .map(|r| format!("{} (resolved by {})", r.reason, r.by))
+        .unwrap_or_else(|| "resolved after STALE".to_owned());
+    let last_completed = job
+        .last_step
+        .as_deref()
+        .and_then(|name| runner.steps().iter().find(|s| s.name == name))
+        .map(|s| s.name);
+    let ctx = CleanupContext {
+        job: job.id.clone(),
+        attempt: job.attempt,
+        reason: CleanupReason::ResolvedAfterStale { reason },
+        last_completed_step: last_completed,
+        cut_mid_step: true,
+    };
+    let hook = AssertUnwindSafe(runner.cleanup(&ctx, input.as_ref())).catch_unwind();
+    match tokio::time::timeout(Duration::from_secs(300), hook).await {
+        Ok(Ok(())) => info!(job = %id, "cleanup hook ran after the STALE job was resolved"),
+        Ok(Err(_)) => warn!(job = %id, "cleanup hook panicked"),
+        Err(_) => warn!(job = %id, "cleanup hook did not finish within 300 s"),
+    }
+}

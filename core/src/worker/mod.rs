@@ -267,6 +267,11 @@ impl Worker {
             cancel_grace: self.cancel_grace,
         });
         let queues = self.queues();
+        let runners: Vec<(String, Arc<dyn Runner>)> = self
+            .groups
+            .iter()
+            .flat_map(|g| g.runners.iter().map(|r| (g.queue.name().to_owned(), r.clone())))
+            .collect();
         let pipelines: Vec<&'static str> = self.groups.iter().flat_map(|g| g.runners.iter().map(|r| r.name())).collect();
         info!(worker = %self.id, ?pipelines, concurrency = self.concurrency, "worker starting");
         let slots = Arc::new(Semaphore::new(self.concurrency));
@@ -293,6 +298,8 @@ impl Worker {
             sweep_batch: self.sweep_batch,
             pipelines: pipelines.iter().map(|p| p.to_string()).collect(),
             concurrency: self.concurrency,
+            runners: runners.clone(),
+            tasks: jobs.clone(),
             stop: stop_background.clone(),
         }));
 
