@@ -11,6 +11,9 @@ local refusal = refuse_unless(jk, { RUNNING = true }, token)
 if refusal then return refusal end
 local now = now_ms()
 local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason')
+-- The resource lock vanished and another job took it: this holder lost it.
+local holder = has_lock and redis.call('GET', lk)
+if holder and holder ~= f[1] then return { 'LOST', 'RUNNING' } end
 local steps = f[2] or ''
 if steps ~= '' then steps = steps .. ',' end
 steps = steps .. step .. '@' .. fmt(now)
@@ -18,5 +21,5 @@ local deadline = now + ttl
 redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
   'lease_deadline', fmt(deadline), 'updated_at', fmt(now))
 redis.call('ZADD', K_LEASES, 'XX', fmt(deadline), f[1])
-if has_lock then redis.call('PEXPIRE', lk, lock_ttl) end
+if has_lock then redis.call('SET', lk, f[1], 'PX', lock_ttl) end
 return { 'OK', f[3] or '' }

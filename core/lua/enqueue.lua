@@ -14,6 +14,8 @@ for i = 1, n do
   local priority, delay_ms, max_attempts, stale_lock = ARGV[a + 5], tonumber(ARGV[a + 6]), ARGV[a + 7], ARGV[a + 8]
   local existing = false
   if input_key ~= '' then existing = redis.call('HGET', K_INPUTS, input_key) end
+  -- an id given by the caller is idempotent too: never overwrite a job
+  if not existing and redis.call('EXISTS', KEYS[11 + i]) == 1 then existing = id end
   if existing then
     out[#out + 1] = existing
     out[#out + 1] = 'existing'

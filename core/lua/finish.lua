@@ -4,6 +4,7 @@
 -- left creates the next attempt in QUEUED, delayed by the caller's backoff,
 -- unless a cancel was requested (then the attempt ends FAILED).
 -- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>
+-- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
 -- ARGV[4] token  ARGV[5] outcome  ARGV[6] error kind  ARGV[7] error message  ARGV[8] '1' retryable
 -- ARGV[9] backoff ms  ARGV[10] '1' cleanup needed  ARGV[11] reason  ARGV[12] resource ('' when none)
 -- ARGV[13] '1' when the attempt was interrupted by a worker shutdown: a new attempt is
@@ -29,14 +30,15 @@ local f = redis.call('HMGET', jk, 'id', 'attempt', 'max_attempts', 'worker', 'st
   'cancel_reason')
 local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
 if cleanup then redis.call('HSET', jk, 'cleanup_needed', '1') end
-local extra = { reason = reason }
+local extra = {}
+if reason ~= '' then extra.reason = reason end
 if outcome == 'FAILED' then
   extra.error = { kind = kind, message = message, retryable = retryable }
 end
 if not append_attempt(jk, attempt, attempt_record(jk, outcome, now, extra)) then
   return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
 end
-release_lock(res, id)
+release_lock_at(KEYS[13], KEYS[14], res, id)
 redis.call('ZREM', K_LEASES, id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
 emit('finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
@@ -50,6 +52,7 @@ if outcome == 'FAILED' and not cancel_pending and (interrupted or (retryable and
   redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'updated_at', fmt(now),
     'not_before', fmt(not_before), 'step', '')
   redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
+  redis.call('HSET', jk, 'cleanup_needed', '0')
   if backoff > 0 then
     redis.call('ZADD', k_delayed, fmt(not_before), id)
   else

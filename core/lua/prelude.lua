@@ -17,8 +17,12 @@
 --   ARGV[3] retention: terminal job max age in ms (0 = no age limit)
 -- Script-specific KEYS start at 10, script-specific ARGV at 4.
 --
--- Keys of jobs a script discovers through an index (lease, sweep, purge,
--- unpark) are named from KEYS[1] and therefore carry the same hash tag.
+-- Keys of jobs a script discovers through an index are named from KEYS[1] and
+-- therefore carry the same hash tag: the jobs (and their ready sets, locks and
+-- parked sets) that lease and sweep find, the old terminal jobs retention
+-- deletes (purge, also run at the end of terminal transitions), and the jobs
+-- woken from a parked set. Every key of the job a single-job script is about
+-- is passed in KEYS.
 
 local BASE, K_LEASES, K_FENCE, K_EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_INPUTS, K_PARKED, K_DONE, K_STALE, K_WAKE = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
@@ -65,9 +69,8 @@ end
 
 local TERMINAL = { SUCCEEDED = true, FAILED = true, CANCELLED = true }
 
--- Moves every job parked on `res` back to its ready set.
-local function unpark(res)
-  local pk = parked_key(res)
+-- Moves every job parked on `res` (sorted set `pk`) back to its ready set.
+local function unpark_at(pk, res)
   local waiting = redis.call('ZRANGE', pk, 0, -1, 'WITHSCORES')
   for i = 1, #waiting, 2 do
     local id = waiting[i]
@@ -81,14 +84,25 @@ local function unpark(res)
   if #waiting > 0 then wake() end
 end
 
--- Releases `res` if `id` holds it, then wakes the jobs waiting for it.
-local function release_lock(res, id)
+-- Same, for scripts that discover the resource through an index (sweep).
+local function unpark(res)
+  unpark_at(parked_key(res), res)
+end
+
+-- Releases `res` (lock key `lk`) if `id` holds it, then wakes the jobs waiting
+-- for it (parked set `pk`). Single-job scripts receive `lk` and `pk` in KEYS.
+local function release_lock_at(lk, pk, res, id)
   if res == nil or res == false or res == '' then return end
-  local lk = lock_key(res)
   if redis.call('GET', lk) == id then
     redis.call('DEL', lk)
   end
-  unpark(res)
+  unpark_at(pk, res)
+end
+
+-- Same, for scripts that discover the resource through an index (sweep).
+local function release_lock(res, id)
+  if res == nil or res == false or res == '' then return end
+  release_lock_at(lock_key(res), parked_key(res), res, id)
 end
 
 -- Deletes terminal jobs beyond the retention policy; at most `budget` jobs.

@@ -11,10 +11,15 @@ for i = 1, n do
   local jk, lk = KEYS[8 + 2 * i], KEYS[9 + 2 * i]
   local token, has_lock = ARGV[4 + 2 * i], ARGV[5 + 2 * i] == '1'
   local f = redis.call('HMGET', jk, 'state', 'token', 'id', 'cancel_reason')
-  if f[2] == token and (f[1] == 'LEASED' or f[1] == 'RUNNING') then
+  -- A lock that vanished (expired, evicted) and was taken by another job is
+  -- lost: never extend the other job's lock. One that vanished unclaimed is re-taken.
+  local holder = has_lock and redis.call('GET', lk)
+  if f[2] == token and (f[1] == 'LEASED' or f[1] == 'RUNNING') and holder and holder ~= f[3] then
+    out[i] = 'LOST:' .. f[1]
+  elseif f[2] == token and (f[1] == 'LEASED' or f[1] == 'RUNNING') then
     redis.call('HSET', jk, 'lease_deadline', deadline)
     redis.call('ZADD', K_LEASES, 'XX', deadline, f[3])
-    if has_lock then redis.call('PEXPIRE', lk, lock_ttl) end
+    if has_lock then redis.call('SET', lk, f[3], 'PX', lock_ttl) end
     if f[4] and f[4] ~= '' then out[i] = 'CANCEL:' .. f[4] else out[i] = 'OK' end
   else
     out[i] = 'LOST:' .. (f[1] or 'GONE')

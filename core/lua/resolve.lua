@@ -3,6 +3,7 @@
 -- Resolving as FAILED or CANCELLED queues the job on the cleanup list, where a
 -- worker serving its pipeline runs the pipeline's cleanup hook.
 -- KEYS[10] job  KEYS[11] cleanup list
+-- KEYS[12] lock:<resource>  KEYS[13] parked:<resource> (the job key for both when none)
 -- ARGV[4] resolved state  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
 -- Reply: {'OK', state} | refusal | {'BAD_ARG', what}
 local jk = KEYS[10]
@@ -19,7 +20,7 @@ if not append_attempt(jk, f[2], rec) then
   return { 'CORRUPT', 'attempt:' .. f[2] .. ' already recorded' }
 end
 redis.call('ZREM', K_STALE, id)
-release_lock(res, id)
+release_lock_at(KEYS[12], KEYS[13], res, id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
 make_terminal(jk, id, as, now)
 emit('resolve', id, f[2], 'STALE', as, who, reason)

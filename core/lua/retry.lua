@@ -3,6 +3,9 @@
 -- recorded as STALE now). 'resume' keeps the last completed step and its output so
 -- the new attempt continues after it; 'start' clears them.
 -- KEYS[10] job  KEYS[11] ready:<pipeline>
+-- KEYS[12] lock:<resource>  KEYS[13] parked:<resource> (the job key for both when none)
+-- A job whose input key is now held by another non-terminal job is refused
+-- ({'INPUT_KEY_TAKEN', other id}): the same input would be processed twice.
 -- ARGV[4] mode ('resume' | 'start')  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
 -- Reply: {'OK', new attempt} | refusal
 local jk, k_ready = KEYS[10], KEYS[11]
@@ -12,13 +15,17 @@ if refusal then return refusal end
 local now = now_ms()
 local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key')
 local id, from, attempt = f[1], f[2], tonumber(f[3])
+if f[5] and f[5] ~= '' then
+  local holder = redis.call('HGET', K_INPUTS, f[5])
+  if holder and holder ~= id then return { 'INPUT_KEY_TAKEN', holder } end
+end
 if from == 'STALE' then
   local rec = attempt_record(jk, 'STALE', now, { resolution = { action = 'retry', by = who, reason = reason } })
   if not append_attempt(jk, attempt, rec) then
     return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
   end
   redis.call('ZREM', K_STALE, id)
-  release_lock(res, id)
+  release_lock_at(KEYS[12], KEYS[13], res, id)
 else
   redis.call('ZREM', K_DONE, id)
 end

@@ -12,7 +12,7 @@ local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'cancel_reason')
 local id = f[1]
 if f[4] and f[4] ~= '' then
   append_attempt(jk, f[2], attempt_record(jk, 'CANCELLED', now, nil))
-  release_lock(res, id)
+  release_lock_at(KEYS[11], KEYS[12], res, id)
   redis.call('ZREM', K_LEASES, id)
   redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
   make_terminal(jk, id, 'CANCELLED', now)

@@ -57,6 +57,14 @@ pub enum Error {
         /// Its terminal state.
         state: JobState,
     },
+    /// A retry was refused because another non-terminal job holds the job's input key.
+    #[error("job {job} cannot be retried: job {holder} holds its input key and is not finished (the same input would be processed twice)")]
+    InputKeyTaken {
+        /// The job an operator tried to retry.
+        job: String,
+        /// The non-terminal job that holds the input key.
+        holder: String,
+    },
     /// A value read back from Redis is not what leasehold writes.
     #[error("corrupt data in redis: key {key}, field {field}: {problem}")]
     Corrupt {

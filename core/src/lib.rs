@@ -69,4 +69,50 @@ pub use deadpool_redis::redis;
 pub mod __private {
     pub use serde;
     pub use serde_json;
+
+    use crate::pipeline::StepError;
+
+    /// Serialises a step's output. The bound also checks, at the output type
+    /// the macro names, that the output can be read back by the next step.
+    pub fn encode_output<T: serde::Serialize + serde::de::DeserializeOwned>(
+        step: &str,
+        output: &T,
+    ) -> Result<String, StepError> {
+        serde_json::to_string(output).map_err(|e| {
+            StepError::permanent(format!("step `{step}`: cannot serialise its output: {e}"))
+                .with_kind("output")
+        })
+    }
+
+    /// Reads the previous step's output for step `step`.
+    pub fn decode_previous<T: serde::de::DeserializeOwned>(
+        step: &str,
+        previous: Option<&str>,
+    ) -> Result<T, StepError> {
+        let Some(json) = previous else {
+            return Err(StepError::permanent(format!(
+                "step `{step}` takes the previous step's output, but none was given"
+            ))
+            .with_kind("output"));
+        };
+        serde_json::from_str(json).map_err(|e| {
+            StepError::permanent(format!(
+                "step `{step}`: cannot read the previous step's output: {e}"
+            ))
+            .with_kind("output")
+        })
+    }
+
+    /// A step's error, as a [`StepError`].
+    pub fn into_step_error<E: Into<StepError>>(error: E) -> StepError {
+        error.into()
+    }
+
+    /// `run_step` called with an index past the last step.
+    pub fn no_such_step(pipeline: &str, index: usize, steps: usize) -> StepError {
+        StepError::permanent(format!(
+            "pipeline {pipeline} has {steps} steps; there is no step number {index}"
+        ))
+        .with_kind("step")
+    }
 }

@@ -48,17 +48,28 @@ pub struct Enqueued {
 
 /// Builds a connection pool for `url` with explicit connect and wait timeouts.
 pub fn connect_pool(url: &str, config: &QueueConfig) -> Result<Pool> {
-    let mut cfg = deadpool_redis::Config::from_url(url);
-    cfg.pool = Some(PoolConfig {
-        max_size: config.pool_size.max(1),
-        timeouts: Timeouts {
-            wait: Some(config.connect_timeout),
-            create: Some(config.connect_timeout),
-            recycle: Some(config.connect_timeout),
-        },
-        ..PoolConfig::default()
-    });
-    cfg.create_pool(Some(Runtime::Tokio1))
+    // redis-rs gives each connection its own defaults (1 s to connect, 500 ms per
+    // reply) unless told otherwise, which silently capped `response_timeout`: a
+    // script slower than 500 ms failed even with a 10 s `response_timeout`. The
+    // connection's reply timeout is a backstop just above the client's own timer,
+    // so `Queue` calls report `Error::Timeout` and direct pool users stay bounded.
+    let connection = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(Some(config.response_timeout.saturating_add(Duration::from_secs(1))));
+    let manager = deadpool_redis::Manager::new_with_config(url, connection)
+        .map_err(|e| Error::Pool(format!("cannot build a pool for {url}: {e}")))?;
+    Pool::builder(manager)
+        .config(PoolConfig {
+            max_size: config.pool_size.max(1),
+            timeouts: Timeouts {
+                wait: Some(config.connect_timeout),
+                create: Some(config.connect_timeout),
+                recycle: Some(config.connect_timeout),
+            },
+            ..PoolConfig::default()
+        })
+        .runtime(Runtime::Tokio1)
+        .build()
         .map_err(|e| Error::Pool(format!("cannot build a pool for {url}: {e}")))
 }
 
@@ -74,9 +85,12 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Lock keys outlive the lease so the sweeper always sees an expired lease before its lock goes.
+/// A lock key lives an hour past its lease: while any worker runs, the sweeper
+/// (not the TTL) decides what happens to a dead holder's resource — released
+/// with a LEASED job, held with a STALE one. The TTL only guards against leaks
+/// when no worker runs at all.
 fn lock_ttl(ttl: Duration) -> u64 {
-    millis(ttl).saturating_mul(2)
+    millis(ttl).saturating_add(3_600_000)
 }
 
 impl Queue {
@@ -341,10 +355,19 @@ impl Queue {
         }
     }
 
+    /// The lock and parked-set keys of `resource`, or the job key twice when it has none.
+    fn lock_keys(&self, job: &str, resource: Option<&str>) -> [String; 2] {
+        match resource {
+            Some(res) => [self.keys.lock(res), self.keys.parked(res)],
+            None => [self.keys.job(job), self.keys.job(job)],
+        }
+    }
+
     /// LEASED → RUNNING, or → CANCELLED when a cancel was requested before the start.
     pub async fn start(&self, lease: &Lease, first_step: &str) -> Result<Started> {
         let mut inv = self.invocation(&scripts::START);
-        inv.key(self.keys.job(lease.job.as_str()));
+        let [lock, parked] = self.lock_keys(lease.job.as_str(), lease.resource.as_deref());
+        inv.key(self.keys.job(lease.job.as_str())).key(lock).key(parked);
         inv.arg(&lease.token)
             .arg(first_step)
             .arg(lease.resource.as_deref().unwrap_or(""));
@@ -432,9 +455,12 @@ impl Queue {
     /// Ends the current attempt. A retryable failure with attempts left queues a new attempt.
     pub async fn finish(&self, lease: &Lease, outcome: &Outcome) -> Result<Finished> {
         let mut inv = self.invocation(&scripts::FINISH);
+        let [lock, parked] = self.lock_keys(lease.job.as_str(), lease.resource.as_deref());
         inv.key(self.keys.job(lease.job.as_str()))
             .key(self.keys.ready(&lease.pipeline))
-            .key(self.keys.delayed(&lease.pipeline));
+            .key(self.keys.delayed(&lease.pipeline))
+            .key(lock)
+            .key(parked);
         inv.arg(&lease.token).arg(outcome.state().as_str());
         match outcome {
             Outcome::Succeeded => {
@@ -494,16 +520,26 @@ impl Queue {
         }
     }
 
-    /// LEASED → QUEUED: hands an unstarted job back (graceful shutdown).
-    pub async fn release(&self, lease: &Lease) -> Result<()> {
+    /// LEASED → QUEUED: hands an unstarted job back (graceful shutdown). When a
+    /// cancel was requested meanwhile, LEASED → CANCELLED instead. Returns the new state.
+    pub async fn release(&self, lease: &Lease) -> Result<JobState> {
         let mut inv = self.invocation(&scripts::RELEASE);
+        let [lock, parked] = self.lock_keys(lease.job.as_str(), lease.resource.as_deref());
         inv.key(self.keys.job(lease.job.as_str()))
-            .key(self.keys.ready(&lease.pipeline));
+            .key(self.keys.ready(&lease.pipeline))
+            .key(lock)
+            .key(parked);
         inv.arg(&lease.token)
             .arg(lease.resource.as_deref().unwrap_or(""));
         let mut reply = Reply::new("release", self.invoke(&inv).await?)?;
         match reply.text()?.as_str() {
-            "OK" => Ok(()),
+            "OK" => {
+                let state = reply.text()?;
+                state.parse().map_err(|_| Error::Protocol {
+                    script: "release",
+                    detail: format!("unknown state {state:?}"),
+                })
+            }
             status => Err(self.refusal("release", Op::Release, lease.job.as_str(), Some(JobState::Queued), status, &mut reply)),
         }
     }
@@ -608,8 +644,11 @@ impl Queue {
     pub async fn retry(&self, job: &JobId, mode: RetryMode, by: &str, reason: &str) -> Result<u32> {
         let (pipeline, resource) = self.routing(job.as_str()).await?;
         let mut inv = self.invocation(&scripts::RETRY);
+        let [lock, parked] = self.lock_keys(job.as_str(), resource.as_deref());
         inv.key(self.keys.job(job.as_str()))
-            .key(self.keys.ready(&pipeline));
+            .key(self.keys.ready(&pipeline))
+            .key(lock)
+            .key(parked);
         inv.arg(match mode {
             RetryMode::Resume => "resume",
             RetryMode::FromStart => "start",
@@ -620,6 +659,10 @@ impl Queue {
         let mut reply = Reply::new("retry", self.invoke(&inv).await?)?;
         match reply.text()?.as_str() {
             "OK" => reply.int(),
+            "INPUT_KEY_TAKEN" => Err(Error::InputKeyTaken {
+                job: job.to_string(),
+                holder: reply.text()?,
+            }),
             status => Err(self.refusal("retry", Op::Retry, job.as_str(), Some(JobState::Queued), status, &mut reply)),
         }
     }
@@ -636,8 +679,11 @@ impl Queue {
         }
         let (_, resource) = self.routing(job.as_str()).await?;
         let mut inv = self.invocation(&scripts::RESOLVE);
+        let [lock, parked] = self.lock_keys(job.as_str(), resource.as_deref());
         inv.key(self.keys.job(job.as_str()))
-            .key(self.keys.cleanup());
+            .key(self.keys.cleanup())
+            .key(lock)
+            .key(parked);
         inv.arg(as_state.as_str())
             .arg(by)
             .arg(reason)

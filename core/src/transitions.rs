@@ -111,6 +111,7 @@ pub const TRANSITIONS: &[Transition] = &[
     row(Finish, Running, Cancelled, Kind::Move, "the holder honoured a cancel"),
     row(Finish, Leased, Cancelled, Kind::Move, "the holder honoured a cancel before starting"),
     row(Release, Leased, Queued, Kind::Move, "the holder hands it back (shutdown)"),
+    row(Release, Leased, Cancelled, Kind::Move, "the holder hands it back with a cancel pending"),
     row(Cancel, Queued, Cancelled, Kind::Move, "cancel while waiting"),
     row(Cancel, Leased, Leased, Kind::Stay, "cancel requested; the holder honours it"),
     row(Cancel, Running, Running, Kind::Stay, "cancel requested; the holder honours it"),
