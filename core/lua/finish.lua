@@ -9,7 +9,7 @@
 -- ARGV[9] backoff ms  ARGV[10] '1' cleanup needed  ARGV[11] reason  ARGV[12] resource ('' when none)
 -- ARGV[13] '1' when the attempt was interrupted by a worker shutdown: a new attempt is
 --          always made (it does not count against max attempts' purpose: nothing failed)
--- Reply: {'OK', outcome} | {'RETRY', next attempt, not_before ms} | refusal
+-- Reply: {'OK', outcome} (CANCELLED for an interrupted attempt with a cancel pending) | {'RETRY', next attempt, not_before ms} | refusal
 local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
 local token, outcome = ARGV[4], ARGV[5]
 local kind, message, retryable = ARGV[6], ARGV[7], ARGV[8] == '1'
@@ -29,6 +29,13 @@ local now = now_ms()
 local f = redis.call('HMGET', jk, 'id', 'attempt', 'max_attempts', 'worker', 'state', 'priority', 'input_key',
   'cancel_reason')
 local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
+-- A worker shutting down with a cancel pending (not yet seen by it) ends the
+-- attempt CANCELLED: that is what the operator asked for, and nothing failed.
+if interrupted and f[8] and f[8] ~= '' then
+  outcome = 'CANCELLED'
+  reason = 'cancel requested: ' .. f[8] .. ' (honoured at a worker shutdown)'
+  interrupted = false
+end
 if cleanup then redis.call('HSET', jk, 'cleanup_needed', '1') end
 local extra = {}
 if reason ~= '' then extra.reason = reason end

@@ -3,8 +3,9 @@
 -- is parked on that resource (no polling) until the lock is released.
 -- KEYS[10..] pairs of (ready:<pipeline>, delayed:<pipeline>) for each served pipeline
 -- ARGV[4] worker id  ARGV[5] lease ttl ms  ARGV[6] lock ttl ms  ARGV[7] n  ARGV[8..] n tokens
--- Reply: { next_due_ms or -1, then per leased job 9 values:
---          id, token, fence, attempt, pipeline, input, resource, last_step, last_output }
+-- Reply: { next_due_ms or -1, now ms, jobs parked on a locked resource by this call,
+--          then per leased job 10 values:
+--          id, token, fence, attempt, pipeline, input, resource, last_step, last_output, not_before }
 local worker, ttl, lock_ttl, n = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
 local pairs_n = (#KEYS - 9) / 2
@@ -21,8 +22,8 @@ for p = 1, pairs_n do
   end
 end
 
-local out = { -1 }
-local taken, scanned = 0, 0
+local out = { -1, fmt(now), 0 }
+local taken, scanned, parked = 0, 0, 0
 local deadline = now + ttl
 while taken < n and scanned < n * 4 + 16 do
   scanned = scanned + 1
@@ -45,7 +46,7 @@ while taken < n and scanned < n * 4 + 16 do
   if not best_key then break end
   local id = best_id
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step')
+  local f = redis.call('HMGET', jk, 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before')
   if f[1] == 'QUEUED' then
     local res = f[2] or ''
     local holder = false
@@ -53,6 +54,7 @@ while taken < n and scanned < n * 4 + 16 do
     if holder and holder ~= id then
       redis.call('ZADD', parked_key(res), best_score, id)
       redis.call('SADD', K_PARKED, res)
+      parked = parked + 1
     else
       if res ~= '' then redis.call('SET', lock_key(res), id, 'PX', lock_ttl) end
       local fence = redis.call('INCR', K_FENCE)
@@ -74,6 +76,7 @@ while taken < n and scanned < n * 4 + 16 do
       out[#out + 1] = res
       out[#out + 1] = last
       out[#out + 1] = last_out
+      out[#out + 1] = f[7] or ''
     end
   end
   -- any other state: a stale index entry; dropping it is the repair
@@ -88,4 +91,5 @@ for p = 1, pairs_n do
   end
 end
 if next_due then out[1] = fmt(next_due) end
+out[3] = parked
 return out

@@ -50,12 +50,14 @@ pub enum Error {
         op: Op,
     },
     /// The job's attempt is already over.
-    #[error("job {job} is already {state}")]
+    #[error("job {job} is already {state}: {op} refused, a finished attempt is never changed (retry it to start a new attempt)")]
     AlreadyTerminal {
         /// The job.
         job: String,
         /// Its terminal state.
         state: JobState,
+        /// The operation that was refused.
+        op: Op,
     },
     /// A retry was refused because another non-terminal job holds the job's input key.
     #[error("job {job} cannot be retried: job {holder} holds its input key and is not finished (the same input would be processed twice)")]

@@ -29,6 +29,8 @@ pub struct Lease {
     pub last_output: Option<String>,
     /// The lease time-to-live used for renewals.
     pub ttl: Duration,
+    /// When the job became due (ms): its enqueue time, delay, or retry time.
+    pub not_before: Millis,
 }
 
 /// The reply to a lease call.
@@ -38,6 +40,10 @@ pub struct Leased {
     pub leases: Vec<Lease>,
     /// When the earliest delayed job comes due (ms), if any.
     pub next_due: Option<Millis>,
+    /// Redis's clock when the leases were taken (ms).
+    pub now: Millis,
+    /// Jobs this call found waiting for a locked resource and parked.
+    pub parked: u64,
 }
 
 /// What `start` did.

@@ -26,9 +26,11 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod id;
+pub mod inspect;
 pub mod job_spec;
 pub mod keys;
 pub mod lease;
+pub mod metrics;
 pub mod pipeline;
 pub mod queue;
 pub mod record;
@@ -42,6 +44,11 @@ pub use client::{job_for, Client};
 pub use config::{QueueConfig, Retention};
 pub use error::{Error, Result};
 pub use id::JobId;
+pub use inspect::{
+    cancel_status, discover_queues, CancelOutcome, CancelStatus, Event, EventFollower, Inspector,
+    JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
+    PipelineWaiting, QueueStatus, StaleJob, StateCounts, WorkerInfo, Workers,
+};
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;
 pub use lease::{
@@ -52,6 +59,7 @@ pub use pipeline::{
     queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, RetryPolicy,
     StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
+pub use metrics::Metrics;
 pub use queue::{connect_pool, Enqueued, Queue};
 pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,
@@ -101,6 +109,44 @@ pub mod __private {
             ))
             .with_kind("output")
         })
+    }
+
+    /// Implemented only by `Output` itself: checks, at a step's by-value
+    /// parameter, that it has the previous step's output type.
+    #[diagnostic::on_unimplemented(
+        message = "this step takes `{Self}`, but the previous step's output is `{Output}`",
+        label = "expected `{Output}`, the previous step's output",
+        note = "a step may take the previous step's output by value, with the type that step returns as `Ok`"
+    )]
+    pub trait PreviousOutput<Output> {}
+
+    impl<T> PreviousOutput<T> for T {}
+
+    /// Fails to compile unless `Param` is `Output`.
+    pub fn check_previous_output<Output, Param: PreviousOutput<Output>>() {}
+
+    /// Implemented only by `Input` itself: checks, at a step's `&Input`
+    /// parameter, that it is the pipeline's input type, and hands it over.
+    #[diagnostic::on_unimplemented(
+        message = "this parameter takes `&{Self}`, but the pipeline's input is `{Input}`",
+        label = "expected `&{Input}`, the job input",
+        note = "the first step's `&Input` parameter sets the pipeline's input type; later steps and the cleanup hook may take it too"
+    )]
+    pub trait JobInput<Input> {
+        /// The input, as this type (which it is).
+        fn cast(input: &Input) -> &Self;
+    }
+
+    impl<T> JobInput<T> for T {
+        fn cast(input: &T) -> &T {
+            input
+        }
+    }
+
+    /// A step's future, checked (at the step's name) to be `Send`: workers
+    /// run steps on a multi-threaded runtime.
+    pub fn send_step<F: std::future::Future + Send>(future: F) -> F {
+        future
     }
 
     /// A step's error, as a [`StepError`].

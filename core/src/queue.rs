@@ -53,9 +53,11 @@ pub fn connect_pool(url: &str, config: &QueueConfig) -> Result<Pool> {
     // script slower than 500 ms failed even with a 10 s `response_timeout`. The
     // connection's reply timeout is a backstop just above the client's own timer,
     // so `Queue` calls report `Error::Timeout` and direct pool users stay bounded.
+    let timeout = config.response_timeout;
+    let reply_backstop = timeout.saturating_add(Duration::from_secs(1));
     let connection = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(Some(config.response_timeout.saturating_add(Duration::from_secs(1))));
+        .set_response_timeout(Some(reply_backstop));
     let manager = deadpool_redis::Manager::new_with_config(url, connection)
         .map_err(|e| Error::Pool(format!("cannot build a pool for {url}: {e}")))?;
     Pool::builder(manager)
@@ -215,6 +217,7 @@ impl Queue {
                 Err(Error::AlreadyTerminal {
                     job: job.to_owned(),
                     state,
+                    op,
                 })
             }),
             "CORRUPT" => reply.text().and_then(|detail| {
@@ -327,6 +330,8 @@ impl Queue {
         }
         let mut reply = Reply::new("lease", self.invoke(&inv).await?)?;
         let next_due: i64 = reply.int()?;
+        let now: i64 = reply.int()?;
+        let parked: u64 = reply.int()?;
         let mut leases = Vec::new();
         while reply.remaining() > 0 {
             leases.push(Lease {
@@ -340,11 +345,14 @@ impl Queue {
                 last_step: reply.opt_text()?,
                 last_output: reply.opt_text()?,
                 ttl,
+                not_before: reply.opt_text()?.and_then(|t| t.parse().ok()).unwrap_or(now),
             });
         }
         Ok(Leased {
             leases,
             next_due: (next_due >= 0).then_some(next_due),
+            now,
+            parked,
         })
     }
 
@@ -452,7 +460,8 @@ impl Queue {
         Ok(out)
     }
 
-    /// Ends the current attempt. A retryable failure with attempts left queues a new attempt.
+    /// Ends the current attempt. A retryable failure with attempts left queues a new attempt,
+    /// unless a cancel was requested: then the attempt ends FAILED and the request stands.
     pub async fn finish(&self, lease: &Lease, outcome: &Outcome) -> Result<Finished> {
         let mut inv = self.invocation(&scripts::FINISH);
         let [lock, parked] = self.lock_keys(lease.job.as_str(), lease.resource.as_deref());

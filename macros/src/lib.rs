@@ -1,1 +1,179 @@
-//! The `#[pipeline]` attribute macro of leasehold (arrives with the runtime).
+//! The `#[pipeline]` attribute macro of leasehold.
+//!
+//! Users reach it as `leasehold::pipeline`; its documentation lives there.
+//!
+//! The crate is layered: `parse` reads the attribute's arguments and the impl
+//! block (taking the `#[step]` / `#[cleanup]` markers off the methods), `model`
+//! validates them into a pipeline model (with `options` and `template` reading
+//! setting values), and `expand` turns the model into tokens. Every layer
+//! reports problems into one `Errors` collector, so one macro run reports
+//! every mistake it can find.
+
+use proc_macro::TokenStream;
+
+mod errors;
+mod expand;
+mod model;
+mod options;
+mod parse;
+mod template;
+
+/// Turns an inherent `impl` block of async methods into a leasehold pipeline.
+///
+/// Mark the steps with `#[step]`, in the order they run, and at most one
+/// cleanup hook with `#[cleanup]`. The macro keeps the impl block (without the
+/// markers, so the methods stay callable), and generates
+///
+/// - a step enum named `<Type>Step` (variants in `PascalCase` of the step
+///   names, in order) implementing `leasehold::Steps`,
+///   `Display`/`FromStr` (the step's name; parsing fails with `UnknownStep`),
+///   `Debug`, `Clone`, `Copy`, `Eq`, `Ord`, `Hash`, and serde's `Serialize` /
+///   `Deserialize` as the name string;
+/// - `impl Pipeline for Type`: the input type, name, step specs (timeouts and
+///   retry policies), options, resource and idempotency keys, and `run_step`,
+///   which deserialises the previous step's output from JSON, calls the step
+///   and serialises its output to JSON.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::{pipeline, CleanupContext, Pipeline, StepContext, StepError};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, Serialize, Deserialize)]
+/// pub struct Window {
+///     shop_id: String,
+///     hour: u32,
+/// }
+///
+/// #[derive(Debug, Serialize, Deserialize)]
+/// pub struct Order {
+///     id: u64,
+///     cents: i64,
+/// }
+///
+/// pub struct OrdersSync;
+///
+/// #[pipeline(
+///     queue = "orders",
+///     resource = "shop:{shop_id}",
+///     input_key = "orders:{shop_id}:{hour}",
+///     lease_ttl = "30s",
+///     max_attempts = 5,
+///     backoff = "2s",
+///     on_stale = "release",
+/// )]
+/// impl OrdersSync {
+///     /// Reads the window's orders.
+///     #[step(timeout = "1m")]
+///     async fn fetch(&self, ctx: &StepContext, input: &Window) -> Result<Vec<Order>, StepError> {
+///         ctx.check_cancelled()?;
+///         Ok(vec![Order { id: u64::from(input.hour), cents: 250 }])
+///     }
+///
+///     /// Drops refunds.
+///     #[step(retry(max_attempts = 1))]
+///     async fn validate(&self, _ctx: &StepContext, orders: Vec<Order>) -> Result<Vec<Order>, StepError> {
+///         Ok(orders.into_iter().filter(|o| o.cents > 0).collect())
+///     }
+///
+///     /// Writes them, fenced by the lease.
+///     #[step]
+///     async fn load(
+///         &self,
+///         ctx: &StepContext,
+///         input: &Window,
+///         orders: Vec<Order>,
+///     ) -> Result<u64, std::io::Error> {
+///         let _fence = ctx.fence();
+///         println!("loading {} orders of {}", orders.len(), input.shop_id);
+///         Ok(orders.len() as u64)
+///     }
+///
+///     #[cleanup]
+///     async fn undo(&self, ctx: &CleanupContext, input: &Window) {
+///         let _ = (ctx.last_completed_step, &input.shop_id);
+///     }
+/// }
+///
+/// assert_eq!(OrdersSync::NAME, "orders_sync");
+/// assert_eq!(OrdersSyncStep::Validate.to_string(), "validate");
+/// let window = Window { shop_id: "a".into(), hour: 7 };
+/// assert_eq!(OrdersSync::resource_key(&window).as_deref(), Some("shop:a"));
+/// ```
+///
+/// # Pipeline options: `#[pipeline(...)]`
+///
+/// All optional. Durations are strings of a number and a unit (`ms`, `s`,
+/// `m`, `h`), parts may be combined: `"250ms"`, `"30s"`, `"1m30s"`, `"1h"`.
+///
+/// | option | value | default | meaning |
+/// |---|---|---|---|
+/// | `name` | string | the type name in `snake_case` | the pipeline's name, recorded on its jobs |
+/// | `queue` | string | the name | the queue its jobs go to |
+/// | `resource` | template | none | the resource the job locks, e.g. `"shop:{shop_id}"` |
+/// | `input_key` | template | none | the idempotency key, e.g. `"orders:{shop_id}:{hour}"` |
+/// | `lease_ttl` | duration | the worker's | lease time-to-live |
+/// | `max_attempts` | integer ≥ 1 | `3` | attempts in all, counting the first |
+/// | `backoff` | duration | `"1s"` | wait before the second attempt |
+/// | `max_backoff` | duration | `"5m"` | upper bound of the wait |
+/// | `multiplier` | number ≥ 1 | `2.0` | growth of the wait per attempt |
+/// | `jitter` | number in 0..=1 | `0.2` | random spread of the wait (± this fraction) |
+/// | `on_stale` | `"hold"` or `"release"` | `"hold"` | whether a STALE job keeps its resource lock |
+///
+/// A template is text with `{field}` placeholders over the fields of the input
+/// type (`{a.b}` for nested fields, `{0}` for tuple structs; `{{` and `}}` are
+/// literal braces). Each field must implement `Display`. A field the input
+/// lacks is a compile error pointing at the template.
+///
+/// # Steps: `#[step]` / `#[step(...)]`
+///
+/// A step is an `async fn` with this shape:
+///
+/// ```text
+/// async fn NAME(&self, ctx: &StepContext, [input: &Input,] [previous: PrevOutput]) -> Result<T, E>
+/// ```
+///
+/// - The first step must take the job input by reference: its type defines the
+///   pipeline's `Input`. Later steps may take it too (`&Input`), in any position
+///   after `ctx`.
+/// - A step after the first may take the previous step's output by value (at
+///   most one by-value parameter; it must have the previous step's output type).
+///   A step may ignore the previous output; after a step returning `()` there is
+///   nothing to take.
+/// - `T` (the step output) must implement `Serialize` and `DeserializeOwned`:
+///   it travels to the next step, and into Redis checkpoints, as JSON.
+/// - `E` must convert into `StepError` (`StepError` itself, or
+///   any `std::error::Error + Send + Sync + 'static`, which becomes a retryable
+///   error). `Result<T>` aliases with one argument work too.
+///
+/// Step options:
+///
+/// | option | value | meaning |
+/// |---|---|---|
+/// | `timeout` | duration | time limit for one run of the step |
+/// | `retry(...)` | `max_attempts`, `backoff`, `max_backoff`, `multiplier`, `jitter` | the step's own retry policy; settings left out come from the pipeline's |
+///
+/// # Cleanup: `#[cleanup]`
+///
+/// At most one `async fn NAME(&self, ctx: &CleanupContext[, input: &Input])`
+/// returning nothing; it runs after a failed or cancelled attempt, or when an
+/// operator resolves a STALE job.
+///
+/// Methods without a marker are kept as they are.
+///
+/// # Errors
+///
+/// Mistakes are compile errors pointing at the offending tokens: a step that
+/// is not `async`, a missing `&self` or context parameter, a first step
+/// without `&Input`, two by-value parameters, an output that does not
+/// serialise, a parameter whose type differs from the previous step's output,
+/// unknown options (with the list of known ones), malformed durations or
+/// templates, a template field the input lacks, and more than one
+/// `#[cleanup]`. When the macro reports an error it still emits the impl block
+/// (and, where it can, the step enum), so code using them does not fail in a
+/// cascade of unrelated errors.
+#[proc_macro_attribute]
+pub fn pipeline(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::pipeline(args.into(), item.into()).into()
+}

@@ -224,7 +224,13 @@ async fn end_stopped(
                 Some(step) => format!("worker shut down past its grace period; last completed step {step}"),
                 None => "worker shut down past its grace period before any step completed".to_owned(),
             };
-            finish(queue, active, Outcome::Interrupted { reason, cleanup_needed: cut }).await;
+            finish(queue, active, Outcome::Interrupted { reason: reason.clone(), cleanup_needed: cut }).await;
+            if cut {
+                // a step was cut mid-way and the attempt ended FAILED (kind `interrupted`):
+                // the cleanup hook is told, as after any failed attempt
+                let error = StepError::retryable(reason).with_kind("interrupted");
+                run_cleanup(runner, active, input, CleanupReason::Failed(error), last_completed, cut).await;
+            }
         }
         StopWhy::Cancel(reason) => {
             info!(%reason, cut, "cancel honoured");

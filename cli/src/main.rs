@@ -1,0 +1,485 @@
+//! `leasehold`: the operator's command-line tool. It answers the operator
+//! questions of `DESIGN.md` from Redis alone (what is waiting, which worker took
+//! it, what is running, is a resource processed twice, was the cancel honoured,
+//! how was a dead worker's job recovered, is this failure retryable) and acts
+//! through the same Lua scripts as workers, so every action is an event.
+//!
+//! Exit codes: 0 ok, 1 other error, 2 bad arguments, 3 unknown job,
+//! 4 refused move, 5 Redis unreachable.
+
+mod commands;
+mod render;
+mod table;
+mod time;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use leasehold_core::{connect_pool, Error, JobId, JobState, Queue, QueueConfig, Retention};
+
+/// Operate leasehold queues: see what waits, runs and is stuck, and act on jobs.
+#[derive(Debug, Parser)]
+#[command(name = "leasehold", version, propagate_version = true)]
+pub struct Cli {
+    /// Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS,
+    /// redis+unix:///path. Falls back to $REDIS_URL, then redis://127.0.0.1:6379.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "LEASEHOLD_REDIS_URL",
+        hide_env_values = true
+    )]
+    pub redis_url: Option<String>,
+    /// First part of every key.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "LEASEHOLD_PREFIX",
+        default_value = "leasehold"
+    )]
+    pub prefix: String,
+    /// Print JSON instead of tables (`events --follow`: one object per line).
+    #[arg(long, global = true, help_heading = "Global options")]
+    pub json: bool,
+    /// Who is acting, recorded with cancel, retry and resolve (default: $USER).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "LEASEHOLD_BY"
+    )]
+    pub by: Option<String>,
+    /// How long to wait to connect to Redis and for each reply.
+    #[arg(long, global = true, help_heading = "Global options", default_value = "5s", value_parser = time::parse_duration)]
+    pub timeout: Duration,
+    /// Retention passed to the scripts (terminal jobs kept per queue; 0 = no limit).
+    /// Use your workers' setting: actions and `purge` delete terminal jobs beyond it.
+    #[arg(long, global = true, help_heading = "Global options", env = "LEASEHOLD_KEEP_COUNT", default_value_t = Retention::default().keep_count)]
+    pub keep_count: u64,
+    /// Retention passed to the scripts (maximum age of terminal jobs; 0s = no limit).
+    #[arg(long, global = true, help_heading = "Global options", env = "LEASEHOLD_KEEP_AGE", default_value = "7d", value_parser = time::parse_duration)]
+    pub keep_age: Duration,
+    /// Approximate cap of each queue's event stream, applied when an action adds an event.
+    #[arg(long, global = true, help_heading = "Global options", env = "LEASEHOLD_EVENTS_MAX_LEN", default_value_t = QueueConfig::default().events_max_len)]
+    pub events_max_len: u64,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Per queue: counts per state, the oldest waiting job, live workers, locks held, STALE jobs needing a decision.
+    Status {
+        /// Only these queues (default: every queue found under the prefix).
+        #[arg(long)]
+        queue: Vec<String>,
+    },
+    /// List jobs, newest change first.
+    Jobs(JobsArgs),
+    /// Everything about one job: input, attempts, step timeline, lease, lock, cancel, events.
+    Show {
+        /// The job id.
+        job: String,
+        /// Its queue (default: search every queue found under the prefix).
+        #[arg(long)]
+        queue: Option<String>,
+    },
+    /// Cancel a job: at once when QUEUED, a request its worker honours when LEASED or RUNNING.
+    Cancel {
+        /// The job id.
+        job: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Why (recorded).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Start a new attempt of a FAILED, CANCELLED or STALE job.
+    Retry {
+        /// The job id.
+        job: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Resume after the last completed step, reusing its output (the default).
+        #[arg(long, conflicts_with = "from_start")]
+        resume: bool,
+        /// Start over from the first step; step outputs are cleared.
+        #[arg(long)]
+        from_start: bool,
+        /// Why (recorded).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Decide the outcome of a STALE job (its worker died while RUNNING).
+    Resolve {
+        /// The job id.
+        job: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// The outcome.
+        #[arg(long = "as", value_enum)]
+        outcome: ResolveAs,
+        /// Why (recorded; required).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Enqueue one job, or one job per time window of a range (a backfill).
+    Enqueue(EnqueueArgs),
+    /// Resource locks: holder, time left, parked jobs, and every live job claiming the resource.
+    Locks {
+        /// Only this queue (default: every queue).
+        #[arg(long)]
+        queue: Option<String>,
+    },
+    /// Live workers (expired registrations are pruned).
+    Workers {
+        /// Only this queue (default: every queue).
+        #[arg(long)]
+        queue: Option<String>,
+    },
+    /// The event stream: every transition, oldest first.
+    Events {
+        /// Only this queue (default: every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only this job's events.
+        #[arg(long)]
+        job: Option<String>,
+        /// Keep printing new events until interrupted.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// How many of the latest events to print first.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Recover expired leases now (the recovery rules of DESIGN.md).
+    Sweep {
+        /// Only this queue (default: every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Report what would move; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Most expired leases handled per queue.
+        #[arg(long, default_value_t = 1000)]
+        batch: usize,
+    },
+    /// Delete terminal jobs beyond the retention policy (--keep-count, --keep-age).
+    Purge {
+        /// Only this queue (default: every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Most jobs deleted per queue.
+        #[arg(long, default_value_t = 10_000)]
+        batch: usize,
+    },
+}
+
+/// `jobs` options.
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Only this queue (default: every queue).
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Only jobs in this state.
+    #[arg(long, value_parser = parse_state)]
+    pub state: Option<JobState>,
+    /// Only jobs of this pipeline.
+    #[arg(long)]
+    pub pipeline: Option<String>,
+    /// Only jobs with this resource.
+    #[arg(long)]
+    pub resource: Option<String>,
+    /// Only jobs whose current or last attempt ran on this worker.
+    #[arg(long)]
+    pub worker: Option<String>,
+    /// Most jobs to print.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// Matching jobs to skip.
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+}
+
+/// `enqueue` options.
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    /// The pipeline.
+    pub pipeline: String,
+    /// The queue (default: the pipeline's name, as for pipelines without a `queue` option).
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// The input, as JSON.
+    #[arg(
+        long,
+        required_unless_present = "input_template",
+        conflicts_with = "input_template"
+    )]
+    pub input: Option<String>,
+    /// Idempotency key: while a job with this key is not finished, enqueue returns it instead.
+    #[arg(long, conflicts_with = "input_template")]
+    pub input_key: Option<String>,
+    /// Resource to lock while the job runs ({from}/{to} are filled in for a range).
+    #[arg(long)]
+    pub resource: Option<String>,
+    /// Priority, 0–255 (higher first).
+    #[arg(long)]
+    pub priority: Option<u8>,
+    /// Do not run before this much time has passed (e.g. 30s, 5m, 2h).
+    #[arg(long, value_parser = time::parse_duration)]
+    pub delay: Option<Duration>,
+    /// Attempts allowed to automatic retries.
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
+    /// Range form: the input as a JSON template with {from} and {to} (RFC 3339),
+    /// {from_ms} and {to_ms} (epoch ms) filled in per window.
+    #[arg(long, requires_all = ["from", "to", "step", "input_key_template"])]
+    pub input_template: Option<String>,
+    /// Range form: start of the first window (RFC 3339; a date or time without offset is UTC).
+    #[arg(long, requires = "input_template", value_parser = time::parse_instant)]
+    pub from: Option<jiff::Timestamp>,
+    /// Range form: end of the last window, exclusive.
+    #[arg(long, requires = "input_template", value_parser = time::parse_instant)]
+    pub to: Option<jiff::Timestamp>,
+    /// Range form: window length, e.g. 15m, 1h, 1d, 1mo (calendar units in UTC).
+    #[arg(long, requires = "input_template", value_parser = time::parse_step)]
+    pub step: Option<jiff::Span>,
+    /// Range form: the input key template (same placeholders); makes the backfill idempotent.
+    #[arg(long, requires = "input_template")]
+    pub input_key_template: Option<String>,
+}
+
+/// Outcomes an operator may give a STALE job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ResolveAs {
+    /// The attempt failed.
+    Failed,
+    /// The attempt is cancelled.
+    Cancelled,
+    /// The attempt's work is complete.
+    Succeeded,
+}
+
+impl ResolveAs {
+    /// The state.
+    pub fn state(self) -> JobState {
+        match self {
+            ResolveAs::Failed => JobState::Failed,
+            ResolveAs::Cancelled => JobState::Cancelled,
+            ResolveAs::Succeeded => JobState::Succeeded,
+        }
+    }
+}
+
+fn parse_state(s: &str) -> Result<JobState, String> {
+    s.parse().map_err(|_| {
+        let names: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+        format!("{s:?} is not a state; one of {}", names.join(", "))
+    })
+}
+
+/// Why the command failed, with its exit code.
+#[derive(Debug)]
+pub enum Failure {
+    /// Exit 2: the arguments cannot work.
+    Usage(String),
+    /// Exit 3: the job does not exist.
+    UnknownJob(String),
+    /// Exit 4: the state model refuses the move.
+    Refused(String),
+    /// Exit 5: Redis cannot be reached.
+    Unreachable(String),
+    /// Exit 1: anything else.
+    Other(String),
+}
+
+impl Failure {
+    fn code(&self) -> u8 {
+        match self {
+            Failure::Other(_) => 1,
+            Failure::Usage(_) => 2,
+            Failure::UnknownJob(_) => 3,
+            Failure::Refused(_) => 4,
+            Failure::Unreachable(_) => 5,
+        }
+    }
+
+    fn message(&self) -> &str {
+        match self {
+            Failure::Usage(m)
+            | Failure::UnknownJob(m)
+            | Failure::Refused(m)
+            | Failure::Unreachable(m)
+            | Failure::Other(m) => m,
+        }
+    }
+}
+
+/// A command's result.
+pub type Outcome<T = ()> = Result<T, Failure>;
+
+/// `url` with any password replaced by `****`, for messages.
+pub fn redact(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..]
+            .find(['/', '?', '#'])
+            .map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                let pw_start = rest_start + colon + 1;
+                out.replace_range(pw_start..rest_start + at, "****");
+            }
+        }
+    }
+    // redis+unix:///path?pass=secret
+    for key in ["pass=", "password="] {
+        if let Some(i) = out.find(key) {
+            let start = i + key.len();
+            let end = out[start..]
+                .find(['&', '#'])
+                .map_or(out.len(), |j| start + j);
+            out.replace_range(start..end, "****");
+        }
+    }
+    out
+}
+
+/// Maps a core error to a failure and exit code.
+pub fn classify(shown_url: &str, e: Error) -> Failure {
+    let unreachable = match &e {
+        Error::Timeout(_) | Error::Pool(_) => true,
+        Error::Redis(re) => {
+            re.is_io_error()
+                || re.is_connection_dropped()
+                || re.is_connection_refusal()
+                || re.is_timeout()
+        }
+        _ => false,
+    };
+    if unreachable {
+        return Failure::Unreachable(format!("cannot reach Redis at {shown_url}: {e}"));
+    }
+    match e {
+        Error::NotFound { queue, job } => {
+            Failure::UnknownJob(format!("job {job} not found in queue {queue}"))
+        }
+        Error::Refused { .. }
+        | Error::AlreadyTerminal { .. }
+        | Error::LeaseLost { .. }
+        | Error::InputKeyTaken { .. } => Failure::Refused(e.to_string()),
+        Error::InvalidArgument(m) => Failure::Usage(m),
+        other => Failure::Other(other.to_string()),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // rediss:// needs a rustls crypto provider; an error only means one is installed already
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("leasehold: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("leasehold: {}", failure.message());
+            ExitCode::from(failure.code())
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Outcome {
+    let url = cli
+        .redis_url
+        .clone()
+        .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());
+    let shown_url = redact(&url);
+    let config = QueueConfig {
+        prefix: cli.prefix.clone(),
+        retention: Retention {
+            keep_count: cli.keep_count,
+            keep_age: cli.keep_age,
+        },
+        events_max_len: cli.events_max_len,
+        connect_timeout: cli.timeout,
+        response_timeout: cli.timeout.max(Duration::from_secs(1)),
+        ..QueueConfig::default()
+    };
+    // the prefix must be a valid key part before anything is read
+    leasehold_core::QueueKeys::new(&config.prefix, "x").map_err(|e| classify(&shown_url, e))?;
+    let pool = connect_pool(&url, &config)
+        .map_err(|e| Failure::Usage(format!("invalid --redis-url {shown_url}: {e}")))?;
+    // one round trip proves Redis answers (and the credentials work)
+    let probe =
+        Queue::with_pool(pool.clone(), "x", config.clone()).map_err(|e| classify(&shown_url, e))?;
+    if let Err(e) = probe.ping().await {
+        return Err(Failure::Unreachable(format!(
+            "cannot reach Redis at {shown_url}: {e}"
+        )));
+    }
+    let by = cli
+        .by
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .or_else(|| std::env::var("LOGNAME").ok())
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let ctx = commands::Ctx {
+        url,
+        shown_url,
+        base: probe,
+        config,
+        json: cli.json,
+        by,
+    };
+    commands::dispatch(&ctx, cli.command).await
+}
+
+/// Parses a job id given on the command line.
+pub fn job_id(s: &str) -> Outcome<JobId> {
+    JobId::parse(s).map_err(|e| Failure::Usage(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("rediss://alice:s3cret@db:6380/0"),
+            "rediss://alice:****@db:6380/0"
+        );
+        assert_eq!(redact("redis://:pw@h"), "redis://:****@h");
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        assert_eq!(
+            redact("redis+unix:///tmp/r.sock?db=1&pass=x"),
+            "redis+unix:///tmp/r.sock?db=1&pass=****"
+        );
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

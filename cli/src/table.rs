@@ -1,0 +1,75 @@
+//! Plain, left-aligned text tables (no terminal control codes).
+
+/// A table: a header row and data rows, printed with columns padded to their widest cell.
+#[derive(Debug, Default)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column names.
+    pub fn new(header: &[&str]) -> Self {
+        Table {
+            header: header.iter().map(|h| (*h).to_owned()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row; missing cells print empty.
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Whether no row was added.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The table as text, each line indented by `indent` and ending in a newline.
+    pub fn render(&self, indent: &str) -> String {
+        let n = self.header.len();
+        let clean = |s: &str| s.replace(['\n', '\r', '\t'], " ");
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate().take(n) {
+                widths[i] = widths[i].max(clean(cell).chars().count());
+            }
+        }
+        let mut out = String::new();
+        let mut line = |cells: &[String]| {
+            let mut text = String::from(indent);
+            for (i, width) in widths.iter().enumerate() {
+                let cell = clean(cells.get(i).map(String::as_str).unwrap_or(""));
+                text.push_str(&cell);
+                if i + 1 < n {
+                    let pad = width - cell.chars().count() + 2;
+                    text.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            out.push_str(text.trim_end());
+            out.push('\n');
+        };
+        line(&self.header);
+        for row in &self.rows {
+            line(row);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_are_aligned() {
+        let mut t = Table::new(&["ID", "STATE"]);
+        t.row(vec!["a".into(), "QUEUED".into()]);
+        t.row(vec!["long-id".into(), "RUNNING".into()]);
+        assert_eq!(
+            t.render(""),
+            "ID       STATE\na        QUEUED\nlong-id  RUNNING\n"
+        );
+    }
+}

@@ -1,0 +1,685 @@
+//! The validated pipeline: name, queue, options, ordered steps with their
+//! parameter and output types, and the cleanup hook.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+use syn::{
+    Attribute, FnArg, GenericArgument, GenericParam, Ident, ItemImpl, LitStr, PathArguments,
+    ReceiverKind, ReturnType, Signature, Type,
+};
+
+use crate::errors::Errors;
+use crate::options::{self, Retry, Setting, RETRY_KEYS};
+use crate::parse::{Marked, MarkerKind, Parsed, Settings};
+use crate::template::Template;
+
+/// A pipeline, as far as it could be understood.
+pub struct Model {
+    /// The impl block, markers removed.
+    pub item: ItemImpl,
+    /// `#[cfg]`s of the impl block, repeated on generated items.
+    pub cfgs: Vec<Attribute>,
+    /// The pipeline type's name (the last segment of the impl's self type).
+    pub type_ident: Option<Ident>,
+    pub name: String,
+    pub queue: String,
+    pub lease_ttl: Option<Duration>,
+    pub retry: Retry,
+    pub release_on_stale: bool,
+    pub resource: Option<Template>,
+    pub input_key: Option<Template>,
+    /// The job input type, from the first step's `&Input` parameter.
+    pub input: Option<Type>,
+    pub steps: Vec<Step>,
+    pub cleanup: Option<Cleanup>,
+    /// Set when the impl has a problem rustc reports by itself (two methods of
+    /// one name): generate nothing that would repeat it.
+    pub degraded: bool,
+}
+
+/// A step.
+pub struct Step {
+    /// The method.
+    pub ident: Ident,
+    /// Its name, as recorded in Redis.
+    pub name: String,
+    /// Its variant in the step enum.
+    pub variant: Ident,
+    pub timeout: Option<Duration>,
+    /// Its own retry policy, merged over the pipeline's.
+    pub retry: Option<Retry>,
+    /// Parameters after the context, in order.
+    pub params: Vec<Param>,
+    /// `T` of `Result<T, E>`.
+    pub output: Type,
+    /// `E` of `Result<T, E>`, or the return type when not written.
+    pub error_span: Span,
+}
+
+/// A step or cleanup parameter after the context.
+pub enum Param {
+    /// `&Input`: the job input; the referenced type as written.
+    Input(Type),
+    /// The previous step's output, by value.
+    Previous(Type),
+}
+
+/// The cleanup hook.
+pub struct Cleanup {
+    pub ident: Ident,
+    /// The type its `&Input` parameter refers to, if it takes one.
+    pub input: Option<Type>,
+}
+
+const PIPELINE_KEYS: &[&str] = &[
+    "name",
+    "queue",
+    "resource",
+    "input_key",
+    "lease_ttl",
+    "max_attempts",
+    "backoff",
+    "max_backoff",
+    "multiplier",
+    "jitter",
+    "on_stale",
+];
+
+const STEP_KEYS: &[&str] = &["timeout", "retry"];
+
+/// Validates the parsed pipeline, reporting every problem into `errors`.
+pub fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> Model {
+    let Parsed { item, marked } = parsed;
+    let cfgs = item
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("cfg"))
+        .cloned()
+        .collect();
+    let type_ident = check_impl(&item, errors);
+
+    let mut model = Model {
+        cfgs,
+        name: type_ident
+            .as_ref()
+            .map(|i| snake_case(&i.unraw().to_string()))
+            .unwrap_or_default(),
+        queue: String::new(),
+        type_ident,
+        lease_ttl: None,
+        retry: Retry::default(),
+        release_on_stale: false,
+        resource: None,
+        input_key: None,
+        input: None,
+        steps: Vec::new(),
+        cleanup: None,
+        degraded: false,
+        item,
+    };
+    read_pipeline_settings(&mut model, settings, errors);
+
+    let mut first_cleanup: Option<Ident> = None;
+    let mut names: HashMap<String, Ident> = HashMap::new();
+    for marked in marked {
+        match marked.kind {
+            MarkerKind::Step => {
+                let ident = marked.sig.ident.clone();
+                let name = ident.unraw().to_string();
+                if let Some(first) = names.get(&name.to_lowercase()) {
+                    if first.unraw() == name {
+                        // Two methods of one name: rustc says so itself.
+                        model.degraded = true;
+                    } else {
+                        errors.at(
+                            ident.span(),
+                            format!(
+                                "step `{name}` clashes with step `{first}`: step names must differ \
+                                 case-insensitively (both would be the variant `{}`)",
+                                pascal_case(&name)
+                            ),
+                        );
+                    }
+                    continue;
+                }
+                let variant = pascal_case(&name);
+                if let Some(other) = names
+                    .values()
+                    .find(|i| pascal_case(&i.unraw().to_string()) == variant)
+                {
+                    errors.at(
+                        ident.span(),
+                        format!(
+                            "step `{name}` clashes with step `{other}`: both would be the step \
+                             variant `{variant}`; rename one"
+                        ),
+                    );
+                    continue;
+                }
+                names.insert(name.to_lowercase(), ident.clone());
+                let index = model.steps.len();
+                let step = build_step(marked, index, &mut model, errors);
+                model.steps.push(step);
+            }
+            MarkerKind::Cleanup => {
+                if let Some(first) = &first_cleanup {
+                    errors.spanned(
+                        &marked.attr,
+                        format!("a pipeline has at most one #[cleanup] hook, and `{first}` is one"),
+                    );
+                    continue;
+                }
+                first_cleanup = Some(marked.sig.ident.clone());
+                model.cleanup = build_cleanup(&marked.sig, errors);
+            }
+        }
+    }
+    if model.steps.is_empty() {
+        errors.spanned(
+            &model.item.self_ty,
+            "a pipeline needs at least one #[step]: mark its async methods with #[step], \
+             in the order they run",
+        );
+    }
+    model
+}
+
+/// Checks the impl block itself; returns the pipeline type's name.
+fn check_impl(item: &ItemImpl, errors: &mut Errors) -> Option<Ident> {
+    if let Some((path, _)) = &item.trait_ {
+        errors.spanned(
+            path,
+            "#[pipeline] goes on an inherent impl block (`impl MyPipeline { ... }`), not a trait impl",
+        );
+    }
+    if !item.generics.params.is_empty() {
+        errors.spanned(
+            &item.generics,
+            "#[pipeline] does not support generic impl blocks: a pipeline type is `'static` \
+             and has one name",
+        );
+    }
+    match &*item.self_ty {
+        Type::Path(p) if p.qself.is_none() => {
+            let last = p.path.segments.last()?;
+            if !last.arguments.is_none() {
+                errors.spanned(
+                    &last.arguments,
+                    "#[pipeline] does not support generic pipeline types",
+                );
+            }
+            Some(last.ident.clone())
+        }
+        other => {
+            errors.spanned(
+                other,
+                "#[pipeline] needs a named type, like `impl OrdersSync { ... }`",
+            );
+            None
+        }
+    }
+}
+
+fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Errors) {
+    let mut queue = None;
+    for setting in options::known(settings, PIPELINE_KEYS, "option", errors) {
+        if model.retry.read(&setting, errors) {
+            continue;
+        }
+        match setting.key.to_string().as_str() {
+            "name" => {
+                if let Some(lit) = errors.ok(setting.string("\"orders_sync\"")) {
+                    if let Some(name) = errors.ok(check_name("pipeline name", &lit)) {
+                        model.name = name;
+                    }
+                }
+            }
+            "queue" => {
+                if let Some(lit) = errors.ok(setting.string("\"orders\"")) {
+                    queue = errors.ok(check_name("queue name", &lit));
+                }
+            }
+            "resource" => model.resource = read_template(&setting, true, errors),
+            "input_key" => model.input_key = read_template(&setting, false, errors),
+            "lease_ttl" => {
+                if let Some((ttl, span)) = errors.ok(setting.duration()) {
+                    if ttl.is_zero() {
+                        errors.at(span, "`lease_ttl` must be longer than zero");
+                    } else {
+                        model.lease_ttl = Some(ttl);
+                    }
+                }
+            }
+            "on_stale" => {
+                if let Some(lit) = errors.ok(setting.string("\"hold\"")) {
+                    match lit.value().as_str() {
+                        "hold" => model.release_on_stale = false,
+                        "release" => model.release_on_stale = true,
+                        other => errors.at(
+                            lit.span(),
+                            format!(
+                                "unknown `on_stale` policy `{other}`: expected \"hold\" (keep the \
+                                 resource lock until an operator decides) or \"release\""
+                            ),
+                        ),
+                    }
+                }
+            }
+            _ => unreachable!("every known option is handled"),
+        }
+    }
+    model.queue = queue.unwrap_or_else(|| model.name.clone());
+}
+
+/// Names used inside Redis keys: the same rule the core checks at run time.
+fn check_name(what: &str, lit: &LitStr) -> syn::Result<String> {
+    let name = lit.value();
+    if name.is_empty()
+        || name.len() > 200
+        || name
+            .chars()
+            .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
+    {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "a {what} must be 1 to 200 characters without braces, spaces or control characters"
+            ),
+        ));
+    }
+    Ok(name)
+}
+
+fn read_template(setting: &Setting, resource: bool, errors: &mut Errors) -> Option<Template> {
+    let lit = errors.ok(setting.string("\"shop:{shop_id}\""))?;
+    let template = errors.ok(Template::parse(lit))?;
+    if resource
+        && template.text().any(|t| {
+            t.chars()
+                .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
+        })
+    {
+        errors.at(
+            template.lit.span(),
+            "a resource name cannot contain braces, spaces or control characters",
+        );
+        return None;
+    }
+    Some(template)
+}
+
+fn build_step(marked: Marked, index: usize, model: &mut Model, errors: &mut Errors) -> Step {
+    let Marked { settings, sig, .. } = marked;
+    let mut timeout = None;
+    let mut retry = None;
+    for setting in options::known(settings, STEP_KEYS, "step option", errors) {
+        match setting.key.to_string().as_str() {
+            "timeout" => {
+                if let Some((t, span)) = errors.ok(setting.duration()) {
+                    if t.is_zero() {
+                        errors.at(span, "a step timeout must be longer than zero");
+                    } else {
+                        timeout = Some(t);
+                    }
+                }
+            }
+            "retry" => {
+                let Some(nested) = errors.ok(setting.nested("max_attempts = 5, backoff = \"2s\""))
+                else {
+                    continue;
+                };
+                let mut policy = Retry::default();
+                for setting in options::known(nested, RETRY_KEYS, "retry setting", errors) {
+                    policy.read(&setting, errors);
+                }
+                retry = Some(policy);
+            }
+            _ => unreachable!("every known step option is handled"),
+        }
+    }
+
+    check_method(&sig, "steps", errors);
+    let params = check_context(&sig, "StepContext", "a step", errors);
+    // Whether the parameters after the context could be read (so a missing
+    // input is worth reporting).
+    let mut params_ok = params.is_some();
+    let mut input_param: Option<&Type> = None;
+    let mut previous_param: Option<&Type> = None;
+    let mut params_out = Vec::new();
+    for arg in params.unwrap_or_default() {
+        let ty = &*arg.ty;
+        match ungroup(ty) {
+            Type::Reference(r) if r.mutability.is_some() => {
+                errors.spanned(
+                    ty,
+                    "step parameters cannot be `&mut`: take the input as `&Input`",
+                );
+                params_ok = false;
+            }
+            Type::Reference(r) => {
+                if input_param.is_some() {
+                    errors.spanned(
+                        ty,
+                        "a step takes the job input (`&Input`) at most once; other parameters \
+                         are taken by value",
+                    );
+                    continue;
+                }
+                input_param = Some(ty);
+                if index == 0 {
+                    model.input = Some((*r.elem).clone());
+                }
+                params_out.push(Param::Input((*r.elem).clone()));
+            }
+            _ if index == 0 => {
+                errors.spanned(
+                    ty,
+                    format!(
+                        "the first step has no previous output to take by value; it takes the job \
+                         input by reference: `&{}`",
+                        quote::ToTokens::to_token_stream(ty)
+                    ),
+                );
+                params_ok = false;
+            }
+            _ => {
+                if previous_param.is_some() {
+                    errors.spanned(
+                        ty,
+                        "a step takes at most one parameter by value: the previous step's output",
+                    );
+                    continue;
+                }
+                previous_param = Some(ty);
+                params_out.push(Param::Previous(ty.clone()));
+            }
+        }
+    }
+    if index == 0 && input_param.is_none() && params_ok {
+        errors.at(
+            sig.ident.span(),
+            "the first step must take the job input by reference, after the context: \
+             `input: &MyInput` (its type is the pipeline's input)",
+        );
+    }
+
+    let output = match result_types(&sig.output) {
+        Ok(types) => Some(types),
+        Err(span) => {
+            errors.at(
+                span,
+                "a step must return `Result<T, E>`: `T` is its output (Serialize + Deserialize) \
+                 and `E` converts into `StepError`",
+            );
+            None
+        }
+    };
+    // A step with a broken signature still gets its variant; errors make the
+    // expansion a fallback that never calls it.
+    let (output, error_span) = output.unwrap_or_else(|| (syn::parse_quote!(()), Span::call_site()));
+    let name = sig.ident.unraw().to_string();
+    Step {
+        variant: Ident::new(&pascal_case(&name), sig.ident.span()),
+        ident: sig.ident,
+        name,
+        timeout,
+        retry,
+        params: params_out,
+        output,
+        error_span,
+    }
+}
+
+/// Checks what every marked method needs: `async`, plain, not generic.
+/// Returns false on a problem that makes calling it impossible.
+fn check_method(sig: &Signature, what: &str, errors: &mut Errors) -> bool {
+    let mut ok = true;
+    if sig.asyncness.is_none() {
+        errors.spanned(sig.fn_token, format!("{what} must be `async fn`"));
+        ok = false;
+    }
+    if let Some(c) = &sig.constness {
+        errors.spanned(c, format!("{what} cannot be `const`"));
+        ok = false;
+    }
+    if let syn::Safety::Unsafe(u) = &sig.safety {
+        errors.spanned(u, format!("{what} cannot be `unsafe`"));
+        ok = false;
+    }
+    if let Some(abi) = &sig.abi {
+        errors.spanned(abi, format!("{what} cannot have an ABI"));
+        ok = false;
+    }
+    if let Some(v) = &sig.variadic {
+        errors.spanned(v, format!("{what} cannot be variadic"));
+        ok = false;
+    }
+    for param in &sig.generics.params {
+        if !matches!(param, GenericParam::Lifetime(_)) {
+            errors.spanned(param, format!("{what} cannot be generic"));
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// Checks `&self` and the context parameter; returns the parameters after them.
+fn check_context<'a>(
+    sig: &'a Signature,
+    context: &str,
+    what: &str,
+    errors: &mut Errors,
+) -> Option<Vec<&'a syn::PatType>> {
+    let mut inputs = sig.inputs.iter();
+    match inputs.next() {
+        Some(FnArg::Receiver(r)) => match &r.kind {
+            ReceiverKind::Reference(_, _, None) if r.mutability.is_none() => {}
+            ReceiverKind::Reference(_, _, Some(_)) => {
+                errors.spanned(
+                    r,
+                    format!(
+                        "{what} takes `&self`, not `&mut self`: one pipeline value serves \
+                         every job a worker runs"
+                    ),
+                );
+                return None;
+            }
+            _ => {
+                errors.spanned(r, format!("{what} takes `&self`"));
+                return None;
+            }
+        },
+        Some(FnArg::Typed(first)) => {
+            errors.spanned(
+                first,
+                format!("{what} is a method: its first parameter must be `&self`"),
+            );
+            return None;
+        }
+        None => {
+            errors.at(
+                sig.paren_token.span.join(),
+                format!("{what} takes `&self` and `ctx: &{context}`"),
+            );
+            return None;
+        }
+    }
+    let ctx = match inputs.next() {
+        Some(FnArg::Typed(ctx)) => ctx,
+        _ => {
+            errors.at(
+                sig.paren_token.span.join(),
+                format!("{what} takes the context after `&self`: `ctx: &{context}`"),
+            );
+            return None;
+        }
+    };
+    if !is_ref_to(&ctx.ty, context) {
+        errors.spanned(
+            &ctx.ty,
+            format!("the context parameter must be `&{context}`"),
+        );
+        return None;
+    }
+    Some(
+        inputs
+            .filter_map(|arg| match arg {
+                FnArg::Typed(t) => Some(t),
+                FnArg::Receiver(_) => None,
+            })
+            .collect(),
+    )
+}
+
+/// `&Name` or `&path::to::Name`, without `mut` or generic arguments.
+fn is_ref_to(ty: &Type, name: &str) -> bool {
+    let Type::Reference(r) = ungroup(ty) else {
+        return false;
+    };
+    if r.mutability.is_some() {
+        return false;
+    }
+    match ungroup(&r.elem) {
+        Type::Path(p) if p.qself.is_none() => p
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == name && s.arguments.is_none()),
+        _ => false,
+    }
+}
+
+fn ungroup(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(g) => ungroup(&g.elem),
+        Type::Paren(p) => ungroup(&p.elem),
+        other => other,
+    }
+}
+
+/// `T` and the span of `E` in `-> Result<T, E>` (or `-> Result<T>` for
+/// aliases); otherwise the span to blame.
+fn result_types(output: &ReturnType) -> Result<(Type, Span), Span> {
+    let ty = match output {
+        ReturnType::Type(_, ty) => ty,
+        ReturnType::Default => return Err(Span::call_site()),
+    };
+    let blame = ty.span();
+    let Type::Path(p) = ungroup(ty) else {
+        return Err(blame);
+    };
+    let Some(last) = p.path.segments.last().filter(|s| s.ident == "Result") else {
+        return Err(blame);
+    };
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return Err(blame);
+    };
+    let mut types = args.args.iter().filter_map(|a| match a {
+        GenericArgument::Type(t) => Some(t),
+        _ => None,
+    });
+    let ok = types.next().ok_or(blame)?.clone();
+    let error_span = types.next().map_or(blame, |e| e.span());
+    Ok((ok, error_span))
+}
+
+fn build_cleanup(sig: &Signature, errors: &mut Errors) -> Option<Cleanup> {
+    let mut ok = check_method(sig, "cleanup hooks", errors);
+    let params = check_context(sig, "CleanupContext", "a cleanup hook", errors);
+    ok &= params.is_some();
+    let mut input = None;
+    for (i, arg) in params.unwrap_or_default().into_iter().enumerate() {
+        match &*arg.ty {
+            Type::Reference(r) if i == 0 && r.mutability.is_none() => {
+                input = Some((*r.elem).clone())
+            }
+            other => {
+                errors.spanned(
+                    other,
+                    "a cleanup hook takes `ctx: &CleanupContext` and, optionally, the job input \
+                     as `&Input`; nothing else",
+                );
+                ok = false;
+            }
+        }
+    }
+    match &sig.output {
+        ReturnType::Default => {}
+        ReturnType::Type(_, ty) if matches!(ungroup(ty), Type::Tuple(t) if t.elems.is_empty()) => {}
+        ReturnType::Type(_, ty) => {
+            errors.spanned(
+                ty,
+                "a cleanup hook returns nothing: handle its errors inside",
+            );
+            ok = false;
+        }
+    }
+    ok.then(|| Cleanup {
+        ident: sig.ident.clone(),
+        input,
+    })
+}
+
+/// `OrdersSync` → `orders_sync`, `HTTPFetch` → `http_fetch`.
+pub fn snake_case(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_uppercase() {
+            let prev = i.checked_sub(1).map(|p| chars[p]);
+            let next = chars.get(i + 1);
+            let boundary = match prev {
+                Some('_') => false,
+                Some(p) if p.is_lowercase() || p.is_ascii_digit() => true,
+                Some(p) if p.is_uppercase() => next.is_some_and(|n| n.is_lowercase()),
+                _ => false,
+            };
+            if boundary {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `load_rows` → `LoadRows`.
+pub fn pascal_case(name: &str) -> String {
+    let mut out = String::new();
+    for part in name.split('_').filter(|p| !p.is_empty()) {
+        let mut chars = part.chars();
+        if let Some(first) = chars.next() {
+            out.extend(first.to_uppercase());
+            out.push_str(chars.as_str());
+        }
+    }
+    if out.is_empty() {
+        "Step".into()
+    } else {
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cases() {
+        assert_eq!(snake_case("OrdersSync"), "orders_sync");
+        assert_eq!(snake_case("HTTPFetch"), "http_fetch");
+        assert_eq!(snake_case("Etl2Job"), "etl2_job");
+        assert_eq!(snake_case("Daily_Rollup"), "daily_rollup");
+        assert_eq!(snake_case("x"), "x");
+        assert_eq!(pascal_case("load_rows"), "LoadRows");
+        assert_eq!(pascal_case("fetch"), "Fetch");
+        assert_eq!(pascal_case("step2_x"), "Step2X");
+        assert_eq!(pascal_case("_private"), "Private");
+    }
+}
