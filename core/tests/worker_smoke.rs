@@ -97,13 +97,17 @@ async fn worker_runs_jobs_retries_and_shuts_down() {
     for n in 0..20 {
         ids.push(client.enqueue::<Math>(&Input { n, fail_first: n % 5 == 0 }).await.unwrap().id);
     }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let metrics_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let worker = Worker::builder(srv.url())
         .pipeline(Math)
         .concurrency(4)
         .lease_ttl(Duration::from_secs(5))
+        .metrics_addr(metrics_addr)
         .build()
         .await
         .unwrap();
+    let metrics = worker.metrics();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let handle = tokio::spawn(worker.run_until(async {
         let _ = rx.await;
@@ -133,6 +137,25 @@ async fn worker_runs_jobs_retries_and_shuts_down() {
             assert_eq!(job.attempts[1].steps.len(), 1);
         }
     }
+    // the Prometheus endpoint shows what happened
+    let scrape = http_get(metrics_addr, "/metrics").await;
+    assert!(scrape.contains("leasehold_transitions_total{queue=\"math\",pipeline=\"math\",from=\"RUNNING\",to=\"SUCCEEDED\"} 20"), "{scrape}");
+    assert!(scrape.contains("leasehold_step_duration_seconds_count{pipeline=\"math\",step=\"add\",outcome=\"failed\"} 4"), "{scrape}");
+    assert!(scrape.contains("leasehold_queue_wait_seconds_count"), "{scrape}");
+    assert_eq!(metrics.encode(), metrics.encode());
     tx.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(20), handle).await.unwrap().unwrap().unwrap();
+}
+
+/// A bare HTTP/1.0 GET, enough for a metrics scrape.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.unwrap();
+    body
 }

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::id::JobId;
 use crate::lease::Lease;
+use crate::metrics::{Metrics, PipelineLabels};
 use crate::pipeline::StepShared;
 
 /// Why a job's cancellation token fired.
@@ -30,10 +31,18 @@ pub(crate) struct ActiveJob {
     why: Mutex<Option<StopWhy>>,
     /// Local (monotonic) time by which the lease is surely expired unless renewed.
     deadline: Mutex<Instant>,
+    /// The process's metrics.
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl ActiveJob {
-    pub(crate) fn new(lease: Lease, queue: String, worker: &str, leased_at: Instant) -> Arc<Self> {
+    pub(crate) fn new(
+        lease: Lease,
+        queue: String,
+        worker: &str,
+        leased_at: Instant,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
         let shared = Arc::new(StepShared {
             job: lease.job.clone(),
             attempt: lease.attempt,
@@ -49,6 +58,7 @@ impl ActiveJob {
             shared,
             why: Mutex::new(None),
             deadline: Mutex::new(deadline),
+            metrics,
         })
     }
 
@@ -84,6 +94,19 @@ impl ActiveJob {
     /// True once the lease is known to be gone.
     pub(crate) fn is_lost(&self) -> bool {
         matches!(self.why(), Some(StopWhy::Lost(_)))
+    }
+
+    /// Counts a transition of this job in the metrics.
+    pub(crate) fn count(&self, from: &str, to: &str) {
+        self.metrics.transition(&self.queue, &self.lease.pipeline, from, to);
+    }
+
+    /// The metric labels of this job.
+    pub(crate) fn labels(&self) -> PipelineLabels {
+        PipelineLabels {
+            queue: self.queue.clone(),
+            pipeline: self.lease.pipeline.clone(),
+        }
     }
 
     pub(crate) fn token(&self) -> &CancellationToken {

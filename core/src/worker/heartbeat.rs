@@ -15,6 +15,7 @@ use super::job;
 use super::runner::Runner;
 use super::Shared;
 use crate::lease::Renewal;
+use crate::metrics::{QueueLabels, RecoveryLabels};
 use crate::queue::Queue;
 
 pub(crate) struct Heartbeat {
@@ -50,10 +51,24 @@ pub(crate) async fn run(hb: Heartbeat) {
             last_sweep = Instant::now();
             for queue in &hb.queues {
                 match queue.sweep(hb.sweep_batch).await {
-                    Ok(r) if !r.moves.is_empty() || r.unparked > 0 => info!(
-                        queue = %queue.name(), requeued = r.requeued, cancelled = r.cancelled,
-                        stale = r.stale, unparked = r.unparked, "sweeper recovered expired leases"
-                    ),
+                    Ok(r) if !r.moves.is_empty() || r.unparked > 0 => {
+                        for (to, n) in [("QUEUED", r.requeued), ("CANCELLED", r.cancelled), ("STALE", r.stale)] {
+                            if n > 0 {
+                                hb.shared
+                                    .metrics
+                                    .sweeper_recoveries
+                                    .get_or_create(&RecoveryLabels { queue: queue.name().to_owned(), to: to.to_owned() })
+                                    .inc_by(n);
+                            }
+                        }
+                        for m in &r.moves {
+                            hb.shared.metrics.transition(queue.name(), "", m.from.as_str(), m.to.as_str());
+                        }
+                        info!(
+                            queue = %queue.name(), requeued = r.requeued, cancelled = r.cancelled,
+                            stale = r.stale, unparked = r.unparked, "sweeper recovered expired leases"
+                        )
+                    }
                     Ok(_) => {}
                     Err(e) => debug!(queue = %queue.name(), error = %e, "sweep failed"),
                 }
@@ -73,7 +88,13 @@ async fn renew_all(hb: &Heartbeat) {
             let sent_at = Instant::now();
             match queue.renew(&leases).await {
                 Ok(statuses) => {
+                    let labels = QueueLabels { queue: queue.name().to_owned() };
+                    let metrics = &hb.shared.metrics;
                     for (job, status) in chunk.iter().zip(statuses) {
+                        match &status {
+                            Renewal::Lost { .. } => metrics.leases_lost.get_or_create(&labels).inc(),
+                            _ => metrics.lease_renewals.get_or_create(&labels).inc(),
+                        };
                         match status {
                             Renewal::Held => job.renewed(sent_at),
                             Renewal::CancelRequested { reason } => {
@@ -102,6 +123,11 @@ async fn renew_all(hb: &Heartbeat) {
     for job in active {
         if !job.is_lost() && job.expired_locally(now) {
             warn!(job = %job.lease.job, "no renewal before the lease deadline: assuming it lost");
+            hb.shared
+                .metrics
+                .leases_lost
+                .get_or_create(&QueueLabels { queue: job.queue.clone() })
+                .inc();
             job.stop(StopWhy::Lost("lease expired without a renewal (cut off from Redis)".into()));
         }
     }

@@ -69,8 +69,16 @@ fn unit_random() -> f64 {
 }
 
 pub(crate) async fn run(shared: Arc<Shared>, runner: Arc<dyn Runner>, queue: Queue, lease: Lease) {
-    let active = ActiveJob::new(lease, queue.name().to_owned(), &shared.id, std::time::Instant::now());
+    let active = ActiveJob::new(
+        lease,
+        queue.name().to_owned(),
+        &shared.id,
+        std::time::Instant::now(),
+        shared.metrics.clone(),
+    );
     shared.active.insert(active.clone());
+    let gauge = shared.metrics.jobs_active.get_or_create(&active.labels()).clone();
+    gauge.inc();
     let span = info_span!(
         "job",
         job = %active.lease.job,
@@ -81,6 +89,7 @@ pub(crate) async fn run(shared: Arc<Shared>, runner: Arc<dyn Runner>, queue: Que
     execute(&shared, runner.as_ref(), &queue, &active)
         .instrument(span)
         .await;
+    gauge.dec();
     shared.active.remove(&active.lease.job);
 }
 
@@ -88,8 +97,9 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Queue, active: &A
     let lease = &active.lease;
     if shared.stop_leasing.is_cancelled() {
         // never started: hand it back
-        if holder_call(active, "release", || queue.release(lease)).await.is_ok() {
-            info!("handed back (LEASED → QUEUED): worker shutting down");
+        if let Ok(state) = holder_call(active, "release", || queue.release(lease)).await {
+            active.count("LEASED", state.as_str());
+            info!(%state, "handed back: worker shutting down");
         }
         return;
     }
@@ -110,6 +120,7 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Queue, active: &A
     match holder_call(active, "start", || queue.start(lease, first)).await {
         Err(Gone::Lost) => return,
         Ok(Started::Cancelled { reason }) => {
+            active.count("LEASED", "CANCELLED");
             info!(%reason, "cancelled before it started (phase A)");
             // nothing ran in this attempt: cleanup only if an earlier attempt left work behind
             if let Ok(input) = runner.decode(&lease.input) {
@@ -117,7 +128,7 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Queue, active: &A
             }
             return;
         }
-        Ok(Started::Running) => {}
+        Ok(Started::Running) => active.count("LEASED", "RUNNING"),
     }
     let fail_permanently = |error: StepError| async move {
         finish(queue, active, Outcome::Failed { error: attempt_error(&error), backoff: Duration::ZERO, cleanup_needed: false }).await;
@@ -159,6 +170,20 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Queue, active: &A
         let run = run_step(shared, runner, active, index, &ctx, input.as_ref(), previous.as_deref(), spec.timeout)
             .instrument(step_span)
             .await;
+        let outcome = match &run {
+            StepRun::Done(_) => "ok",
+            StepRun::Failed(_) => "failed",
+            StepRun::Stopped(_) => "stopped",
+        };
+        shared
+            .metrics
+            .step_seconds
+            .get_or_create(&crate::metrics::StepLabels {
+                pipeline: lease.pipeline.clone(),
+                step: spec.name.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .observe(started.elapsed().as_secs_f64());
         match run {
             StepRun::Done(output) => {
                 let next = steps.get(index + 1).map(|s| s.name);
@@ -243,8 +268,13 @@ async fn end_stopped(
 async fn finish(queue: &Queue, active: &ActiveJob, outcome: Outcome) {
     let lease = &active.lease;
     match holder_call(active, "finish", || queue.finish(lease, &outcome)).await {
-        Ok(Finished::Ended(state)) => info!(%state, "attempt ended"),
+        Ok(Finished::Ended(state)) => {
+            active.count("RUNNING", state.as_str());
+            info!(%state, "attempt ended")
+        }
         Ok(Finished::Retrying { attempt, not_before }) => {
+            active.count("RUNNING", "FAILED");
+            active.count("FAILED", "QUEUED");
             info!(next_attempt = attempt, not_before, "attempt failed; a new attempt is queued")
         }
         Err(Gone::Lost) => {}

@@ -12,6 +12,7 @@ use tracing::{debug, warn};
 use super::runner::Runner;
 use super::{job, Shared};
 use crate::error::{Error, Result};
+use crate::metrics::{PipelineLabels, QueueLabels};
 use crate::queue::Queue;
 
 /// Pipelines of one queue leased with one TTL.
@@ -58,6 +59,22 @@ impl LeaseLoop {
                 Ok(leased) => {
                     backoff = Duration::from_millis(100);
                     let got = leased.leases.len();
+                    let metrics = &self.shared.metrics;
+                    if leased.parked > 0 {
+                        metrics
+                            .lock_waits
+                            .get_or_create(&QueueLabels { queue: self.group.queue.name().to_owned() })
+                            .inc_by(leased.parked);
+                    }
+                    for lease in &leased.leases {
+                        let labels = PipelineLabels {
+                            queue: self.group.queue.name().to_owned(),
+                            pipeline: lease.pipeline.clone(),
+                        };
+                        let waited = (leased.now - lease.not_before).max(0) as f64 / 1000.0;
+                        metrics.queue_wait_seconds.get_or_create(&labels).observe(waited);
+                        metrics.transition(&labels.queue, &labels.pipeline, "QUEUED", "LEASED");
+                    }
                     for lease in leased.leases {
                         let Some(runner) = self.group.runners.iter().find(|r| r.name() == lease.pipeline).cloned() else {
                             warn!(job = %lease.job, pipeline = %lease.pipeline, "leased a pipeline this worker does not serve");

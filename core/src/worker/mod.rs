@@ -22,6 +22,8 @@ use tracing::{info, warn};
 use self::active::{ActiveJobs, StopWhy};
 use self::runner::{PipelineRunner, Runner};
 use crate::config::QueueConfig;
+use crate::metrics::Metrics;
+use std::net::SocketAddr;
 use crate::error::{Error, Result};
 use crate::pipeline::{queue_of, Pipeline};
 use crate::queue::{connect_pool, Queue};
@@ -36,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) stop_at_boundary: CancellationToken,
     /// How long a step may keep running after its cancellation token fired.
     pub(crate) cancel_grace: Duration,
+    /// The process's metrics.
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// Settings of a worker; build one with [`Worker::builder`].
@@ -51,6 +55,8 @@ pub struct WorkerBuilder {
     cancel_grace: Duration,
     max_idle_wait: Duration,
     runners: Vec<Arc<dyn Runner>>,
+    metrics: Option<Arc<Metrics>>,
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -109,6 +115,16 @@ impl WorkerBuilder {
         self.max_idle_wait = wait;
         self
     }
+    /// Records metrics into `metrics` (shared with other workers or an HTTP server of yours).
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+    /// Serves Prometheus metrics at `http://addr/metrics` while the worker runs (opt-in).
+    pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
+        self.metrics_addr = Some(addr);
+        self
+    }
     /// Serves pipeline `P`.
     pub fn pipeline<P: Pipeline>(mut self, pipeline: P) -> Self {
         self.runners.push(Arc::new(PipelineRunner(Arc::new(pipeline))));
@@ -160,6 +176,8 @@ impl WorkerBuilder {
             cancel_grace: self.cancel_grace,
             max_idle_wait: self.max_idle_wait,
             groups: lease_groups,
+            metrics: self.metrics.unwrap_or_default(),
+            metrics_addr: self.metrics_addr,
         })
     }
 }
@@ -192,6 +210,8 @@ pub struct Worker {
     cancel_grace: Duration,
     max_idle_wait: Duration,
     groups: Vec<lease_loop::LeaseGroup>,
+    metrics: Arc<Metrics>,
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -231,7 +251,14 @@ impl Worker {
             cancel_grace: Duration::from_secs(5),
             max_idle_wait: Duration::from_secs(5),
             runners: Vec::new(),
+            metrics: None,
+            metrics_addr: None,
         }
+    }
+
+    /// The worker's metrics.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 
     /// This instance's unique id (host, pid, random suffix).
@@ -265,6 +292,7 @@ impl Worker {
             stop_leasing: CancellationToken::new(),
             stop_at_boundary: CancellationToken::new(),
             cancel_grace: self.cancel_grace,
+            metrics: self.metrics.clone(),
         });
         let queues = self.queues();
         let runners: Vec<(String, Arc<dyn Runner>)> = self
@@ -277,6 +305,12 @@ impl Worker {
         let slots = Arc::new(Semaphore::new(self.concurrency));
         let jobs = TaskTracker::new();
         let stop_background = CancellationToken::new();
+        if let Some(addr) = self.metrics_addr {
+            let stop = stop_background.clone();
+            crate::metrics::serve(addr, self.metrics.clone(), async move { stop.cancelled().await })
+                .await
+                .map_err(|e| Error::InvalidArgument(format!("cannot serve metrics on {addr}: {e}")))?;
+        }
         let mut loops = JoinSet::new();
         for group in self.groups {
             let ctx = lease_loop::LeaseLoop {
