@@ -624,7 +624,8 @@ async fn step(
                 return Ok("no lease".into());
             };
             let i = model.index_of(&lease.job);
-            let to = if model.jobs[i].cancel.is_some() {
+            // a repeated start of a RUNNING job by its holder stays RUNNING
+            let to = if model.jobs[i].cancel.is_some() && model.jobs[i].state != JobState::Running {
                 JobState::Cancelled
             } else {
                 JobState::Running
@@ -634,10 +635,10 @@ async fn step(
             let got = queue.start(&lease, STEPS[0]).await;
             if let Some(started) = verdict(got, &expected, &lease.job)? {
                 let want = match &model.jobs[i].cancel {
-                    Some(reason) => Started::Cancelled {
+                    Some(reason) if to == JobState::Cancelled => Started::Cancelled {
                         reason: reason.clone(),
                     },
-                    None => Started::Running,
+                    _ => Started::Running,
                 };
                 ensure(started == want, || {
                     format!("start: {started:?}, expected {want:?}")

@@ -188,7 +188,10 @@ impl Action {
         let from = setup.state();
         match self {
             Action::Lease => JobState::Leased,
-            Action::Start if setup.cancel_requested() => JobState::Cancelled,
+            // a repeated start of a RUNNING job by its holder stays RUNNING
+            Action::Start if setup.cancel_requested() && from == JobState::Leased => {
+                JobState::Cancelled
+            }
             Action::Start => JobState::Running,
             Action::Checkpoint => JobState::Running,
             Action::Renew => from,

@@ -3,6 +3,8 @@
 -- KEYS[10] job  KEYS[11] lock:<resource> (or the job key when none)
 -- ARGV[4] token  ARGV[5] completed step  ARGV[6] output (JSON)  ARGV[7] next step ('' when last)
 -- ARGV[8] lease ttl ms  ARGV[9] lock ttl ms  ARGV[10] '1' when a lock is held
+-- A repeated checkpoint of a step already recorded in this attempt (its first
+-- reply was lost) only renews the lease: the step list is not appended twice.
 -- Reply: {'OK', cancel_reason or ''} | refusal
 local jk, lk = KEYS[10], KEYS[11]
 local token, step, output, next_step = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
@@ -15,11 +17,15 @@ local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason')
 local holder = has_lock and redis.call('GET', lk)
 if holder and holder ~= f[1] then return { 'LOST', 'RUNNING' } end
 local steps = f[2] or ''
-if steps ~= '' then steps = steps .. ',' end
-steps = steps .. step .. '@' .. fmt(now)
 local deadline = now + ttl
-redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
-  'lease_deadline', fmt(deadline), 'updated_at', fmt(now))
+if string.find(',' .. steps, ',' .. step .. '@', 1, true) then
+  redis.call('HSET', jk, 'lease_deadline', fmt(deadline))
+else
+  if steps ~= '' then steps = steps .. ',' end
+  steps = steps .. step .. '@' .. fmt(now)
+  redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
+    'lease_deadline', fmt(deadline), 'updated_at', fmt(now))
+end
 redis.call('ZADD', K_LEASES, 'XX', fmt(deadline), f[1])
 if has_lock then redis.call('SET', lk, f[1], 'PX', lock_ttl) end
 return { 'OK', f[3] or '' }

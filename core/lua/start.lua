@@ -2,11 +2,14 @@
 -- LEASED -> CANCELLED when a cancel was requested before the start.
 -- KEYS[10] job  KEYS[11] lock:<resource> (or the job key when none)  KEYS[12] parked:<resource> (or the job key)
 -- ARGV[4] token  ARGV[5] first step name  ARGV[6] resource ('' when none)
+-- A repeated start by the holder of a RUNNING job (its first reply was lost)
+-- answers RUNNING again and changes nothing.
 -- Reply: {'OK', 'RUNNING'} | {'OK', 'CANCELLED', reason} | refusal
 local jk = KEYS[10]
 local token, step, res = ARGV[4], ARGV[5], ARGV[6]
-local refusal = refuse_unless(jk, { LEASED = true }, token)
+local refusal = refuse_unless(jk, { LEASED = true, RUNNING = true }, token)
 if refusal then return refusal end
+if redis.call('HGET', jk, 'state') == 'RUNNING' then return { 'OK', 'RUNNING' } end
 local now = now_ms()
 local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'cancel_reason')
 local id = f[1]

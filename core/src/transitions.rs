@@ -102,6 +102,7 @@ pub const TRANSITIONS: &[Transition] = &[
     row(Lease, Queued, Leased, Kind::Move, "a worker leases the job"),
     row(Start, Leased, Running, Kind::Move, "the holder starts it"),
     row(Start, Leased, Cancelled, Kind::Move, "the holder starts it but a cancel was requested"),
+    row(Start, Running, Running, Kind::Stay, "the holder repeats a start whose reply was lost"),
     row(Checkpoint, Running, Running, Kind::Stay, "the holder completes a step"),
     row(Renew, Leased, Leased, Kind::Stay, "the holder renews its lease"),
     row(Renew, Running, Running, Kind::Stay, "the holder renews its lease"),

@@ -114,9 +114,11 @@ impl Replica {
     }
 
     fn has_line(&self, prefix: &str) -> Option<String> {
-        self.output()
-            .into_iter()
-            .find_map(|l| l.strip_prefix("out| ").filter(|l| l.starts_with(prefix)).map(str::to_owned))
+        self.output().into_iter().find_map(|l| {
+            l.strip_prefix("out| ")
+                .filter(|l| l.starts_with(prefix))
+                .map(str::to_owned)
+        })
     }
 
     /// Waits for the `READY <id>` line and returns the worker id.
@@ -126,7 +128,11 @@ impl Replica {
         wait_until_async(WAIT, &format!("replica {name} is ready"), || {
             let ready = self.has_line("READY ").is_some();
             if !ready {
-                if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                if let Some(status) = self
+                    .child
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten())
+                {
                     exited = Some(status);
                 }
             }
@@ -134,9 +140,14 @@ impl Replica {
         })
         .await;
         if let Some(status) = exited {
-            panic!("replica {name} exited with {status} before it was ready:\n{}", self.output().join("\n"));
+            panic!(
+                "replica {name} exited with {status} before it was ready:\n{}",
+                self.output().join("\n")
+            );
         }
-        self.id = self.has_line("READY ").unwrap()["READY ".len()..].trim().to_owned();
+        self.id = self.has_line("READY ").unwrap()["READY ".len()..]
+            .trim()
+            .to_owned();
         self.id.clone()
     }
 
@@ -154,7 +165,11 @@ impl Replica {
 
     /// Sends `signal` to the process.
     fn signal(&self, signal: libc::c_int) {
-        assert!(self.child.is_some(), "replica {} was already killed", self.name);
+        assert!(
+            self.child.is_some(),
+            "replica {} was already killed",
+            self.name
+        );
         // SAFETY: a plain kill(2) on a child we have not reaped.
         let rc = unsafe { libc::kill(self.pid as libc::pid_t, signal) };
         assert_eq!(rc, 0, "signal {signal} to replica {}", self.name);
@@ -196,7 +211,11 @@ impl Replica {
             self.name,
             self.output().join("\n")
         );
-        assert!(self.has_line("EXIT ok").is_some(), "replica {} did not report a clean exit", self.name);
+        assert!(
+            self.has_line("EXIT ok").is_some(),
+            "replica {} did not report a clean exit",
+            self.name
+        );
         assert!(
             !self.output().iter().any(|l| l.contains("panicked")),
             "replica {} panicked",
@@ -215,7 +234,10 @@ impl Drop for Replica {
             let _ = reader.join();
         }
         if std::thread::panicking() {
-            eprintln!("---- replica {} (pid {}, id {}) ----", self.name, self.pid, self.id);
+            eprintln!(
+                "---- replica {} (pid {}, id {}) ----",
+                self.name, self.pid, self.id
+            );
             for line in self.output() {
                 eprintln!("{line}");
             }
@@ -226,8 +248,14 @@ impl Drop for Replica {
 // ---- reading Redis ---------------------------------------------------------------------
 
 async fn query<T: redis::FromRedisValue>(queue: &Queue, cmd: &mut redis::Cmd) -> T {
-    let mut conn = queue.pool().get().await.expect("a connection to the test redis");
-    cmd.query_async(&mut conn).await.expect("a query on the test redis")
+    let mut conn = queue
+        .pool()
+        .get()
+        .await
+        .expect("a connection to the test redis");
+    cmd.query_async(&mut conn)
+        .await
+        .expect("a query on the test redis")
 }
 
 /// A step record from `fixture:spans`.
@@ -254,18 +282,30 @@ struct Span {
 }
 
 async fn spans(queue: &Queue) -> Vec<Span> {
-    let raw: Vec<String> = query(queue, redis::cmd("LRANGE").arg("fixture:spans").arg(0).arg(-1)).await;
+    let raw: Vec<String> = query(
+        queue,
+        redis::cmd("LRANGE").arg("fixture:spans").arg(0).arg(-1),
+    )
+    .await;
     raw.iter()
         .map(|s| serde_json::from_str(s).unwrap_or_else(|e| panic!("bad span {s}: {e}")))
         .collect()
 }
 
 async fn spans_of(queue: &Queue, job: &JobId) -> Vec<Span> {
-    spans(queue).await.into_iter().filter(|s| s.job == job.as_str()).collect()
+    spans(queue)
+        .await
+        .into_iter()
+        .filter(|s| s.job == job.as_str())
+        .collect()
 }
 
 async fn cleanups_of(queue: &Queue, job: &JobId) -> Vec<Value> {
-    let raw: Vec<String> = query(queue, redis::cmd("LRANGE").arg("fixture:cleanups").arg(0).arg(-1)).await;
+    let raw: Vec<String> = query(
+        queue,
+        redis::cmd("LRANGE").arg("fixture:cleanups").arg(0).arg(-1),
+    )
+    .await;
     raw.iter()
         .map(|s| serde_json::from_str::<Value>(s).unwrap())
         .filter(|v| v["job"] == job.as_str())
@@ -287,11 +327,20 @@ struct Event {
 }
 
 async fn events(queue: &Queue) -> Vec<Event> {
-    let raw: Vec<(String, Vec<String>)> =
-        query(queue, redis::cmd("XRANGE").arg(queue.keys().events()).arg("-").arg("+")).await;
+    let raw: Vec<(String, Vec<String>)> = query(
+        queue,
+        redis::cmd("XRANGE")
+            .arg(queue.keys().events())
+            .arg("-")
+            .arg("+"),
+    )
+    .await;
     raw.into_iter()
         .map(|(id, flat)| {
-            let f: HashMap<String, String> = flat.chunks(2).map(|c| (c[0].clone(), c[1].clone())).collect();
+            let f: HashMap<String, String> = flat
+                .chunks(2)
+                .map(|c| (c[0].clone(), c[1].clone()))
+                .collect();
             let get = |k: &str| f.get(k).cloned().unwrap_or_default();
             Event {
                 id,
@@ -308,11 +357,19 @@ async fn events(queue: &Queue) -> Vec<Event> {
 }
 
 async fn events_of(queue: &Queue, job: &JobId) -> Vec<Event> {
-    events(queue).await.into_iter().filter(|e| e.job == job.as_str()).collect()
+    events(queue)
+        .await
+        .into_iter()
+        .filter(|e| e.job == job.as_str())
+        .collect()
 }
 
 async fn job(queue: &Queue, id: &JobId) -> Job {
-    queue.job(id).await.expect("read a job").expect("the job exists")
+    queue
+        .job(id)
+        .await
+        .expect("read a job")
+        .expect("the job exists")
 }
 
 async fn state(queue: &Queue, id: &JobId) -> JobState {
@@ -321,20 +378,30 @@ async fn state(queue: &Queue, id: &JobId) -> JobState {
 
 async fn wait_state(queue: &Queue, id: &JobId, want: JobState) {
     wait_until_async(WAIT, &format!("job {id} is {want}"), || async move {
-        queue.job(id).await.ok().flatten().is_some_and(|j| j.state == want)
+        queue
+            .job(id)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|j| j.state == want)
     })
     .await;
 }
 
 async fn wait_all(queue: &Queue, ids: &[JobId], want: JobState) {
-    wait_until_async(WAIT, &format!("all {} jobs are {want}", ids.len()), || async move {
-        for id in ids {
-            if !queue.job(id).await.ok().flatten().is_some_and(|j| j.state == want) {
-                return false;
+    wait_until_async(
+        WAIT,
+        &format!("all {} jobs are {want}", ids.len()),
+        || async move {
+            for id in ids {
+                let now = queue.job(id).await.ok().flatten().map(|j| j.state);
+                if now != Some(want) {
+                    return false;
+                }
             }
-        }
-        true
-    })
+            true
+        },
+    )
     .await;
 }
 
@@ -349,7 +416,10 @@ where
         if let Some(v) = probe().await {
             return v;
         }
-        assert!(started.elapsed() < WAIT, "timed out after {WAIT:?} waiting until {what}");
+        assert!(
+            started.elapsed() < WAIT,
+            "timed out after {WAIT:?} waiting until {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -357,7 +427,10 @@ where
 /// Waits until a step record matching `pred` exists.
 async fn wait_span(queue: &Queue, what: &str, pred: impl Fn(&Span) -> bool) -> Span {
     let pred = &pred;
-    wait_for(what, || async move { spans(queue).await.into_iter().find(|s| pred(s)) }).await
+    wait_for(what, || async move {
+        spans(queue).await.into_iter().find(|s| pred(s))
+    })
+    .await
 }
 
 /// Redis `TIME` in ms.
@@ -367,13 +440,19 @@ async fn redis_now(queue: &Queue) -> i64 {
 }
 
 fn step_names(job: &Job, attempt: usize) -> Vec<String> {
-    job.attempts[attempt].steps.iter().map(|s| s.step.clone()).collect()
+    job.attempts[attempt]
+        .steps
+        .iter()
+        .map(|s| s.step.clone())
+        .collect()
 }
 
 // ---- setting up -------------------------------------------------------------------------
 
 async fn client(url: &str) -> Queue {
-    Queue::connect(url, QUEUE, QueueConfig::default()).await.expect("connect to the test redis")
+    Queue::connect(url, QUEUE, QueueConfig::default())
+        .await
+        .expect("connect to the test redis")
 }
 
 /// An `etl` job: `steps` maps step names to plans (`{"ms": .., "ignore_cancel": ..,
@@ -400,14 +479,30 @@ async fn leased_jobs_of_a_killed_replica_are_requeued_by_a_sweeper_and_completed
     let queue = client(&srv.url()).await;
     let mut ids = Vec::new();
     for i in 0..4 {
-        let resource = if i < 2 { Some(format!("shop-{i}")) } else { None };
-        ids.push(enqueue(&queue, &format!("j{i}"), resource.as_deref(), quick_steps(20)).await);
+        let resource = if i < 2 {
+            Some(format!("shop-{i}"))
+        } else {
+            None
+        };
+        ids.push(
+            enqueue(
+                &queue,
+                &format!("j{i}"),
+                resource.as_deref(),
+                quick_steps(20),
+            )
+            .await,
+        );
     }
 
     let mut holder = Replica::spawn(
         "lease-only",
         "lease-only",
-        &[("url", srv.url()), ("lease-count", "4".into()), ("lease-ttl-ms", "1000".into())],
+        &[
+            ("url", srv.url()),
+            ("lease-count", "4".into()),
+            ("lease-ttl-ms", "1000".into()),
+        ],
     );
     let holder_id = holder.ready().await;
     for (i, id) in ids.iter().enumerate() {
@@ -415,8 +510,16 @@ async fn leased_jobs_of_a_killed_replica_are_requeued_by_a_sweeper_and_completed
         assert_eq!(j.state, JobState::Leased, "{j:?}");
         assert_eq!(j.lease.as_ref().unwrap().worker, holder_id);
         if i < 2 {
-            let lock: Option<String> = query(&queue, redis::cmd("GET").arg(queue.keys().lock(&format!("shop-{i}")))).await;
-            assert_eq!(lock.as_deref(), Some(id.as_str()), "the lease took the resource lock");
+            let lock: Option<String> = query(
+                &queue,
+                redis::cmd("GET").arg(queue.keys().lock(&format!("shop-{i}"))),
+            )
+            .await;
+            assert_eq!(
+                lock.as_deref(),
+                Some(id.as_str()),
+                "the lease took the resource lock"
+            );
         }
     }
 
@@ -428,19 +531,39 @@ async fn leased_jobs_of_a_killed_replica_are_requeued_by_a_sweeper_and_completed
     let all_events = events(&queue).await;
     for id in &ids {
         let evs: Vec<&Event> = all_events.iter().filter(|e| e.job == id.as_str()).collect();
-        let ops: Vec<(&str, &str, &str)> = evs.iter().map(|e| (e.op.as_str(), e.from.as_str(), e.to.as_str())).collect();
+        let ops: Vec<(&str, &str, &str)> = evs
+            .iter()
+            .map(|e| (e.op.as_str(), e.from.as_str(), e.to.as_str()))
+            .collect();
         let sweep = evs
             .iter()
             .position(|e| e.op == "sweep")
             .unwrap_or_else(|| panic!("no sweep event for {id}: {ops:?}"));
-        assert_eq!((evs[sweep].from.as_str(), evs[sweep].to.as_str()), ("LEASED", "QUEUED"), "{ops:?}");
+        assert_eq!(
+            (evs[sweep].from.as_str(), evs[sweep].to.as_str()),
+            ("LEASED", "QUEUED"),
+            "{ops:?}"
+        );
         assert_eq!(evs[sweep].by, holder_id, "the sweep names the dead holder");
-        assert_eq!(evs[sweep].attempt, 1, "requeueing an unstarted lease is not a new attempt");
-        assert!(evs[..sweep].iter().all(|e| e.op != "start"), "the holder never started it: {ops:?}");
-        let after: Vec<(&str, &str)> = evs[sweep + 1..].iter().map(|e| (e.op.as_str(), e.by.as_str())).collect();
+        assert_eq!(
+            evs[sweep].attempt, 1,
+            "requeueing an unstarted lease is not a new attempt"
+        );
+        assert!(
+            evs[..sweep].iter().all(|e| e.op != "start"),
+            "the holder never started it: {ops:?}"
+        );
+        let after: Vec<(&str, &str)> = evs[sweep + 1..]
+            .iter()
+            .map(|e| (e.op.as_str(), e.by.as_str()))
+            .collect();
         assert_eq!(
             after,
-            [("lease", replica_id.as_str()), ("start", replica_id.as_str()), ("finish", replica_id.as_str())],
+            [
+                ("lease", replica_id.as_str()),
+                ("start", replica_id.as_str()),
+                ("finish", replica_id.as_str())
+            ],
             "{ops:?}"
         );
         let j = job(&queue, id).await;
@@ -448,13 +571,28 @@ async fn leased_jobs_of_a_killed_replica_are_requeued_by_a_sweeper_and_completed
         assert_eq!(j.attempts.len(), 1);
         assert_eq!(j.attempts[0].state, JobState::Succeeded);
         assert_eq!(j.attempts[0].worker, replica_id);
-        assert_eq!(step_names(&j, 0), ["fetch", "validate", "load", "aggregate"]);
+        assert_eq!(
+            step_names(&j, 0),
+            ["fetch", "validate", "load", "aggregate"]
+        );
     }
     let sp = spans(&queue).await;
-    assert!(sp.iter().all(|s| s.worker == replica_id), "only the live replica ran steps");
-    assert_eq!(sp.iter().filter(|s| s.ev == "end" && s.outcome == "done").count(), 16);
+    assert!(
+        sp.iter().all(|s| s.worker == replica_id),
+        "only the live replica ran steps"
+    );
+    assert_eq!(
+        sp.iter()
+            .filter(|s| s.ev == "end" && s.outcome == "done")
+            .count(),
+        16
+    );
     for i in 0..2 {
-        let exists: i64 = query(&queue, redis::cmd("EXISTS").arg(queue.keys().lock(&format!("shop-{i}")))).await;
+        let exists: i64 = query(
+            &queue,
+            redis::cmd("EXISTS").arg(queue.keys().lock(&format!("shop-{i}"))),
+        )
+        .await;
         assert_eq!(exists, 0, "locks are released");
     }
     let leases: i64 = query(&queue, redis::cmd("ZCARD").arg(queue.keys().leases())).await;
@@ -490,7 +628,10 @@ async fn a_running_job_of_a_killed_replica_goes_stale_holds_its_lock_and_resumes
     let j = job(&queue, &slow).await;
     assert_eq!(j.state, JobState::Running);
     assert_eq!(j.last_step.as_deref(), Some("validate"));
-    assert_eq!(j.steps.iter().map(|s| s.step.as_str()).collect::<Vec<_>>(), ["fetch", "validate"]);
+    assert_eq!(
+        j.steps.iter().map(|s| s.step.as_str()).collect::<Vec<_>>(),
+        ["fetch", "validate"]
+    );
     assert_eq!(j.worker.as_deref(), Some(a_id.as_str()));
 
     // a second job on the same resource: leased, found locked, parked
@@ -499,7 +640,11 @@ async fn a_running_job_of_a_killed_replica_goes_stale_holds_its_lock_and_resumes
     wait_until_async(WAIT, "the second job is parked on shop-a", || {
         let (queue, parked_key, parked) = (&queue, &parked_key, &parked);
         async move {
-            let score: Option<f64> = query(queue, redis::cmd("ZSCORE").arg(parked_key).arg(parked.as_str())).await;
+            let score: Option<f64> = query(
+                queue,
+                redis::cmd("ZSCORE").arg(parked_key).arg(parked.as_str()),
+            )
+            .await;
             score.is_some()
         }
     })
@@ -521,31 +666,58 @@ async fn a_running_job_of_a_killed_replica_goes_stale_holds_its_lock_and_resumes
     let lock_key = queue.keys().lock("shop-a");
     let j = job(&queue, &slow).await;
     assert!(j.lease.is_none(), "the token is gone: {j:?}");
-    assert_eq!(j.worker.as_deref(), Some(a_id.as_str()), "the dead worker is kept for the operator");
+    assert_eq!(
+        j.worker.as_deref(),
+        Some(a_id.as_str()),
+        "the dead worker is kept for the operator"
+    );
     assert_eq!(j.last_step.as_deref(), Some("validate"));
-    let sweep_ev = events_of(&queue, &slow).await.into_iter().find(|e| e.op == "sweep").expect("a sweep event");
-    assert_eq!((sweep_ev.from.as_str(), sweep_ev.to.as_str()), ("RUNNING", "STALE"));
+    let sweep_ev = events_of(&queue, &slow)
+        .await
+        .into_iter()
+        .find(|e| e.op == "sweep")
+        .expect("a sweep event");
+    assert_eq!(
+        (sweep_ev.from.as_str(), sweep_ev.to.as_str()),
+        ("RUNNING", "STALE")
+    );
 
     // STALE holds the lock (no TTL), and the parked job stays parked, across sweeps
     let quiet_until = Instant::now() + Duration::from_millis(1500);
     while Instant::now() < quiet_until {
         queue.sweep(100).await.expect("sweep");
         let lock: Option<String> = query(&queue, redis::cmd("GET").arg(&lock_key)).await;
-        assert_eq!(lock.as_deref(), Some(slow.as_str()), "the STALE job holds shop-a");
+        assert_eq!(
+            lock.as_deref(),
+            Some(slow.as_str()),
+            "the STALE job holds shop-a"
+        );
         let pttl: i64 = query(&queue, redis::cmd("PTTL").arg(&lock_key)).await;
         assert_eq!(pttl, -1, "a STALE job's lock does not expire");
         assert_eq!(state(&queue, &parked).await, JobState::Queued);
-        let score: Option<f64> = query(&queue, redis::cmd("ZSCORE").arg(&parked_key).arg(parked.as_str())).await;
+        let score: Option<f64> = query(
+            &queue,
+            redis::cmd("ZSCORE").arg(&parked_key).arg(parked.as_str()),
+        )
+        .await;
         assert!(score.is_some(), "the second job stays parked");
         assert_eq!(state(&queue, &slow).await, JobState::Stale);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(spans_of(&queue, &parked).await.is_empty(), "the parked job never ran");
+    assert!(
+        spans_of(&queue, &parked).await.is_empty(),
+        "the parked job never ran"
+    );
 
     // the operator resumes it
     let retried_at = redis_now(&queue).await;
     let n = queue
-        .retry(&slow, RetryMode::Resume, "operator", "sink checked: resume after validate")
+        .retry(
+            &slow,
+            RetryMode::Resume,
+            "operator",
+            "sink checked: resume after validate",
+        )
         .await
         .expect("retry");
     assert_eq!(n, 2);
@@ -556,33 +728,79 @@ async fn a_running_job_of_a_killed_replica_goes_stale_holds_its_lock_and_resumes
     assert_eq!(j.attempts[0].state, JobState::Stale);
     assert_eq!(j.attempts[0].worker, a_id);
     assert_eq!(step_names(&j, 0), ["fetch", "validate"]);
-    let resolution = j.attempts[0].resolution.as_ref().expect("the retry decision is recorded");
-    assert_eq!((resolution.action.as_str(), resolution.by.as_str()), ("retry", "operator"));
+    let resolution = j.attempts[0]
+        .resolution
+        .as_ref()
+        .expect("the retry decision is recorded");
+    assert_eq!(
+        (resolution.action.as_str(), resolution.by.as_str()),
+        ("retry", "operator")
+    );
     assert_eq!(j.attempts[1].state, JobState::Succeeded);
     assert_eq!(j.attempts[1].worker, b_id);
     assert_eq!(step_names(&j, 1), ["load", "aggregate"]);
-    assert!(j.attempts[1].fence > j.attempts[0].fence, "the new lease has a higher fence");
+    assert!(
+        j.attempts[1].fence > j.attempts[0].fence,
+        "the new lease has a higher fence"
+    );
 
     let sp = spans_of(&queue, &slow).await;
-    let second: BTreeSet<&str> = sp.iter().filter(|s| s.attempt == 2).map(|s| s.step.as_str()).collect();
-    assert_eq!(second, BTreeSet::from(["load", "aggregate"]), "attempt 2 resumed at load: {sp:?}");
-    assert!(sp.iter().filter(|s| s.attempt == 2).all(|s| s.worker == b_id));
-    let first: Vec<(&str, &str)> = sp.iter().filter(|s| s.attempt == 1).map(|s| (s.step.as_str(), s.ev.as_str())).collect();
+    let second: BTreeSet<&str> = sp
+        .iter()
+        .filter(|s| s.attempt == 2)
+        .map(|s| s.step.as_str())
+        .collect();
+    assert_eq!(
+        second,
+        BTreeSet::from(["load", "aggregate"]),
+        "attempt 2 resumed at load: {sp:?}"
+    );
+    assert!(sp
+        .iter()
+        .filter(|s| s.attempt == 2)
+        .all(|s| s.worker == b_id));
+    let first: Vec<(&str, &str)> = sp
+        .iter()
+        .filter(|s| s.attempt == 1)
+        .map(|s| (s.step.as_str(), s.ev.as_str()))
+        .collect();
     assert_eq!(
         first,
-        [("fetch", "begin"), ("fetch", "end"), ("validate", "begin"), ("validate", "end"), ("load", "begin")],
+        [
+            ("fetch", "begin"),
+            ("fetch", "end"),
+            ("validate", "begin"),
+            ("validate", "end"),
+            ("load", "begin")
+        ],
         "attempt 1 died in load"
     );
 
     // the parked job ran only after the retry released the lock, never alongside the resumed job
     let p = spans_of(&queue, &parked).await;
     let p_begin = p.iter().map(|s| s.t).min().unwrap();
-    let p_end = p.iter().filter(|s| s.ev == "end").map(|s| s.t).max().unwrap();
-    assert!(p_begin as i64 / 1000 >= retried_at - 5, "the parked job waited for the operator");
+    let p_end = p
+        .iter()
+        .filter(|s| s.ev == "end")
+        .map(|s| s.t)
+        .max()
+        .unwrap();
+    assert!(
+        p_begin as i64 / 1000 >= retried_at - 5,
+        "the parked job waited for the operator"
+    );
     let s2: Vec<&Span> = sp.iter().filter(|s| s.attempt == 2).collect();
     let s_begin = s2.iter().map(|s| s.t).min().unwrap();
-    let s_end = s2.iter().filter(|s| s.ev == "end").map(|s| s.t).max().unwrap();
-    assert!(p_end <= s_begin || s_end <= p_begin, "jobs on shop-a overlapped");
+    let s_end = s2
+        .iter()
+        .filter(|s| s.ev == "end")
+        .map(|s| s.t)
+        .max()
+        .unwrap();
+    assert!(
+        p_end <= s_begin || s_end <= p_begin,
+        "jobs on shop-a overlapped"
+    );
     let exists: i64 = query(&queue, redis::cmd("EXISTS").arg(&lock_key)).await;
     assert_eq!(exists, 0);
     b.stop_cleanly(WAIT).await;
@@ -598,11 +816,19 @@ async fn cancel_during_fetch_interrupts_it_and_nothing_after_runs() {
     let mut w = Replica::worker("replica-a", &srv.url(), &[]);
     let w_id = w.ready().await;
     let id = enqueue(&queue, "cancel-me", None, json!({ "fetch": {"ms": 30000} })).await;
-    wait_span(&queue, "fetch begins", |s| s.job == id.as_str() && s.step == "fetch" && s.ev == "begin").await;
+    wait_span(&queue, "fetch begins", |s| {
+        s.job == id.as_str() && s.step == "fetch" && s.ev == "begin"
+    })
+    .await;
 
     let reason = "operator: wrong input window";
     let requested = queue.cancel(&id, reason, "operator").await.expect("cancel");
-    assert_eq!(requested, Cancelled::Requested { state: JobState::Running });
+    assert_eq!(
+        requested,
+        Cancelled::Requested {
+            state: JobState::Running
+        }
+    );
     wait_state(&queue, &id, JobState::Cancelled).await;
     wait_until_async(WAIT, "the cleanup hook ran", || {
         let (queue, id) = (&queue, &id);
@@ -610,11 +836,25 @@ async fn cancel_during_fetch_interrupts_it_and_nothing_after_runs() {
     })
     .await;
 
-    wait_span(&queue, "fetch ends", |s| s.job == id.as_str() && s.step == "fetch" && s.ev == "end").await;
+    wait_span(&queue, "fetch ends", |s| {
+        s.job == id.as_str() && s.step == "fetch" && s.ev == "end"
+    })
+    .await;
     let sp = spans_of(&queue, &id).await;
-    let steps: Vec<(&str, &str, &str)> = sp.iter().map(|s| (s.step.as_str(), s.ev.as_str(), s.outcome.as_str())).collect();
-    assert_eq!(steps, [("fetch", "begin", ""), ("fetch", "end", "cancelled")], "validate never started");
-    assert!(sp[1].t - sp[1].begin < 15_000_000, "fetch stopped early (phase B): {:?}", sp[1]);
+    let steps: Vec<(&str, &str, &str)> = sp
+        .iter()
+        .map(|s| (s.step.as_str(), s.ev.as_str(), s.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        steps,
+        [("fetch", "begin", ""), ("fetch", "end", "cancelled")],
+        "validate never started"
+    );
+    assert!(
+        sp[1].t - sp[1].begin < 15_000_000,
+        "fetch stopped early (phase B): {:?}",
+        sp[1]
+    );
     assert_eq!(sp[1].detail, reason, "the step saw the cancel reason");
 
     let j = job(&queue, &id).await;
@@ -628,8 +868,14 @@ async fn cancel_during_fetch_interrupts_it_and_nothing_after_runs() {
     assert_eq!(a.worker, w_id);
     assert!(a.steps.is_empty());
     assert!(a.cleanup_needed, "fetch was cut mid-way");
-    let cancel = a.cancel.as_ref().expect("the attempt keeps the cancel request");
-    assert_eq!((cancel.reason.as_str(), cancel.by.as_str()), (reason, "operator"));
+    let cancel = a
+        .cancel
+        .as_ref()
+        .expect("the attempt keeps the cancel request");
+    assert_eq!(
+        (cancel.reason.as_str(), cancel.by.as_str()),
+        (reason, "operator")
+    );
     assert_eq!(a.reason.as_deref(), Some(reason));
 
     let cleanups = cleanups_of(&queue, &id).await;
@@ -640,8 +886,11 @@ async fn cancel_during_fetch_interrupts_it_and_nothing_after_runs() {
     assert_eq!(c["last_completed_step"], Value::Null);
     assert_eq!(c["cut_mid_step"], true);
 
-    let evs: Vec<(String, String, String)> =
-        events_of(&queue, &id).await.into_iter().map(|e| (e.op, e.from, e.to)).collect();
+    let evs: Vec<(String, String, String)> = events_of(&queue, &id)
+        .await
+        .into_iter()
+        .map(|e| (e.op, e.from, e.to))
+        .collect();
     let want: Vec<(String, String, String)> = [
         ("enqueue", "", "QUEUED"),
         ("lease", "QUEUED", "LEASED"),
@@ -674,7 +923,10 @@ async fn a_step_three_times_the_lease_ttl_stays_running_under_sweeps() {
         // sweeps from the test as well as the replica's own, every 100 ms
         let report = queue.sweep(100).await.expect("sweep");
         test_sweeps += 1;
-        assert!(report.moves.iter().all(|m| m.job != id), "a live job was swept: {report:?}");
+        assert!(
+            report.moves.iter().all(|m| m.job != id),
+            "a live job was swept: {report:?}"
+        );
         let s = state(&queue, &id).await;
         if seen.last() != Some(&s) {
             seen.push(s);
@@ -682,21 +934,41 @@ async fn a_step_three_times_the_lease_ttl_stays_running_under_sweeps() {
         if s == JobState::Succeeded {
             break;
         }
-        assert!(started.elapsed() < WAIT, "the long job did not finish: {seen:?}");
+        assert!(
+            started.elapsed() < WAIT,
+            "the long job did not finish: {seen:?}"
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    let running_from = seen.iter().position(|s| *s == JobState::Running).expect("seen RUNNING");
-    assert_eq!(&seen[running_from..], [JobState::Running, JobState::Succeeded], "{seen:?}");
+    let running_from = seen
+        .iter()
+        .position(|s| *s == JobState::Running)
+        .expect("seen RUNNING");
+    assert_eq!(
+        &seen[running_from..],
+        [JobState::Running, JobState::Succeeded],
+        "{seen:?}"
+    );
     assert!(test_sweeps > 20, "sweeps ran meanwhile ({test_sweeps})");
 
-    let load = spans_of(&queue, &id).await.into_iter().find(|s| s.step == "load" && s.ev == "end").unwrap();
+    let load = spans_of(&queue, &id)
+        .await
+        .into_iter()
+        .find(|s| s.step == "load" && s.ev == "end")
+        .unwrap();
     assert_eq!(load.outcome, "done");
-    assert!(load.t - load.begin >= 3_000_000, "load ran 3 lease TTLs: {load:?}");
+    assert!(
+        load.t - load.begin >= 3_000_000,
+        "load ran 3 lease TTLs: {load:?}"
+    );
     let j = job(&queue, &id).await;
     assert_eq!(j.attempt, 1);
     assert_eq!(j.attempts.len(), 1, "a single attempt");
     assert_eq!(j.attempts[0].worker, w_id);
-    assert_eq!(step_names(&j, 0), ["fetch", "validate", "load", "aggregate"]);
+    assert_eq!(
+        step_names(&j, 0),
+        ["fetch", "validate", "load", "aggregate"]
+    );
     assert!(events_of(&queue, &id).await.iter().all(|e| e.op != "sweep"));
     w.stop_cleanly(WAIT).await;
 }
@@ -716,11 +988,21 @@ async fn jobs_on_one_resource_never_overlap_across_replicas() {
     let inputs: Vec<NewJob> = (0..12)
         .map(|i| {
             let resource = format!("res-{}", i % 3);
-            let input = json!({ "label": format!("j{i}"), "resource": resource, "steps": quick_steps(60) });
-            NewJob::new("etl", &input).unwrap().resource(resource).max_attempts(3)
+            let input =
+                json!({ "label": format!("j{i}"), "resource": resource, "steps": quick_steps(60) });
+            NewJob::new("etl", &input)
+                .unwrap()
+                .resource(resource)
+                .max_attempts(3)
         })
         .collect();
-    let ids: Vec<JobId> = queue.enqueue_bulk(inputs).await.unwrap().into_iter().map(|e| e.id).collect();
+    let ids: Vec<JobId> = queue
+        .enqueue_bulk(inputs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
     wait_all(&queue, &ids, JobState::Succeeded).await;
 
     // each job's interval: from its first step's start to its last step's end
@@ -729,7 +1011,11 @@ async fn jobs_on_one_resource_never_overlap_across_replicas() {
     for s in &sp {
         let res = s.resource.clone().expect("every job has a resource");
         let e = intervals.entry(s.job.clone()).or_insert((res, u64::MAX, 0));
-        let (from, to) = if s.ev == "begin" { (s.t, s.t) } else { (s.begin, s.t) };
+        let (from, to) = if s.ev == "begin" {
+            (s.t, s.t)
+        } else {
+            (s.begin, s.t)
+        };
         e.1 = e.1.min(from);
         e.2 = e.2.max(to);
     }
@@ -740,18 +1026,32 @@ async fn jobs_on_one_resource_never_overlap_across_replicas() {
         for (jb, (rb, b0, b1)) in &list[i + 1..] {
             let overlap = a0 < b1 && b0 < a1;
             if ra == rb {
-                assert!(!overlap, "{ja} and {jb} both held {ra} at once: {a0}..{a1} vs {b0}..{b1}");
+                assert!(
+                    !overlap,
+                    "{ja} and {jb} both held {ra} at once: {a0}..{a1} vs {b0}..{b1}"
+                );
             } else if overlap {
                 cross_overlaps += 1;
             }
         }
     }
-    assert!(cross_overlaps > 0, "jobs on different resources ran in parallel");
+    assert!(
+        cross_overlaps > 0,
+        "jobs on different resources ran in parallel"
+    );
     for r in 0..3 {
-        let exists: i64 = query(&queue, redis::cmd("EXISTS").arg(queue.keys().lock(&format!("res-{r}")))).await;
+        let exists: i64 = query(
+            &queue,
+            redis::cmd("EXISTS").arg(queue.keys().lock(&format!("res-{r}"))),
+        )
+        .await;
         assert_eq!(exists, 0);
     }
-    let parked: i64 = query(&queue, redis::cmd("SCARD").arg(queue.keys().parked_resources())).await;
+    let parked: i64 = query(
+        &queue,
+        redis::cmd("SCARD").arg(queue.keys().parked_resources()),
+    )
+    .await;
     assert_eq!(parked, 0);
     a.stop_cleanly(WAIT).await;
     b.stop_cleanly(WAIT).await;
@@ -780,7 +1080,15 @@ async fn run_through_a_restart(outage: Outage) -> usize {
     let mut ids = Vec::new();
     for i in 0..8 {
         let resource = (i % 2 == 0).then(|| format!("part-{}", i % 4));
-        ids.push(enqueue(&queue, &format!("j{i}"), resource.as_deref(), quick_steps(300)).await);
+        ids.push(
+            enqueue(
+                &queue,
+                &format!("j{i}"),
+                resource.as_deref(),
+                quick_steps(300),
+            )
+            .await,
+        );
     }
     // mid-run: some steps completed, some running
     wait_until_async(WAIT, "jobs are mid-run", || {
@@ -799,7 +1107,11 @@ async fn run_through_a_restart(outage: Outage) -> usize {
     .await;
     let last_deadline: Vec<(String, f64)> = query(
         &queue,
-        redis::cmd("ZRANGE").arg(queue.keys().leases()).arg(-1).arg(-1).arg("WITHSCORES"),
+        redis::cmd("ZRANGE")
+            .arg(queue.keys().leases())
+            .arg(-1)
+            .arg(-1)
+            .arg("WITHSCORES"),
     )
     .await;
     let last_deadline = last_deadline.first().map_or(0, |(_, ms)| *ms as u64);
@@ -807,10 +1119,17 @@ async fn run_through_a_restart(outage: Outage) -> usize {
     tokio::task::block_in_place(|| srv.stop());
     if outage == Outage::PastTheLeases {
         // Redis's clock is this machine's wall clock: wait until it passed every lease deadline
-        let wall_ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
-        wait_until_async(WAIT, "every lease ran out while Redis was down", || async move {
-            wall_ms() > last_deadline + 500
-        })
+        let wall_ms = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64
+        };
+        wait_until_async(
+            WAIT,
+            "every lease ran out while Redis was down",
+            || async move { wall_ms() > last_deadline + 500 },
+        )
         .await;
     }
     tokio::task::block_in_place(|| srv.restart());
@@ -840,7 +1159,11 @@ async fn run_through_a_restart(outage: Outage) -> usize {
                 JobState::Leased | JobState::Running => {
                     let deadline = j.lease.as_ref().map_or(0, |l| l.deadline);
                     // (renewals may land between the sweep and this read: allow one TTL of slack)
-                    assert!(deadline > now - 1000, "{id} is {} with an expired lease after a sweep", j.state);
+                    assert!(
+                        deadline > now - 1000,
+                        "{id} is {} with an expired lease after a sweep",
+                        j.state
+                    );
                     return None;
                 }
                 _ => return None,
@@ -848,11 +1171,17 @@ async fn run_through_a_restart(outage: Outage) -> usize {
         }
         Some(stale)
     };
-    let stale = wait_for("every job is SUCCEEDED or STALE", || settled(queue.clone(), ids.clone())).await;
+    let stale = wait_for("every job is SUCCEEDED or STALE", || {
+        settled(queue.clone(), ids.clone())
+    })
+    .await;
     for id in &stale {
         let j = job(&queue, id).await;
         assert!(j.lease.is_none() && j.stale_at.is_some(), "{j:?}");
-        queue.retry(id, RetryMode::Resume, "operator", "after the Redis restart").await.expect("retry");
+        queue
+            .retry(id, RetryMode::Resume, "operator", "after the Redis restart")
+            .await
+            .expect("retry");
     }
     wait_all(&queue, &ids, JobState::Succeeded).await;
 
@@ -860,7 +1189,11 @@ async fn run_through_a_restart(outage: Outage) -> usize {
     let sp = spans(&queue).await;
     for id in &ids {
         let j = job(&queue, id).await;
-        assert_eq!(j.attempts.len() as u32, j.attempt, "every attempt is recorded: {j:?}");
+        assert_eq!(
+            j.attempts.len() as u32,
+            j.attempt,
+            "every attempt is recorded: {j:?}"
+        );
         let mut done: Vec<String> = Vec::new();
         for (i, a) in j.attempts.iter().enumerate() {
             assert_eq!(a.n as usize, i + 1);
@@ -868,16 +1201,30 @@ async fn run_through_a_restart(outage: Outage) -> usize {
                 assert_eq!(a.state, JobState::Succeeded);
             } else {
                 assert_eq!(a.state, JobState::Stale, "{j:?}");
-                assert_eq!(a.resolution.as_ref().map(|r| r.action.as_str()), Some("retry"));
+                assert_eq!(
+                    a.resolution.as_ref().map(|r| r.action.as_str()),
+                    Some("retry")
+                );
                 assert!(stale.contains(id));
             }
             // a resumed attempt runs no step an earlier attempt completed
-            for s in sp.iter().filter(|s| s.job == id.as_str() && s.attempt == a.n && s.ev == "begin") {
-                assert!(!done.contains(&s.step), "attempt {} of {id} re-ran {}: {j:?}", a.n, s.step);
+            for s in sp
+                .iter()
+                .filter(|s| s.job == id.as_str() && s.attempt == a.n && s.ev == "begin")
+            {
+                assert!(
+                    !done.contains(&s.step),
+                    "attempt {} of {id} re-ran {}: {j:?}",
+                    a.n,
+                    s.step
+                );
             }
             done.extend(a.steps.iter().map(|s| s.step.clone()));
         }
-        assert_eq!(done, order, "each step completed once, in order, across attempts: {j:?}");
+        assert_eq!(
+            done, order,
+            "each step completed once, in order, across attempts: {j:?}"
+        );
         assert!(j.lease.is_none());
     }
     let leases: i64 = query(&queue, redis::cmd("ZCARD").arg(queue.keys().leases())).await;
@@ -899,7 +1246,10 @@ async fn replicas_survive_a_redis_restart_and_every_job_ends_truthfully() {
 async fn jobs_whose_leases_ran_out_during_an_outage_go_stale_and_resume_after_retry() {
     let _serial = SERIAL.lock().await;
     let stale = run_through_a_restart(Outage::PastTheLeases).await;
-    assert!(stale >= 2, "the jobs running at the stop went STALE ({stale})");
+    assert!(
+        stale >= 2,
+        "the jobs running at the stop went STALE ({stale})"
+    );
 }
 
 // ---- 7. a replica cut off from Redis --------------------------------------------------------------------
@@ -908,12 +1258,20 @@ async fn jobs_whose_leases_ran_out_during_an_outage_go_stale_and_resume_after_re
 async fn a_cut_off_replica_stops_its_step_and_its_late_writes_are_refused() {
     let _serial = SERIAL.lock().await;
     let srv = RedisServer::start_tcp();
-    let proxy = TcpProxy::start(format!("127.0.0.1:{}", srv.port().unwrap()).parse().unwrap());
+    let proxy = TcpProxy::start(
+        format!("127.0.0.1:{}", srv.port().unwrap())
+            .parse()
+            .unwrap(),
+    );
     let queue = client(&srv.url()).await;
     let mut w = Replica::worker(
         "cut-off",
         &proxy.url(),
-        &[("spans-url", &srv.url()), ("sweep-ms", "60000"), ("cancel-grace-ms", "2000")],
+        &[
+            ("spans-url", &srv.url()),
+            ("sweep-ms", "60000"),
+            ("cancel-grace-ms", "2000"),
+        ],
     );
     let w_id = w.ready().await;
     let id = enqueue(
@@ -923,7 +1281,10 @@ async fn a_cut_off_replica_stops_its_step_and_its_late_writes_are_refused() {
         json!({ "fetch": {"ms": 20}, "validate": {"ms": 20}, "load": {"ms": 20000} }),
     )
     .await;
-    let load = wait_span(&queue, "load begins", |s| s.job == id.as_str() && s.step == "load" && s.ev == "begin").await;
+    let load = wait_span(&queue, "load begins", |s| {
+        s.job == id.as_str() && s.step == "load" && s.ev == "begin"
+    })
+    .await;
     let before = job(&queue, &id).await;
     assert_eq!(before.state, JobState::Running);
     let held = before.lease.clone().expect("a live lease");
@@ -939,24 +1300,40 @@ async fn a_cut_off_replica_stops_its_step_and_its_late_writes_are_refused() {
     })
     .await;
     let evs = events(&queue).await;
-    let sweep = evs.iter().rposition(|e| e.op == "sweep" && e.job == id.as_str()).expect("the sweep event");
-    assert_eq!((evs[sweep].from.as_str(), evs[sweep].to.as_str()), ("RUNNING", "STALE"));
+    let sweep = evs
+        .iter()
+        .rposition(|e| e.op == "sweep" && e.job == id.as_str())
+        .expect("the sweep event");
+    assert_eq!(
+        (evs[sweep].from.as_str(), evs[sweep].to.as_str()),
+        ("RUNNING", "STALE")
+    );
     let sweep_id = evs[sweep].id.clone();
 
     // the replica saw it lost the lease and stopped the step early (its spans go straight to Redis)
-    let end = wait_span(&queue, "the cut-off step ends", |s| s.job == id.as_str() && s.step == "load" && s.ev == "end").await;
+    let end = wait_span(&queue, "the cut-off step ends", |s| {
+        s.job == id.as_str() && s.step == "load" && s.ev == "end"
+    })
+    .await;
     assert_eq!(end.outcome, "cancelled", "{end:?}");
-    assert!(end.t - load.t < 15_000_000, "stopped well before its 20 s of work: {end:?}");
+    assert!(
+        end.t - load.t < 15_000_000,
+        "stopped well before its 20 s of work: {end:?}"
+    );
     assert!(end.detail.contains("lease"), "{end:?}");
     let job_key = queue.keys().job(id.as_str());
     let snapshot = srv.dump(&job_key);
     assert!(!w.output().iter().any(|l| l.contains("panicked")));
 
     // reconnect: the replica registers itself again once the proxy lets it through
-    wait_until_async(WAIT, "the replica's registration expired while cut off", || {
-        let (queue, key) = (&queue, &worker_key);
-        async move { query::<i64>(queue, redis::cmd("EXISTS").arg(key)).await == 0 }
-    })
+    wait_until_async(
+        WAIT,
+        "the replica's registration expired while cut off",
+        || {
+            let (queue, key) = (&queue, &worker_key);
+            async move { query::<i64>(queue, redis::cmd("EXISTS").arg(key)).await == 0 }
+        },
+    )
     .await;
     proxy.unblock();
     wait_until_async(WAIT, "the replica reconnected", || {
@@ -986,20 +1363,38 @@ async fn a_cut_off_replica_stops_its_step_and_its_late_writes_are_refused() {
                 if e.is_lease_lost()
         )
     };
-    let late = queue.checkpoint(&zombie, "load", "{\"rows\":1}", Some("aggregate")).await.map(|_| ());
+    let late = queue
+        .checkpoint(&zombie, "load", "{\"rows\":1}", Some("aggregate"))
+        .await
+        .map(|_| ());
     assert!(refused(&late), "a late checkpoint: {late:?}");
     let late = queue.finish(&zombie, &Outcome::Succeeded).await.map(|_| ());
     assert!(refused(&late), "a late finish: {late:?}");
     let renewal = queue.renew(&[&zombie]).await.unwrap();
-    assert_eq!(renewal, [Renewal::Lost { state: Some(JobState::Stale) }]);
+    assert_eq!(
+        renewal,
+        [Renewal::Lost {
+            state: Some(JobState::Stale)
+        }]
+    );
 
     // a few heartbeats of the reconnected replica later, nothing of the job changed
     let mark = Instant::now();
-    wait_until_async(WAIT, "a few heartbeats passed", || async move { mark.elapsed() > Duration::from_millis(750) }).await;
-    assert_eq!(srv.dump(&job_key), snapshot, "the cut-off replica wrote nothing after the sweep");
+    wait_until_async(WAIT, "a few heartbeats passed", || async move {
+        mark.elapsed() > Duration::from_millis(750)
+    })
+    .await;
+    assert_eq!(
+        srv.dump(&job_key),
+        snapshot,
+        "the cut-off replica wrote nothing after the sweep"
+    );
     let j = job(&queue, &id).await;
     assert_eq!(j.state, JobState::Stale);
-    assert!(j.attempts.is_empty(), "no attempt record was written by the zombie: {j:?}");
+    assert!(
+        j.attempts.is_empty(),
+        "no attempt record was written by the zombie: {j:?}"
+    );
     assert_eq!(j.last_step.as_deref(), Some("validate"));
     let later: Vec<Event> = events(&queue)
         .await
@@ -1007,8 +1402,13 @@ async fn a_cut_off_replica_stops_its_step_and_its_late_writes_are_refused() {
         .filter(|e| e.id > sweep_id && (e.job == id.as_str() || e.by == w_id))
         .collect();
     assert!(later.is_empty(), "events after the sweep: {later:?}");
-    let lock: Option<String> = query(&queue, redis::cmd("GET").arg(queue.keys().lock("shop-z"))).await;
-    assert_eq!(lock.as_deref(), Some(id.as_str()), "the STALE job keeps its lock");
+    let lock: Option<String> =
+        query(&queue, redis::cmd("GET").arg(queue.keys().lock("shop-z"))).await;
+    assert_eq!(
+        lock.as_deref(),
+        Some(id.as_str()),
+        "the STALE job keeps its lock"
+    );
     w.stop_cleanly(WAIT).await;
 }
 
@@ -1028,7 +1428,10 @@ async fn a_paused_replica_wakes_up_to_refusals_and_writes_nothing() {
         json!({ "fetch": {"ms": 20}, "validate": {"ms": 20}, "load": {"ms": 1500} }),
     )
     .await;
-    let load = wait_span(&queue, "load begins", |s| s.job == id.as_str() && s.step == "load" && s.ev == "begin").await;
+    let load = wait_span(&queue, "load begins", |s| {
+        s.job == id.as_str() && s.step == "load" && s.ev == "begin"
+    })
+    .await;
 
     // a stop-the-world pause (GC, VM freeze): the process keeps its lease in memory
     w.signal(libc::SIGSTOP);
@@ -1040,12 +1443,25 @@ async fn a_paused_replica_wakes_up_to_refusals_and_writes_nothing() {
         }
     })
     .await;
-    let sweep_id = events_of(&queue, &id).await.into_iter().rfind(|e| e.op == "sweep").expect("a sweep event").id;
+    let sweep_id = events_of(&queue, &id)
+        .await
+        .into_iter()
+        .rfind(|e| e.op == "sweep")
+        .expect("a sweep event")
+        .id;
     let job_key = queue.keys().job(id.as_str());
     let snapshot = srv.dump(&job_key);
     // resume once the step's work is due, so it wakes up wanting to checkpoint
-    let wall_us = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
-    wait_until_async(WAIT, "the paused step's work is due", || async move { wall_us() > load.t + 1_600_000 }).await;
+    let wall_us = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64
+    };
+    wait_until_async(WAIT, "the paused step's work is due", || async move {
+        wall_us() > load.t + 1_600_000
+    })
+    .await;
     w.signal(libc::SIGCONT);
 
     // it talks to Redis (renewal, checkpoint) and is told the lease is gone
@@ -1053,15 +1469,23 @@ async fn a_paused_replica_wakes_up_to_refusals_and_writes_nothing() {
         let out = w.output();
         async move {
             out.iter().any(|l| {
-                (l.contains("lease lost") || l.contains("lease is gone")) && (l.contains("Stale") || l.contains("STALE"))
+                (l.contains("lease lost") || l.contains("lease is gone"))
+                    && (l.contains("Stale") || l.contains("STALE"))
             })
         }
     })
     .await;
-    wait_span(&queue, "the paused step ends", |s| s.job == id.as_str() && s.step == "load" && s.ev == "end").await;
+    wait_span(&queue, "the paused step ends", |s| {
+        s.job == id.as_str() && s.step == "load" && s.ev == "end"
+    })
+    .await;
     w.stop_cleanly(WAIT).await;
 
-    assert_eq!(srv.dump(&job_key), snapshot, "the paused replica wrote nothing after the sweep");
+    assert_eq!(
+        srv.dump(&job_key),
+        snapshot,
+        "the paused replica wrote nothing after the sweep"
+    );
     let j = job(&queue, &id).await;
     assert_eq!(j.state, JobState::Stale);
     assert!(j.attempts.is_empty(), "{j:?}");
@@ -1073,7 +1497,10 @@ async fn a_paused_replica_wakes_up_to_refusals_and_writes_nothing() {
         .collect();
     assert!(later.is_empty(), "events after the sweep: {later:?}");
     assert!(
-        spans_of(&queue, &id).await.iter().all(|s| s.step != "aggregate"),
+        spans_of(&queue, &id)
+            .await
+            .iter()
+            .all(|s| s.step != "aggregate"),
         "no step after the lost one started"
     );
 }
@@ -1087,7 +1514,13 @@ async fn sigterm_lets_the_step_finish_and_another_replica_resumes_after_it() {
     let queue = client(&srv.url()).await;
     let mut a = Replica::worker("replica-a", &srv.url(), &[("shutdown-grace-ms", "20000")]);
     let a_id = a.ready().await;
-    let id = enqueue(&queue, "graceful", None, json!({ "validate": {"ms": 2500} })).await;
+    let id = enqueue(
+        &queue,
+        "graceful",
+        None,
+        json!({ "validate": {"ms": 2500} }),
+    )
+    .await;
     wait_span(&queue, "validate begins on replica-a", |s| {
         s.job == id.as_str() && s.step == "validate" && s.ev == "begin"
     })
@@ -1101,12 +1534,30 @@ async fn sigterm_lets_the_step_finish_and_another_replica_resumes_after_it() {
     wait_state(&queue, &id, JobState::Succeeded).await;
 
     let sp = spans_of(&queue, &id).await;
-    let validate = sp.iter().find(|s| s.step == "validate" && s.ev == "end").unwrap();
-    assert_eq!((validate.outcome.as_str(), validate.attempt), ("done", 1), "the step completed");
+    let validate = sp
+        .iter()
+        .find(|s| s.step == "validate" && s.ev == "end")
+        .unwrap();
+    assert_eq!(
+        (validate.outcome.as_str(), validate.attempt),
+        ("done", 1),
+        "the step completed"
+    );
     assert!(validate.t - validate.begin >= 2_500_000);
-    let second: Vec<&str> = sp.iter().filter(|s| s.attempt == 2 && s.ev == "begin").map(|s| s.step.as_str()).collect();
-    assert_eq!(second, ["load", "aggregate"], "attempt 2 resumed after validate");
-    assert!(sp.iter().filter(|s| s.attempt == 2).all(|s| s.worker == b_id));
+    let second: Vec<&str> = sp
+        .iter()
+        .filter(|s| s.attempt == 2 && s.ev == "begin")
+        .map(|s| s.step.as_str())
+        .collect();
+    assert_eq!(
+        second,
+        ["load", "aggregate"],
+        "attempt 2 resumed after validate"
+    );
+    assert!(sp
+        .iter()
+        .filter(|s| s.attempt == 2)
+        .all(|s| s.worker == b_id));
 
     let j = job(&queue, &id).await;
     assert_eq!(j.attempts.len(), 2);
@@ -1129,7 +1580,9 @@ async fn sigterm_lets_the_step_finish_and_another_replica_resumes_after_it() {
         .map(|e| (e.op, e.from, e.to))
         .collect();
     assert_eq!(
-        evs.iter().map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str())).collect::<Vec<_>>(),
+        evs.iter()
+            .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+            .collect::<Vec<_>>(),
         [
             ("finish", "RUNNING", "FAILED"),
             ("retry", "FAILED", "QUEUED"),
@@ -1168,21 +1621,38 @@ async fn sigterm_with_a_short_grace_cuts_a_step_that_ignores_cancellation() {
     a.sigterm();
     let status = a.exit_status(WAIT).await;
     assert!(status.success(), "replica-a exited with {status}");
-    assert!(signalled.elapsed() < Duration::from_secs(15), "it did not wait for the 30 s step");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(15),
+        "it did not wait for the 30 s step"
+    );
     wait_state(&queue, &id, JobState::Succeeded).await;
 
     let sp = spans_of(&queue, &id).await;
-    let cut = sp.iter().find(|s| s.step == "validate" && s.ev == "end" && s.attempt == 1).expect("a record of the cut step");
+    let cut = sp
+        .iter()
+        .find(|s| s.step == "validate" && s.ev == "end" && s.attempt == 1)
+        .expect("a record of the cut step");
     assert_eq!(cut.outcome, "dropped", "the step was hard-stopped: {cut:?}");
-    let second: Vec<&str> = sp.iter().filter(|s| s.attempt == 2 && s.ev == "begin").map(|s| s.step.as_str()).collect();
-    assert_eq!(second, ["validate", "load", "aggregate"], "attempt 2 re-ran the cut step");
+    let second: Vec<&str> = sp
+        .iter()
+        .filter(|s| s.attempt == 2 && s.ev == "begin")
+        .map(|s| s.step.as_str())
+        .collect();
+    assert_eq!(
+        second,
+        ["validate", "load", "aggregate"],
+        "attempt 2 re-ran the cut step"
+    );
 
     let j = job(&queue, &id).await;
     assert_eq!(j.attempts.len(), 2);
     let first = &j.attempts[0];
     assert_eq!(first.state, JobState::Failed);
     assert_eq!(first.worker, a_id);
-    assert_eq!(first.error.as_ref().map(|e| e.kind.as_str()), Some("interrupted"));
+    assert_eq!(
+        first.error.as_ref().map(|e| e.kind.as_str()),
+        Some("interrupted")
+    );
     assert!(first.cleanup_needed, "a step was cut: cleanup is needed");
     assert_eq!(step_names(&j, 0), ["fetch"]);
     assert_eq!(j.attempts[1].state, JobState::Succeeded);
@@ -1191,7 +1661,14 @@ async fn sigterm_with_a_short_grace_cuts_a_step_that_ignores_cancellation() {
     let cleanups = cleanups_of(&queue, &id).await;
     assert_eq!(cleanups.len(), 1, "the cleanup hook was told: {cleanups:?}");
     let c = &cleanups[0];
-    assert_eq!((c["attempt"].as_u64(), c["reason"].as_str(), c["kind"].as_str()), (Some(1), Some("failed"), Some("interrupted")));
+    assert_eq!(
+        (
+            c["attempt"].as_u64(),
+            c["reason"].as_str(),
+            c["kind"].as_str()
+        ),
+        (Some(1), Some("failed"), Some("interrupted"))
+    );
     assert_eq!(c["last_completed_step"], "fetch");
     assert_eq!(c["cut_mid_step"], true);
     b.stop_cleanly(WAIT).await;
