@@ -159,3 +159,39 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     stream.read_to_string(&mut body).await.unwrap();
     body
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_built_on_a_pool_of_yours_blocks_on_a_connection_of_its_own() {
+    let srv = RedisServer::start();
+    let pool = leasehold_core::connect_pool(&srv.url(), &QueueConfig::default()).unwrap();
+    let worker = Worker::builder_with_pool(pool.clone())
+        .pipeline(Math)
+        .concurrency(2)
+        .max_idle_wait(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(worker.run_until(async {
+        let _ = rx.await;
+    }));
+    let client = Client::connect(&srv.url(), QueueConfig::default()).await.unwrap();
+    let queue = client.queue_for::<Math>().unwrap();
+    // the worker is idle and blocked; an enqueue wakes it
+    let id = client.enqueue::<Math>(&Input { n: 20, fail_first: false }).await.unwrap().id;
+    wait_until_async(Duration::from_secs(10), "the job succeeded", || {
+        let queue = queue.clone();
+        let id = id.clone();
+        async move { matches!(queue.job(&id).await, Ok(Some(job)) if job.state == JobState::Succeeded) }
+    })
+    .await;
+    // one connection was taken out of the pool for the blocking wait
+    let clients = match srv.cmd(&["CLIENT", "LIST"]) {
+        leasehold_core::redis::Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        leasehold_core::redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("{other:?}"),
+    };
+    assert!(clients.contains("cmd=blpop"), "{clients}");
+    tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(20), handle).await.unwrap().unwrap().unwrap();
+}

@@ -10,7 +10,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use super::runner::Runner;
-use super::{job, Shared};
+use super::{job, RedisSource, Shared};
 use crate::error::{Error, Result};
 use crate::metrics::{PipelineLabels, QueueLabels};
 use crate::queue::Queue;
@@ -27,7 +27,7 @@ pub(crate) struct LeaseLoop {
     pub(crate) group: LeaseGroup,
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) jobs: TaskTracker,
-    pub(crate) url: String,
+    pub(crate) source: RedisSource,
     pub(crate) max_idle_wait: Duration,
     pub(crate) batch: usize,
 }
@@ -36,7 +36,7 @@ impl LeaseLoop {
     pub(crate) async fn run(self) {
         let pipelines: Vec<&'static str> = self.group.runners.iter().map(|r| r.name()).collect();
         let stop = self.shared.stop_leasing.clone();
-        let mut waiter = Waiter::new(&self.url, self.group.queue.keys().wake());
+        let mut waiter = Waiter::new(&self.source, self.group.queue.keys().wake());
         let mut backoff = Duration::from_millis(100);
         loop {
             let first = tokio::select! {
@@ -125,26 +125,35 @@ fn due_in(due: i64) -> Duration {
 
 /// Blocks on the queue's wake list with a connection of its own.
 struct Waiter {
-    url: String,
+    source: RedisSource,
     key: String,
     conn: Option<MultiplexedConnection>,
 }
 
 impl Waiter {
-    fn new(url: &str, key: String) -> Self {
+    fn new(source: &RedisSource, key: String) -> Self {
         Waiter {
-            url: url.to_owned(),
+            source: source.clone(),
             key,
             conn: None,
         }
     }
 
+    /// A connection of its own: opened from the URL, or taken out of the pool for good.
     async fn connect(&self, wait: Duration) -> Result<MultiplexedConnection> {
-        let client = redis::Client::open(self.url.as_str())?;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_response_timeout(Some(wait + Duration::from_secs(5)));
-        Ok(client.get_multiplexed_async_connection_with_config(&config).await?)
+        match &self.source {
+            RedisSource::Url(url) => {
+                let client = redis::Client::open(url.as_str())?;
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(Duration::from_secs(5)))
+                    .set_response_timeout(Some(wait + Duration::from_secs(5)));
+                Ok(client.get_multiplexed_async_connection_with_config(&config).await?)
+            }
+            RedisSource::Pool(pool) => {
+                let conn = pool.get().await.map_err(|e| Error::Pool(e.to_string()))?;
+                Ok(deadpool_redis::Connection::take(conn))
+            }
+        }
     }
 
     /// Waits up to `wait` for a wake-up token.

@@ -42,9 +42,18 @@ pub(crate) struct Shared {
     pub(crate) metrics: Arc<Metrics>,
 }
 
-/// Settings of a worker; build one with [`Worker::builder`].
+/// Where a worker's Redis is.
+#[derive(Clone)]
+pub(crate) enum RedisSource {
+    /// A URL: the worker builds its pool and opens its blocking connection.
+    Url(String),
+    /// A pool of the caller's; the blocking connection is taken out of it for good.
+    Pool(deadpool_redis::Pool),
+}
+
+/// Settings of a worker; build one with [`Worker::builder`] or [`Worker::builder_with_pool`].
 pub struct WorkerBuilder {
-    url: String,
+    source: RedisSource,
     config: QueueConfig,
     concurrency: usize,
     lease_ttl: Duration,
@@ -146,7 +155,10 @@ impl WorkerBuilder {
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
             return Err(Error::InvalidArgument(format!("pipeline {} is served twice", w[0])));
         }
-        let pool = connect_pool(&self.url, &self.config)?;
+        let pool = match &self.source {
+            RedisSource::Url(url) => connect_pool(url, &self.config)?,
+            RedisSource::Pool(pool) => pool.clone(),
+        };
         let probe = Queue::with_pool(pool.clone(), "probe", self.config.clone())?;
         probe.ping().await?;
         // lease groups: one per (queue, lease ttl)
@@ -167,7 +179,7 @@ impl WorkerBuilder {
         let renew_interval = self.renew_interval.unwrap_or(min_ttl / 3).max(Duration::from_millis(10));
         Ok(Worker {
             id: instance_id(),
-            url: self.url,
+            source: self.source,
             concurrency: self.concurrency,
             renew_interval,
             sweep_interval: self.sweep_interval,
@@ -201,7 +213,7 @@ fn instance_id() -> String {
 /// A worker replica. Run it with [`Worker::run_until`] or [`Worker::run_until_signal`].
 pub struct Worker {
     id: String,
-    url: String,
+    source: RedisSource,
     concurrency: usize,
     renew_interval: Duration,
     sweep_interval: Duration,
@@ -239,8 +251,19 @@ pub async fn sweep_queues(queues: &[Queue], batch: usize) -> Result<crate::lease
 impl Worker {
     /// A worker connecting to `url`.
     pub fn builder(url: impl Into<String>) -> WorkerBuilder {
+        Self::builder_from(RedisSource::Url(url.into()))
+    }
+
+    /// A worker using a connection pool of yours. Each lease loop takes one
+    /// connection out of it for good, to block on while idle: the pool's
+    /// response timeout must exceed [`WorkerBuilder::max_idle_wait`].
+    pub fn builder_with_pool(pool: deadpool_redis::Pool) -> WorkerBuilder {
+        Self::builder_from(RedisSource::Pool(pool))
+    }
+
+    fn builder_from(source: RedisSource) -> WorkerBuilder {
         WorkerBuilder {
-            url: url.into(),
+            source,
             config: QueueConfig::default(),
             concurrency: 10,
             lease_ttl: Duration::from_secs(30),
@@ -318,7 +341,7 @@ impl Worker {
                 group,
                 slots: slots.clone(),
                 jobs: jobs.clone(),
-                url: self.url.clone(),
+                source: self.source.clone(),
                 max_idle_wait: self.max_idle_wait,
                 batch: self.concurrency,
             };
