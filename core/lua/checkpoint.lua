@@ -6,26 +6,26 @@
 -- A repeated checkpoint of a step already recorded in this attempt (its first
 -- reply was lost) only renews the lease: the step list is not appended twice.
 -- Reply: {'OK', cancel_reason or ''} | refusal
-local jk, lk = KEYS[10], KEYS[11]
-local token, step, output, next_step = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local ttl, lock_ttl, has_lock = tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10] == '1'
-local refusal = refuse_unless(jk, { RUNNING = true }, token)
-if refusal then return refusal end
-local now = now_ms()
-local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason')
--- The resource lock vanished and another job took it: this holder lost it.
-local holder = has_lock and redis.call('GET', lk)
-if holder and holder ~= f[1] then return { 'LOST', 'RUNNING' } end
-local steps = f[2] or ''
-local deadline = now + ttl
-if string.find(',' .. steps, ',' .. step .. '@', 1, true) then
-  redis.call('HSET', jk, 'lease_deadline', fmt(deadline))
-else
-  if steps ~= '' then steps = steps .. ',' end
-  steps = steps .. step .. '@' .. fmt(now)
-  redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
-    'lease_deadline', fmt(deadline), 'updated_at', fmt(now))
+-- As a function: checkpoint(jk, lk, token, step, output, next_step, ttl, lock_ttl, has_lock).
+local function checkpoint(jk, lk, token, step, output, next_step, ttl, lock_ttl, has_lock)
+  local refusal = refuse_unless(jk, { RUNNING = true }, token)
+  if refusal then return refusal end
+  local now = now_ms()
+  local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason')
+  -- The resource lock vanished and another job took it: this holder lost it.
+  local holder = has_lock and redis.call('GET', lk)
+  if holder and holder ~= f[1] then return { 'LOST', 'RUNNING' } end
+  local steps = f[2] or ''
+  local deadline = now + ttl
+  if string.find(',' .. steps, ',' .. step .. '@', 1, true) then
+    redis.call('HSET', jk, 'lease_deadline', fmt(deadline))
+  else
+    if steps ~= '' then steps = steps .. ',' end
+    steps = steps .. step .. '@' .. fmt(now)
+    redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
+      'lease_deadline', fmt(deadline), 'updated_at', fmt(now))
+  end
+  redis.call('ZADD', K_LEASES, 'XX', fmt(deadline), f[1])
+  if has_lock then redis.call('SET', lk, f[1], 'PX', lock_ttl) end
+  return { 'OK', f[3] or '' }
 end
-redis.call('ZADD', K_LEASES, 'XX', fmt(deadline), f[1])
-if has_lock then redis.call('SET', lk, f[1], 'PX', lock_ttl) end
-return { 'OK', f[3] or '' }

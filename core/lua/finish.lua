@@ -10,67 +10,67 @@
 -- ARGV[13] '1' when the attempt was interrupted by a worker shutdown: a new attempt is
 --          always made (it does not count against max attempts' purpose: nothing failed)
 -- Reply: {'OK', outcome} (CANCELLED for an interrupted attempt with a cancel pending) | {'RETRY', next attempt, not_before ms} | refusal
-local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
-local token, outcome = ARGV[4], ARGV[5]
-local kind, message, retryable = ARGV[6], ARGV[7], ARGV[8] == '1'
-local backoff, cleanup, reason, res = tonumber(ARGV[9]), ARGV[10] == '1', ARGV[11], ARGV[12]
-local interrupted = ARGV[13] == '1'
-local allowed
-if outcome == 'CANCELLED' then
-  allowed = { RUNNING = true, LEASED = true }
-elseif outcome == 'SUCCEEDED' or outcome == 'FAILED' then
-  allowed = { RUNNING = true }
-else
-  return { 'BAD_ARG', 'outcome' }
-end
-local refusal = refuse_unless(jk, allowed, token)
-if refusal then return refusal end
-local now = now_ms()
-local f = redis.call('HMGET', jk, 'id', 'attempt', 'max_attempts', 'worker', 'state', 'priority', 'input_key',
-  'cancel_reason')
-local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
--- A worker shutting down with a cancel pending (not yet seen by it) ends the
--- attempt CANCELLED: that is what the operator asked for, and nothing failed.
-if interrupted and f[8] and f[8] ~= '' then
-  outcome = 'CANCELLED'
-  reason = 'cancel requested: ' .. f[8] .. ' (honoured at a worker shutdown)'
-  interrupted = false
-end
-if cleanup then redis.call('HSET', jk, 'cleanup_needed', '1') end
-local extra = {}
-if reason ~= '' then extra.reason = reason end
-if outcome == 'FAILED' then
-  extra.error = { kind = kind, message = message, retryable = retryable }
-end
-if not append_attempt(jk, attempt, attempt_record(jk, outcome, now, extra)) then
-  return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
-end
-release_lock_at(KEYS[13], KEYS[14], res, id)
-redis.call('ZREM', K_LEASES, id)
-redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
-emit('finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
-
--- A pending cancel request stops the job: no new attempt would honour it (the
--- request would be cleared with the episode), so the attempt ends FAILED, keeping it.
-local cancel_pending = f[8] and f[8] ~= ''
-if outcome == 'FAILED' and not cancel_pending and (interrupted or (retryable and attempt < max_attempts)) then
-  local next_attempt = attempt + 1
-  local not_before = now + backoff
-  redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'updated_at', fmt(now),
-    'not_before', fmt(not_before), 'step', '')
-  redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
-  redis.call('HSET', jk, 'cleanup_needed', '0')
-  if backoff > 0 then
-    redis.call('ZADD', k_delayed, fmt(not_before), id)
+-- As a function: finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, message,
+-- retryable, backoff, cleanup, reason, res, interrupted), the flags as booleans.
+local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
+    reason, res, interrupted)
+  local allowed
+  if outcome == 'CANCELLED' then
+    allowed = { RUNNING = true, LEASED = true }
+  elseif outcome == 'SUCCEEDED' or outcome == 'FAILED' then
+    allowed = { RUNNING = true }
   else
-    redis.call('ZADD', k_ready, ready_score(f[6], now), id)
+    return { 'BAD_ARG', 'outcome' }
   end
-  local why = 'automatic retry, backoff ' .. fmt(backoff) .. ' ms'
-  if interrupted then why = 'new attempt after a worker shutdown' end
-  emit('retry', id, next_attempt, 'FAILED', 'QUEUED', worker, why)
-  wake()
-  return { 'RETRY', next_attempt, fmt(not_before) }
+  local refusal = refuse_unless(jk, allowed, token)
+  if refusal then return refusal end
+  local now = now_ms()
+  local f = redis.call('HMGET', jk, 'id', 'attempt', 'max_attempts', 'worker', 'state', 'priority', 'input_key',
+    'cancel_reason')
+  local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
+  -- A worker shutting down with a cancel pending (not yet seen by it) ends the
+  -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
+  if interrupted and f[8] and f[8] ~= '' then
+    outcome = 'CANCELLED'
+    reason = 'cancel requested: ' .. f[8] .. ' (honoured at a worker shutdown)'
+    interrupted = false
+  end
+  if cleanup then redis.call('HSET', jk, 'cleanup_needed', '1') end
+  local extra = {}
+  if reason ~= '' then extra.reason = reason end
+  if outcome == 'FAILED' then
+    extra.error = { kind = kind, message = message, retryable = retryable }
+  end
+  if not append_attempt(jk, attempt, attempt_record(jk, outcome, now, extra)) then
+    return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
+  end
+  release_lock_at(lk, pk, res, id)
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+  emit('finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
+
+  -- A pending cancel request stops the job: no new attempt would honour it (the
+  -- request would be cleared with the episode), so the attempt ends FAILED, keeping it.
+  local cancel_pending = f[8] and f[8] ~= ''
+  if outcome == 'FAILED' and not cancel_pending and (interrupted or (retryable and attempt < max_attempts)) then
+    local next_attempt = attempt + 1
+    local not_before = now + backoff
+    redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'updated_at', fmt(now),
+      'not_before', fmt(not_before), 'step', '')
+    redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
+    redis.call('HSET', jk, 'cleanup_needed', '0')
+    if backoff > 0 then
+      redis.call('ZADD', k_delayed, fmt(not_before), id)
+    else
+      redis.call('ZADD', k_ready, ready_score(f[6], now), id)
+    end
+    local why = 'automatic retry, backoff ' .. fmt(backoff) .. ' ms'
+    if interrupted then why = 'new attempt after a worker shutdown' end
+    emit('retry', id, next_attempt, 'FAILED', 'QUEUED', worker, why)
+    wake()
+    return { 'RETRY', next_attempt, fmt(not_before) }
+  end
+  make_terminal(jk, id, outcome, now)
+  purge(now, PURGE_PER_END)
+  return { 'OK', outcome }
 end
-make_terminal(jk, id, outcome, now)
-purge(now, 4)
-return { 'OK', outcome }

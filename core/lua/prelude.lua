@@ -36,10 +36,19 @@ local function fmt(n)
   return string.format('%.0f', n)
 end
 
+-- Redis TIME in ms, read once per script run (a script runs atomically).
+local NOW_MS = nil
 local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if NOW_MS == nil then
+    local t = redis.call('TIME')
+    NOW_MS = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return NOW_MS
 end
+
+-- Old terminal jobs deleted when a transition ends a job (settle sets it to 0
+-- and purges once per call instead).
+local PURGE_PER_END = 4
 
 local function job_key(id) return BASE .. ':job:' .. id end
 local function lock_key(res) return BASE .. ':lock:' .. res end

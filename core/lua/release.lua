@@ -4,26 +4,27 @@
 -- KEYS[12] lock:<resource>  KEYS[13] parked:<resource> (the job key for both when none)
 -- ARGV[4] token  ARGV[5] resource ('' when none)
 -- Reply: {'OK', 'QUEUED' | 'CANCELLED'} | refusal
-local jk, k_ready = KEYS[10], KEYS[11]
-local token, res = ARGV[4], ARGV[5]
-local refusal = refuse_unless(jk, { LEASED = true }, token)
-if refusal then return refusal end
-local now = now_ms()
-local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'priority', 'created_at', 'cancel_reason')
-local id = f[1]
-release_lock_at(KEYS[12], KEYS[13], res, id)
-redis.call('ZREM', K_LEASES, id)
-if f[6] and f[6] ~= '' then
-  append_attempt(jk, f[2], attempt_record(jk, 'CANCELLED', now, { reason = 'released by its worker with a cancel pending' }))
+-- As a function: release(jk, k_ready, lk, pk, token, res).
+local function release(jk, k_ready, lk, pk, token, res)
+  local refusal = refuse_unless(jk, { LEASED = true }, token)
+  if refusal then return refusal end
+  local now = now_ms()
+  local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'priority', 'created_at', 'cancel_reason')
+  local id = f[1]
+  release_lock_at(lk, pk, res, id)
+  redis.call('ZREM', K_LEASES, id)
+  if f[6] and f[6] ~= '' then
+    append_attempt(jk, f[2], attempt_record(jk, 'CANCELLED', now, { reason = 'released by its worker with a cancel pending' }))
+    redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+    make_terminal(jk, id, 'CANCELLED', now)
+    emit('release', id, f[2], 'LEASED', 'CANCELLED', f[3], 'released with a cancel pending: ' .. f[6])
+    purge(now, PURGE_PER_END)
+    return { 'OK', 'CANCELLED' }
+  end
   redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
-  make_terminal(jk, id, 'CANCELLED', now)
-  emit('release', id, f[2], 'LEASED', 'CANCELLED', f[3], 'released with a cancel pending: ' .. f[6])
-  purge(now, 4)
-  return { 'OK', 'CANCELLED' }
+  redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
+  redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[5]) or now), id)
+  emit('release', id, f[2], 'LEASED', 'QUEUED', f[3], 'released by its worker')
+  wake()
+  return { 'OK', 'QUEUED' }
 end
-redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
-redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
-redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[5]) or now), id)
-emit('release', id, f[2], 'LEASED', 'QUEUED', f[3], 'released by its worker')
-wake()
-return { 'OK', 'QUEUED' }

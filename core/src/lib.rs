@@ -36,6 +36,7 @@ pub mod queue;
 pub mod record;
 mod reply;
 mod scripts;
+pub mod settle;
 pub mod state;
 pub mod transitions;
 pub mod worker;
@@ -65,6 +66,7 @@ pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,
     StepDone,
 };
+pub use settle::{HolderOp, HolderReply, LeaseRequest, Settled};
 pub use state::JobState;
 pub use transitions::{Op, Transition, TRANSITIONS};
 pub use worker::{shutdown_signal, sweep_queues, Worker, WorkerBuilder};

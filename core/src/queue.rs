@@ -75,7 +75,7 @@ pub fn connect_pool(url: &str, config: &QueueConfig) -> Result<Pool> {
         .map_err(|e| Error::Pool(format!("cannot build a pool for {url}: {e}")))
 }
 
-fn bool_arg(b: bool) -> &'static str {
+pub(crate) fn bool_arg(b: bool) -> &'static str {
     if b {
         "1"
     } else {
@@ -83,7 +83,7 @@ fn bool_arg(b: bool) -> &'static str {
     }
 }
 
-fn millis(d: Duration) -> u64 {
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -91,7 +91,7 @@ fn millis(d: Duration) -> u64 {
 /// (not the TTL) decides what happens to a dead holder's resource — released
 /// with a LEASED job, held with a STALE one. The TTL only guards against leaks
 /// when no worker runs at all.
-fn lock_ttl(ttl: Duration) -> u64 {
+pub(crate) fn lock_ttl(ttl: Duration) -> u64 {
     millis(ttl).saturating_add(3_600_000)
 }
 
@@ -167,7 +167,7 @@ impl Queue {
     }
 
     /// An invocation of `script` with the fixed KEYS and the common ARGV.
-    fn invocation<'a>(&self, script: &'a Script) -> ScriptInvocation<'a> {
+    pub(crate) fn invocation<'a>(&self, script: &'a Script) -> ScriptInvocation<'a> {
         let mut inv = script.prepare_invoke();
         for key in self.keys.fixed() {
             inv.key(key);
@@ -178,7 +178,7 @@ impl Queue {
         inv
     }
 
-    async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value> {
+    pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value> {
         let mut conn = self.conn().await?;
         self.timed(inv.invoke_async::<Value>(&mut conn)).await
     }
@@ -329,31 +329,7 @@ impl Queue {
             inv.arg(uuid::Uuid::new_v4().simple().to_string());
         }
         let mut reply = Reply::new("lease", self.invoke(&inv).await?)?;
-        let next_due: i64 = reply.int()?;
-        let now: i64 = reply.int()?;
-        let parked: u64 = reply.int()?;
-        let mut leases = Vec::new();
-        while reply.remaining() > 0 {
-            leases.push(Lease {
-                job: JobId::parse(&reply.text()?)?,
-                token: reply.text()?,
-                fence: reply.int()?,
-                attempt: reply.int()?,
-                pipeline: reply.text()?,
-                input: reply.text()?,
-                resource: reply.opt_text()?,
-                last_step: reply.opt_text()?,
-                last_output: reply.opt_text()?,
-                ttl,
-                not_before: reply.opt_text()?.and_then(|t| t.parse().ok()).unwrap_or(now),
-            });
-        }
-        Ok(Leased {
-            leases,
-            next_due: (next_due >= 0).then_some(next_due),
-            now,
-            parked,
-        })
+        read_leased(&mut reply, ttl)
     }
 
     fn lock_key_or_job(&self, lease: &Lease) -> String {
@@ -364,7 +340,7 @@ impl Queue {
     }
 
     /// The lock and parked-set keys of `resource`, or the job key twice when it has none.
-    fn lock_keys(&self, job: &str, resource: Option<&str>) -> [String; 2] {
+    pub(crate) fn lock_keys(&self, job: &str, resource: Option<&str>) -> [String; 2] {
         match resource {
             Some(res) => [self.keys.lock(res), self.keys.parked(res)],
             None => [self.keys.job(job), self.keys.job(job)],
@@ -380,6 +356,10 @@ impl Queue {
             .arg(first_step)
             .arg(lease.resource.as_deref().unwrap_or(""));
         let mut reply = Reply::new("start", self.invoke(&inv).await?)?;
+        self.read_started(lease, &mut reply)
+    }
+
+    pub(crate) fn read_started(&self, lease: &Lease, reply: &mut Reply) -> Result<Started> {
         match reply.text()?.as_str() {
             "OK" => match reply.text()?.as_str() {
                 "RUNNING" => Ok(Started::Running),
@@ -391,7 +371,7 @@ impl Queue {
                     detail: format!("unknown state {other:?}"),
                 }),
             },
-            status => Err(self.refusal("start", Op::Start, lease.job.as_str(), Some(JobState::Running), status, &mut reply)),
+            status => Err(self.refusal("start", Op::Start, lease.job.as_str(), Some(JobState::Running), status, reply)),
         }
     }
 
@@ -415,9 +395,13 @@ impl Queue {
             .arg(lock_ttl(lease.ttl))
             .arg(bool_arg(lease.resource.is_some()));
         let mut reply = Reply::new("checkpoint", self.invoke(&inv).await?)?;
+        self.read_checkpointed(lease, &mut reply)
+    }
+
+    pub(crate) fn read_checkpointed(&self, lease: &Lease, reply: &mut Reply) -> Result<Option<String>> {
         match reply.text()?.as_str() {
             "OK" => reply.opt_text(),
-            status => Err(self.refusal("checkpoint", Op::Checkpoint, lease.job.as_str(), Some(JobState::Running), status, &mut reply)),
+            status => Err(self.refusal("checkpoint", Op::Checkpoint, lease.job.as_str(), Some(JobState::Running), status, reply)),
         }
     }
 
@@ -513,6 +497,10 @@ impl Queue {
         inv.arg(lease.resource.as_deref().unwrap_or(""))
             .arg(bool_arg(matches!(outcome, Outcome::Interrupted { .. })));
         let mut reply = Reply::new("finish", self.invoke(&inv).await?)?;
+        self.read_finished(lease, outcome, &mut reply)
+    }
+
+    pub(crate) fn read_finished(&self, lease: &Lease, outcome: &Outcome, reply: &mut Reply) -> Result<Finished> {
         match reply.text()?.as_str() {
             "OK" => {
                 let state = reply.text()?;
@@ -525,7 +513,7 @@ impl Queue {
                 attempt: reply.int()?,
                 not_before: reply.int()?,
             }),
-            status => Err(self.refusal("finish", Op::Finish, lease.job.as_str(), Some(outcome.state()), status, &mut reply)),
+            status => Err(self.refusal("finish", Op::Finish, lease.job.as_str(), Some(outcome.state()), status, reply)),
         }
     }
 
@@ -541,6 +529,10 @@ impl Queue {
         inv.arg(&lease.token)
             .arg(lease.resource.as_deref().unwrap_or(""));
         let mut reply = Reply::new("release", self.invoke(&inv).await?)?;
+        self.read_released(lease, &mut reply)
+    }
+
+    pub(crate) fn read_released(&self, lease: &Lease, reply: &mut Reply) -> Result<JobState> {
         match reply.text()?.as_str() {
             "OK" => {
                 let state = reply.text()?;
@@ -549,7 +541,7 @@ impl Queue {
                     detail: format!("unknown state {state:?}"),
                 })
             }
-            status => Err(self.refusal("release", Op::Release, lease.job.as_str(), Some(JobState::Queued), status, &mut reply)),
+            status => Err(self.refusal("release", Op::Release, lease.job.as_str(), Some(JobState::Queued), status, reply)),
         }
     }
 
@@ -746,4 +738,33 @@ impl Queue {
         }
         Job::from_fields(&key, map).map(Some)
     }
+}
+
+/// Reads a lease reply: the header, then ten values per leased job.
+pub(crate) fn read_leased(reply: &mut Reply, ttl: Duration) -> Result<Leased> {
+    let next_due: i64 = reply.int()?;
+    let now: i64 = reply.int()?;
+    let parked: u64 = reply.int()?;
+    let mut leases = Vec::new();
+    while reply.remaining() > 0 {
+        leases.push(Lease {
+            job: JobId::parse(&reply.text()?)?,
+            token: reply.text()?,
+            fence: reply.int()?,
+            attempt: reply.int()?,
+            pipeline: reply.text()?,
+            input: reply.text()?,
+            resource: reply.opt_text()?,
+            last_step: reply.opt_text()?,
+            last_output: reply.opt_text()?,
+            ttl,
+            not_before: reply.opt_text()?.and_then(|t| t.parse().ok()).unwrap_or(now),
+        });
+    }
+    Ok(Leased {
+        leases,
+        next_due: (next_due >= 0).then_some(next_due),
+        now,
+        parked,
+    })
 }

@@ -14,22 +14,58 @@ macro_rules! script {
             ))
         })
     };
+    // A transition written as a function, called with this script's KEYS and ARGV.
+    ($file:literal, $entry:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../lua/prelude.lua"),
+                "\n",
+                include_str!(concat!("../lua/", $file)),
+                "\n",
+                $entry
+            ))
+        })
+    };
 }
 
 /// enqueue.lua
 pub(crate) static ENQUEUE: LazyLock<Script> = script!("enqueue.lua");
 /// lease.lua
-pub(crate) static LEASE: LazyLock<Script> = script!("lease.lua");
+pub(crate) static LEASE: LazyLock<Script> = script!(
+    "lease.lua",
+    "local ready_keys, delayed_keys, tokens = {}, {}, {}
+for p = 1, (#KEYS - 9) / 2 do
+  ready_keys[p] = KEYS[8 + 2 * p]
+  delayed_keys[p] = KEYS[9 + 2 * p]
+end
+local n = tonumber(ARGV[7])
+for i = 1, n do tokens[i] = ARGV[7 + i] end
+return lease(ready_keys, delayed_keys, ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), n, tokens)"
+);
 /// start.lua
-pub(crate) static START: LazyLock<Script> = script!("start.lua");
+pub(crate) static START: LazyLock<Script> = script!(
+    "start.lua",
+    "return start(KEYS[10], KEYS[11], KEYS[12], ARGV[4], ARGV[5], ARGV[6])"
+);
 /// checkpoint.lua
-pub(crate) static CHECKPOINT: LazyLock<Script> = script!("checkpoint.lua");
+pub(crate) static CHECKPOINT: LazyLock<Script> = script!(
+    "checkpoint.lua",
+    "return checkpoint(KEYS[10], KEYS[11], ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]),
+  tonumber(ARGV[9]), ARGV[10] == '1')"
+);
 /// renew.lua
 pub(crate) static RENEW: LazyLock<Script> = script!("renew.lua");
 /// finish.lua
-pub(crate) static FINISH: LazyLock<Script> = script!("finish.lua");
+pub(crate) static FINISH: LazyLock<Script> = script!(
+    "finish.lua",
+    "return finish(KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], ARGV[4], ARGV[5], ARGV[6], ARGV[7],
+  ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1', ARGV[11], ARGV[12], ARGV[13] == '1')"
+);
 /// release.lua
-pub(crate) static RELEASE: LazyLock<Script> = script!("release.lua");
+pub(crate) static RELEASE: LazyLock<Script> = script!(
+    "release.lua",
+    "return release(KEYS[10], KEYS[11], KEYS[12], KEYS[13], ARGV[4], ARGV[5])"
+);
 /// cancel.lua
 pub(crate) static CANCEL: LazyLock<Script> = script!("cancel.lua");
 /// sweep.lua
@@ -40,9 +76,28 @@ pub(crate) static RETRY: LazyLock<Script> = script!("retry.lua");
 pub(crate) static RESOLVE: LazyLock<Script> = script!("resolve.lua");
 /// purge.lua
 pub(crate) static PURGE: LazyLock<Script> = script!("purge.lua");
+/// settle.lua: many holder operations (start, checkpoint, finish, release) and one
+/// lease in one call, composed from the same transition functions.
+pub(crate) static SETTLE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/prelude.lua"),
+        "\n",
+        include_str!("../lua/start.lua"),
+        "\n",
+        include_str!("../lua/checkpoint.lua"),
+        "\n",
+        include_str!("../lua/finish.lua"),
+        "\n",
+        include_str!("../lua/release.lua"),
+        "\n",
+        include_str!("../lua/lease.lua"),
+        "\n",
+        include_str!("../lua/settle.lua")
+    ))
+});
 
 /// Every script with its name, for preloading and tests.
-pub(crate) fn all() -> [(&'static str, &'static Script); 12] {
+pub(crate) fn all() -> [(&'static str, &'static Script); 13] {
     [
         ("enqueue", &ENQUEUE),
         ("lease", &LEASE),
@@ -56,5 +111,6 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 12] {
         ("retry", &RETRY),
         ("resolve", &RESOLVE),
         ("purge", &PURGE),
+        ("settle", &SETTLE),
     ]
 }
