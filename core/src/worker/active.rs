@@ -25,7 +25,7 @@ pub(crate) enum StopWhy {
 /// One held job.
 #[derive(Debug)]
 pub(crate) struct ActiveJob {
-    pub(crate) lease: Lease,
+    pub(crate) lease: Arc<Lease>,
     pub(crate) queue: String,
     pub(crate) shared: Arc<StepShared>,
     why: Mutex<Option<StopWhy>>,
@@ -53,7 +53,7 @@ impl ActiveJob {
         });
         let deadline = leased_at + lease.ttl;
         Arc::new(ActiveJob {
-            lease,
+            lease: Arc::new(lease),
             queue,
             shared,
             why: Mutex::new(None),

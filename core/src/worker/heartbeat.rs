@@ -14,7 +14,7 @@ use super::active::StopWhy;
 use super::job;
 use super::runner::Runner;
 use super::Shared;
-use crate::lease::Renewal;
+use crate::lease::{Lease, Renewal};
 use crate::metrics::{QueueLabels, RecoveryLabels};
 use crate::queue::Queue;
 
@@ -84,7 +84,7 @@ async fn renew_all(hb: &Heartbeat) {
     for queue in &hb.queues {
         let mine: Vec<_> = active.iter().filter(|a| a.queue == queue.name() && !a.is_lost()).collect();
         for chunk in mine.chunks(500) {
-            let leases: Vec<_> = chunk.iter().map(|a| &a.lease).collect();
+            let leases: Vec<&Lease> = chunk.iter().map(|a| a.lease.as_ref()).collect();
             let sent_at = Instant::now();
             match queue.renew(&leases).await {
                 Ok(statuses) => {

@@ -14,7 +14,9 @@ use super::Shared;
 use crate::error::Error;
 use crate::lease::{Finished, Lease, Outcome, Started};
 use crate::pipeline::{CleanupContext, CleanupReason, StepContext, StepError};
+use super::lease_loop::{Request, Settler};
 use crate::queue::Queue;
+use crate::settle::HolderReply;
 use crate::record::AttemptError;
 
 /// How a step run ended.
@@ -68,7 +70,7 @@ fn unit_random() -> f64 {
     (uuid::Uuid::new_v4().as_u128() >> 75) as f64 / (1u64 << 53) as f64
 }
 
-pub(crate) async fn run(shared: Arc<Shared>, runner: Arc<dyn Runner>, queue: Queue, lease: Lease) {
+pub(crate) async fn run(shared: Arc<Shared>, runner: Arc<dyn Runner>, queue: Queue, settler: Settler, lease: Lease) {
     let active = ActiveJob::new(
         lease,
         queue.name().to_owned(),
@@ -86,14 +88,14 @@ pub(crate) async fn run(shared: Arc<Shared>, runner: Arc<dyn Runner>, queue: Que
         pipeline = %active.lease.pipeline,
         fence = active.lease.fence
     );
-    execute(&shared, runner.as_ref(), &queue, &active)
+    execute(&shared, runner.as_ref(), &settler, &active)
         .instrument(span)
         .await;
     gauge.dec();
     shared.active.remove(&active.lease.job);
 }
 
-async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Queue, active: &Arc<ActiveJob>) {
+async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: &Arc<ActiveJob>) {
     let lease = &active.lease;
     if shared.stop_leasing.is_cancelled() {
         // never started: hand it back
@@ -131,7 +133,7 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Queue, active: &A
         Ok(Started::Running) => active.count("LEASED", "RUNNING"),
     }
     let fail_permanently = |error: StepError| async move {
-        finish(queue, active, Outcome::Failed { error: attempt_error(&error), backoff: Duration::ZERO, cleanup_needed: false }).await;
+        finish(queue, active, Outcome::Failed { error: attempt_error(&error), backoff: Duration::ZERO, cleanup_needed: false }, None).await;
     };
     let start_index = match start_index {
         Ok(i) => i,
@@ -161,7 +163,7 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Queue, active: &A
                 Some(step) => format!("worker shutting down: stopped at the step boundary after {step}"),
                 None => "worker shutting down: stopped before the first step".to_owned(),
             };
-            finish(queue, active, Outcome::Interrupted { reason, cleanup_needed: false }).await;
+            finish(queue, active, Outcome::Interrupted { reason, cleanup_needed: false }, None).await;
             return;
         }
         let ctx = StepContext::new(active.shared.clone(), spec.name);
@@ -187,6 +189,12 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Queue, active: &A
         match run {
             StepRun::Done(output) => {
                 let next = steps.get(index + 1).map(|s| s.name);
+                if next.is_none() {
+                    // the last step: its checkpoint and the finish go in one operation
+                    debug!(step = spec.name, elapsed = ?started.elapsed(), "step completed");
+                    finish(queue, active, Outcome::Succeeded, Some((spec.name, output))).await;
+                    return;
+                }
                 match holder_call(active, "checkpoint", || queue.checkpoint(lease, spec.name, &output, next)).await {
                     Err(Gone::Lost) => return,
                     Ok(Some(reason)) => active.stop(StopWhy::Cancel(reason)),
@@ -209,7 +217,7 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Queue, active: &A
                 let mut recorded = attempt_error(&error);
                 recorded.retryable = retryable;
                 recorded.message = format!("step {} failed: {}", spec.name, error.message);
-                finish(queue, active, Outcome::Failed { error: recorded, backoff, cleanup_needed: false }).await;
+                finish(queue, active, Outcome::Failed { error: recorded, backoff, cleanup_needed: false }, None).await;
                 run_cleanup(runner, active, input.as_ref(), CleanupReason::Failed(error), last_completed, false).await;
                 return;
             }
@@ -219,7 +227,7 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Queue, active: &A
             }
         }
     }
-    finish(queue, active, Outcome::Succeeded).await;
+    finish(queue, active, Outcome::Succeeded, None).await;
 }
 
 fn attempt_error(error: &StepError) -> AttemptError {
@@ -233,7 +241,7 @@ fn attempt_error(error: &StepError) -> AttemptError {
 /// Ends an attempt that was told to stop: cancelled, lost, or shut down.
 async fn end_stopped(
     runner: &dyn Runner,
-    queue: &Queue,
+    queue: &Settler,
     active: &ActiveJob,
     input: &AnyInput,
     why: StopWhy,
@@ -249,7 +257,7 @@ async fn end_stopped(
                 Some(step) => format!("worker shut down past its grace period; last completed step {step}"),
                 None => "worker shut down past its grace period before any step completed".to_owned(),
             };
-            finish(queue, active, Outcome::Interrupted { reason: reason.clone(), cleanup_needed: cut }).await;
+            finish(queue, active, Outcome::Interrupted { reason: reason.clone(), cleanup_needed: cut }, None).await;
             if cut {
                 // a step was cut mid-way and the attempt ended FAILED (kind `interrupted`):
                 // the cleanup hook is told, as after any failed attempt
@@ -259,15 +267,15 @@ async fn end_stopped(
         }
         StopWhy::Cancel(reason) => {
             info!(%reason, cut, "cancel honoured");
-            finish(queue, active, Outcome::Cancelled { reason: reason.clone(), cleanup_needed: cut }).await;
+            finish(queue, active, Outcome::Cancelled { reason: reason.clone(), cleanup_needed: cut }, None).await;
             run_cleanup(runner, active, input, CleanupReason::Cancelled { reason }, last_completed, cut).await;
         }
     }
 }
 
-async fn finish(queue: &Queue, active: &ActiveJob, outcome: Outcome) {
+async fn finish(queue: &Settler, active: &ActiveJob, outcome: Outcome, last_step: Option<(&'static str, String)>) {
     let lease = &active.lease;
-    match holder_call(active, "finish", || queue.finish(lease, &outcome)).await {
+    match holder_call(active, "finish", || queue.finish(lease, &outcome, last_step.clone())).await {
         Ok(Finished::Ended(state)) => {
             active.count("RUNNING", state.as_str());
             info!(%state, "attempt ended")
@@ -407,5 +415,62 @@ pub(crate) async fn cleanup_after_resolve(runner: &dyn Runner, queue: &Queue, id
         Ok(Ok(())) => info!(job = %id, "cleanup hook ran after the STALE job was resolved"),
         Ok(Err(_)) => warn!(job = %id, "cleanup hook panicked"),
         Err(_) => warn!(job = %id, "cleanup hook did not finish within 300 s"),
+    }
+}
+
+impl Settler {
+    async fn start(&self, lease: &Arc<Lease>, first_step: &'static str) -> Result<Started, Error> {
+        match self.call(lease, Request::Start { first_step }).await? {
+            HolderReply::Started(s) => Ok(s),
+            other => Err(mismatch("start", &other)),
+        }
+    }
+
+    async fn checkpoint(
+        &self,
+        lease: &Arc<Lease>,
+        step: &'static str,
+        output: &str,
+        next_step: Option<&'static str>,
+    ) -> Result<Option<String>, Error> {
+        let request = Request::Checkpoint {
+            step,
+            output: output.to_owned(),
+            next_step,
+        };
+        match self.call(lease, request).await? {
+            HolderReply::Checkpointed(c) => Ok(c),
+            other => Err(mismatch("checkpoint", &other)),
+        }
+    }
+
+    async fn finish(
+        &self,
+        lease: &Arc<Lease>,
+        outcome: &Outcome,
+        last_step: Option<(&'static str, String)>,
+    ) -> Result<Finished, Error> {
+        let request = Request::Finish {
+            outcome: outcome.clone(),
+            last_step,
+        };
+        match self.call(lease, request).await? {
+            HolderReply::Finished(f) => Ok(f),
+            other => Err(mismatch("finish", &other)),
+        }
+    }
+
+    async fn release(&self, lease: &Arc<Lease>) -> Result<crate::state::JobState, Error> {
+        match self.call(lease, Request::Release).await? {
+            HolderReply::Released(state) => Ok(state),
+            other => Err(mismatch("release", &other)),
+        }
+    }
+}
+
+fn mismatch(what: &str, reply: &HolderReply) -> Error {
+    Error::Protocol {
+        script: "settle",
+        detail: format!("a {what} got the reply {reply:?}"),
     }
 }

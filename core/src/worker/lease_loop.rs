@@ -1,11 +1,11 @@
-//! Leasing: take as many jobs as there are free slots, then block on Redis
-//! until work arrives or a delayed job comes due.
+//! Leasing and settling: holder operations of running jobs and leases of new
+//! ones, batched into one `settle` call; blocking on Redis when idle.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, aio::MultiplexedConnection, AsyncConnectionConfig};
-use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
@@ -13,7 +13,9 @@ use super::runner::Runner;
 use super::{job, RedisSource, Shared};
 use crate::error::{Error, Result};
 use crate::metrics::{PipelineLabels, QueueLabels};
+use crate::lease::{Lease, Leased, Outcome};
 use crate::queue::Queue;
+use crate::settle::{HolderOp, HolderReply, LeaseRequest};
 
 /// Pipelines of one queue leased with one TTL.
 pub(crate) struct LeaseGroup {
@@ -22,6 +24,58 @@ pub(crate) struct LeaseGroup {
     pub(crate) runners: Vec<Arc<dyn Runner>>,
 }
 
+/// A holder operation a job task asks its group's settler to perform.
+pub(crate) enum Request {
+    Start {
+        first_step: &'static str,
+    },
+    Checkpoint {
+        step: &'static str,
+        output: String,
+        next_step: Option<&'static str>,
+    },
+    Finish {
+        outcome: Outcome,
+        last_step: Option<(&'static str, String)>,
+    },
+    Release,
+}
+
+struct Pending {
+    lease: Arc<Lease>,
+    request: Request,
+    reply: oneshot::Sender<Result<HolderReply>>,
+}
+
+/// The handle job tasks use to reach their group's settler.
+#[derive(Clone)]
+pub(crate) struct Settler {
+    tx: mpsc::UnboundedSender<Pending>,
+}
+
+impl Settler {
+    /// Performs `request` on `lease` in the settler's next batch.
+    pub(crate) async fn call(&self, lease: &Arc<Lease>, request: Request) -> Result<HolderReply> {
+        let (reply, rx) = oneshot::channel();
+        let pending = Pending {
+            lease: lease.clone(),
+            request,
+            reply,
+        };
+        if self.tx.send(pending).is_err() {
+            return Err(Error::Pool("the worker's settler has stopped".into()));
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(Error::Pool("the worker's settler dropped a request".into())))
+    }
+}
+
+/// Leasing and settling for one lease group: every holder operation of the
+/// group's running jobs and the lease of new ones go to Redis together, one
+/// `settle` call per batch. Requests that arrive while a call is in flight
+/// form the next batch, so a busy worker pays one round trip per batch and an
+/// idle one answers at once. With nothing to do and free slots, it blocks on
+/// the queue's wake list until work arrives or a delayed job comes due.
 pub(crate) struct LeaseLoop {
     pub(crate) shared: Arc<Shared>,
     pub(crate) group: LeaseGroup,
@@ -32,84 +86,152 @@ pub(crate) struct LeaseLoop {
     pub(crate) batch: usize,
 }
 
+/// Most operations in one settle call.
+const MAX_BATCH: usize = 256;
+
 impl LeaseLoop {
     pub(crate) async fn run(self) {
         let pipelines: Vec<&'static str> = self.group.runners.iter().map(|r| r.name()).collect();
         let stop = self.shared.stop_leasing.clone();
         let mut waiter = Waiter::new(&self.source, self.group.queue.keys().wake());
+        let (tx, mut rx) = mpsc::unbounded_channel::<Pending>();
+        // dropped at shutdown, so the channel closes once every job task has ended
+        let mut tx = Some(Settler { tx });
         let mut backoff = Duration::from_millis(100);
+        let mut idle = false;
+        let mut next_due: Option<i64> = None;
+        let mut pending: Vec<Pending> = Vec::new();
         loop {
-            let first = tokio::select! {
-                p = self.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-                _ = stop.cancelled() => return,
-            };
-            let mut permits = vec![first];
-            while permits.len() < self.batch {
-                match self.slots.clone().try_acquire_owned() {
-                    Ok(p) => permits.push(p),
+            if stop.is_cancelled() {
+                tx = None;
+            }
+            while pending.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(p) => pending.push(p),
                     Err(_) => break,
                 }
             }
+            let mut permits = Vec::new();
+            if tx.is_some() {
+                while permits.len() < self.batch {
+                    match self.slots.clone().try_acquire_owned() {
+                        Ok(p) => permits.push(p),
+                        Err(_) => break,
+                    }
+                }
+            }
+            if pending.is_empty() && (permits.is_empty() || idle) {
+                drop(permits);
+                // nothing to settle: wait for a request, a free slot, or (idle) work in Redis
+                let wait = match next_due {
+                    Some(due) => due_in(due).min(self.max_idle_wait),
+                    None => self.max_idle_wait,
+                };
+                let leasing = tx.is_some();
+                tokio::select! {
+                    r = rx.recv() => match r {
+                        Some(p) => pending.push(p),
+                        None => return,
+                    },
+                    p = self.slots.clone().acquire_owned(), if leasing && !idle => drop(p),
+                    _ = waiter.wait(wait), if leasing && idle => idle = false,
+                    _ = stop.cancelled(), if leasing => {}
+                }
+                continue;
+            }
+            let leases: Vec<Arc<Lease>> = pending.iter().map(|p| p.lease.clone()).collect();
+            let ops: Vec<HolderOp<'_>> = pending
+                .iter()
+                .zip(&leases)
+                .map(|(p, lease)| match &p.request {
+                    Request::Start { first_step } => HolderOp::Start { lease, first_step },
+                    Request::Checkpoint { step, output, next_step } => HolderOp::Checkpoint {
+                        lease,
+                        step,
+                        output,
+                        next_step: *next_step,
+                    },
+                    Request::Finish { outcome, last_step } => HolderOp::Finish {
+                        lease,
+                        outcome,
+                        last_step: last_step.as_ref().map(|(s, o)| (*s, o.as_str())),
+                    },
+                    Request::Release => HolderOp::Release { lease },
+                })
+                .collect();
             let want = permits.len();
-            let leased = tokio::select! {
-                r = self.group.queue.lease(&self.shared.id, &pipelines, want, self.group.ttl) => r,
-                _ = stop.cancelled() => return,
-            };
-            match leased {
-                Ok(leased) => {
+            let request = (want > 0).then_some(LeaseRequest {
+                worker: &self.shared.id,
+                pipelines: &pipelines,
+                n: want,
+            });
+            let result = self.group.queue.settle(&ops, request, self.group.ttl).await;
+            drop(ops);
+            match result {
+                Ok(settled) => {
                     backoff = Duration::from_millis(100);
-                    let got = leased.leases.len();
-                    let metrics = &self.shared.metrics;
-                    if leased.parked > 0 {
-                        metrics
-                            .lock_waits
-                            .get_or_create(&QueueLabels { queue: self.group.queue.name().to_owned() })
-                            .inc_by(leased.parked);
+                    for (p, reply) in pending.drain(..).zip(settled.replies) {
+                        let _ = p.reply.send(reply);
                     }
-                    for lease in &leased.leases {
-                        let labels = PipelineLabels {
-                            queue: self.group.queue.name().to_owned(),
-                            pipeline: lease.pipeline.clone(),
-                        };
-                        let waited = (leased.now - lease.not_before).max(0) as f64 / 1000.0;
-                        metrics.queue_wait_seconds.get_or_create(&labels).observe(waited);
-                        metrics.transition(&labels.queue, &labels.pipeline, "QUEUED", "LEASED");
-                    }
-                    for lease in leased.leases {
-                        let Some(runner) = self.group.runners.iter().find(|r| r.name() == lease.pipeline).cloned() else {
-                            warn!(job = %lease.job, pipeline = %lease.pipeline, "leased a pipeline this worker does not serve");
-                            continue;
-                        };
-                        let permit = permits.pop();
-                        let shared = self.shared.clone();
-                        let queue = self.group.queue.clone();
-                        self.jobs.spawn(async move {
-                            job::run(shared, runner, queue, lease).await;
-                            drop(permit);
-                        });
+                    let leased = settled.leased;
+                    idle = want > 0 && leased.leases.is_empty();
+                    next_due = leased.next_due;
+                    if let Some(settler) = &tx {
+                        self.spawn_jobs(settler, leased, &mut permits);
                     }
                     drop(permits);
-                    if got == 0 {
-                        let wait = match leased.next_due {
-                            Some(due) => due_in(due).min(self.max_idle_wait),
-                            None => self.max_idle_wait,
-                        };
-                        tokio::select! {
-                            _ = waiter.wait(wait) => {}
-                            _ = stop.cancelled() => return,
-                        }
-                    }
                 }
                 Err(e) => {
                     drop(permits);
-                    warn!(queue = %self.group.queue.name(), error = %e, retry_in = ?backoff, "lease failed");
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
-                        _ = stop.cancelled() => return,
+                    warn!(queue = %self.group.queue.name(), error = %e, retry_in = ?backoff, "settle failed");
+                    for p in pending.drain(..) {
+                        let error = if e.is_transient() {
+                            Error::Pool(format!("settle failed: {e}"))
+                        } else {
+                            Error::Protocol {
+                                script: "settle",
+                                detail: e.to_string(),
+                            }
+                        };
+                        let _ = p.reply.send(Err(error));
                     }
+                    tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
             }
+        }
+    }
+
+    fn spawn_jobs(&self, settler: &Settler, leased: Leased, permits: &mut Vec<OwnedSemaphorePermit>) {
+        let metrics = &self.shared.metrics;
+        if leased.parked > 0 {
+            metrics
+                .lock_waits
+                .get_or_create(&QueueLabels {
+                    queue: self.group.queue.name().to_owned(),
+                })
+                .inc_by(leased.parked);
+        }
+        for lease in leased.leases {
+            let labels = PipelineLabels {
+                queue: self.group.queue.name().to_owned(),
+                pipeline: lease.pipeline.clone(),
+            };
+            let waited = (leased.now - lease.not_before).max(0) as f64 / 1000.0;
+            metrics.queue_wait_seconds.get_or_create(&labels).observe(waited);
+            metrics.transition(&labels.queue, &labels.pipeline, "QUEUED", "LEASED");
+            let Some(runner) = self.group.runners.iter().find(|r| r.name() == lease.pipeline).cloned() else {
+                warn!(job = %lease.job, pipeline = %lease.pipeline, "leased a pipeline this worker does not serve");
+                continue;
+            };
+            let permit = permits.pop();
+            let shared = self.shared.clone();
+            let queue = self.group.queue.clone();
+            let settler = settler.clone();
+            self.jobs.spawn(async move {
+                job::run(shared, runner, queue, settler, lease).await;
+                drop(permit);
+            });
         }
     }
 }

@@ -364,8 +364,7 @@ impl Worker {
         info!(worker = %shared.id, active = shared.active.len(), "shutting down: no more leases");
         shared.stop_leasing.cancel();
         shared.stop_at_boundary.cancel();
-        while loops.join_next().await.is_some() {}
-
+        // the lease loops keep settling for running jobs until every job task ended
         jobs.close();
         let drained = tokio::time::timeout(self.shutdown_grace, jobs.wait()).await.is_ok();
         if !drained {
@@ -377,6 +376,13 @@ impl Worker {
             if tokio::time::timeout(bound, jobs.wait()).await.is_err() {
                 warn!(active = shared.active.len(), "some jobs did not end after being interrupted; leaving them to the sweeper");
             }
+        }
+        let joined = tokio::time::timeout(Duration::from_secs(10), async {
+            while loops.join_next().await.is_some() {}
+        })
+        .await;
+        if joined.is_err() {
+            loops.abort_all();
         }
         stop_background.cancel();
         if let Err(e) = heartbeat.await {
