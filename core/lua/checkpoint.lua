@@ -8,10 +8,11 @@
 -- Reply: {'OK', cancel_reason or ''} | refusal
 -- As a function: checkpoint(jk, lk, token, step, output, next_step, ttl, lock_ttl, has_lock).
 local function checkpoint(jk, lk, token, step, output, next_step, ttl, lock_ttl, has_lock)
-  local refusal = refuse_unless(jk, { RUNNING = true }, token)
-  if refusal then return refusal end
+  local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token')
+  if not f[4] then return { 'NOT_FOUND' } end
+  if f[4] ~= 'RUNNING' then return { 'REFUSED', f[4] } end
+  if f[5] ~= token then return { 'LOST', f[4] } end
   local now = now_ms()
-  local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason')
   -- The resource lock vanished and another job took it: this holder lost it.
   local holder = has_lock and redis.call('GET', lk)
   if holder and holder ~= f[1] then return { 'LOST', 'RUNNING' } end

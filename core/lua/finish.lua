@@ -11,9 +11,11 @@
 --          always made (it does not count against max attempts' purpose: nothing failed)
 -- Reply: {'OK', outcome} (CANCELLED for an interrupted attempt with a cancel pending) | {'RETRY', next attempt, not_before ms} | refusal
 -- As a function: finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, message,
--- retryable, backoff, cleanup, reason, res, interrupted), the flags as booleans.
+-- retryable, backoff, cleanup, reason, res, interrupted, last_step, last_output), the flags
+-- as booleans; `last_step` (with its output) is a step completed just before the end,
+-- recorded as its checkpoint would ('' for none).
 local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
-    reason, res, interrupted)
+    reason, res, interrupted, last_step, last_output)
   local allowed
   if outcome == 'CANCELLED' then
     allowed = { RUNNING = true, LEASED = true }
@@ -22,12 +24,20 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
   else
     return { 'BAD_ARG', 'outcome' }
   end
-  local refusal = refuse_unless(jk, allowed, token)
+  local j = load_job(jk)
+  local refusal = refuse_job(j, allowed, token)
   if refusal then return refusal end
   local now = now_ms()
-  local f = redis.call('HMGET', jk, 'id', 'attempt', 'max_attempts', 'worker', 'state', 'priority', 'input_key',
-    'cancel_reason')
+  local f = { j.id, j.attempt, j.max_attempts, j.worker, j.state, j.priority, j.input_key, j.cancel_reason }
   local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
+  if last_step and last_step ~= '' and j.state == 'RUNNING' then
+    local steps = j.steps or ''
+    if not string.find(',' .. steps, ',' .. last_step .. '@', 1, true) then
+      if steps ~= '' then steps = steps .. ',' end
+      j.steps = steps .. last_step .. '@' .. fmt(now)
+      redis.call('HSET', jk, 'last_step', last_step, 'out:' .. last_step, last_output)
+    end
+  end
   -- A worker shutting down with a cancel pending (not yet seen by it) ends the
   -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
   if interrupted and f[8] and f[8] ~= '' then
@@ -35,13 +45,16 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
     reason = 'cancel requested: ' .. f[8] .. ' (honoured at a worker shutdown)'
     interrupted = false
   end
-  if cleanup then redis.call('HSET', jk, 'cleanup_needed', '1') end
+  if cleanup then
+    redis.call('HSET', jk, 'cleanup_needed', '1')
+    j.cleanup_needed = '1'
+  end
   local extra = {}
   if reason ~= '' then extra.reason = reason end
   if outcome == 'FAILED' then
     extra.error = { kind = kind, message = message, retryable = retryable }
   end
-  if not append_attempt(jk, attempt, attempt_record(jk, outcome, now, extra)) then
+  if not append_attempt(jk, attempt, record_of(j, outcome, now, extra)) then
     return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
   end
   release_lock_at(lk, pk, res, id)
@@ -70,7 +83,7 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
     wake()
     return { 'RETRY', next_attempt, fmt(not_before) }
   end
-  make_terminal(jk, id, outcome, now)
+  terminal_at(jk, id, j.input_key, outcome, now)
   purge(now, PURGE_PER_END)
   return { 'OK', outcome }
 end

@@ -145,25 +145,36 @@ local function append_attempt(jk, n, record)
   return redis.call('HSETNX', jk, 'attempt:' .. n, cjson.encode(record)) == 1
 end
 
--- Builds the final record of the job's current attempt.
-local function attempt_record(jk, final_state, now, extra)
-  local f = redis.call('HMGET', jk, 'attempt', 'worker', 'fence', 'leased_at', 'started_at', 'steps',
-    'cancel_reason', 'cancel_at', 'cancel_by', 'cleanup_needed')
+-- The job fields the transitions read, fetched with one HMGET.
+local JOB_FIELDS = { 'state', 'token', 'id', 'attempt', 'max_attempts', 'worker', 'fence', 'priority',
+  'input_key', 'cancel_reason', 'cancel_at', 'cancel_by', 'leased_at', 'started_at', 'steps', 'cleanup_needed',
+  'created_at' }
+
+-- Reads the job's fields into a table by name (false for a missing field).
+local function load_job(jk)
+  local v = redis.call('HMGET', jk, unpack(JOB_FIELDS))
+  local j = {}
+  for i, name in ipairs(JOB_FIELDS) do j[name] = v[i] end
+  return j
+end
+
+-- Builds the final record of the job's current attempt from its loaded fields.
+local function record_of(j, final_state, now, extra)
   local steps = {}
-  if f[6] and f[6] ~= '' then
-    for entry in string.gmatch(f[6], '[^,]+') do
+  if j.steps and j.steps ~= '' then
+    for entry in string.gmatch(j.steps, '[^,]+') do
       local name, at = string.match(entry, '^(.*)@(%d+)$')
       if name then steps[#steps + 1] = { step = name, at = tonumber(at) } end
     end
   end
   local rec = {
-    n = tonumber(f[1]), state = final_state, worker = f[2] or '', fence = tonumber(f[3] or '0') or 0,
-    leased_at = tonumber(f[4] or ''), started_at = tonumber(f[5] or ''), ended_at = now,
-    steps = steps, cleanup_needed = (f[10] == '1'),
+    n = tonumber(j.attempt), state = final_state, worker = j.worker or '', fence = tonumber(j.fence or '0') or 0,
+    leased_at = tonumber(j.leased_at or ''), started_at = tonumber(j.started_at or ''), ended_at = now,
+    steps = steps, cleanup_needed = (j.cleanup_needed == '1'),
   }
   if #steps == 0 then rec.steps = nil end -- cjson would write {} for an empty list
-  if f[7] and f[7] ~= '' then
-    rec.cancel = { reason = f[7], at = tonumber(f[8] or ''), by = f[9] or '' }
+  if j.cancel_reason and j.cancel_reason ~= '' then
+    rec.cancel = { reason = j.cancel_reason, at = tonumber(j.cancel_at or ''), by = j.cancel_by or '' }
   end
   if extra then
     for k, v in pairs(extra) do rec[k] = v end
@@ -171,19 +182,28 @@ local function attempt_record(jk, final_state, now, extra)
   return rec
 end
 
+-- Builds the final record of the job's current attempt, reading the job.
+local function attempt_record(jk, final_state, now, extra)
+  return record_of(load_job(jk), final_state, now, extra)
+end
+
 -- Fields describing the live lease / attempt, cleared when an attempt ends.
 local ATTEMPT_FIELDS = { 'token', 'lease_deadline', 'worker', 'fence', 'leased_at', 'started_at', 'steps' }
 -- Fields of a cancel request and a STALE episode, cleared when a new attempt starts.
 local EPISODE_FIELDS = { 'cancel_reason', 'cancel_at', 'cancel_by', 'stale_at', 'cleanup_needed' }
 
--- Marks the job terminal: indexes for retention, frees its input key.
-local function make_terminal(jk, id, state, now)
-  local ik = redis.call('HGET', jk, 'input_key')
+-- Marks the job terminal: indexes for retention, frees its input key `ik`.
+local function terminal_at(jk, id, ik, state, now)
   if ik and ik ~= '' and redis.call('HGET', K_INPUTS, ik) == id then
     redis.call('HDEL', K_INPUTS, ik)
   end
   redis.call('HSET', jk, 'state', state, 'updated_at', fmt(now), 'step', '')
   redis.call('ZADD', K_DONE, fmt(now), id)
+end
+
+-- Same, reading the input key.
+local function make_terminal(jk, id, state, now)
+  terminal_at(jk, id, redis.call('HGET', jk, 'input_key'), state, now)
 end
 
 -- Checks that the job exists, that its state allows the move (`allowed` is a
@@ -194,5 +214,13 @@ local function refuse_unless(jk, allowed, token)
   if not f[1] then return { 'NOT_FOUND' } end
   if not allowed[f[1]] then return { 'REFUSED', f[1] } end
   if token ~= nil and f[2] ~= token then return { 'LOST', f[1] } end
+  return nil
+end
+
+-- The same checks on a job loaded with load_job.
+local function refuse_job(j, allowed, token)
+  if not j.state then return { 'NOT_FOUND' } end
+  if not allowed[j.state] then return { 'REFUSED', j.state } end
+  if token ~= nil and j.token ~= token then return { 'LOST', j.state } end
   return nil
 end

@@ -33,16 +33,8 @@ for i = 1, n_ops do
   elseif kind == 'checkpoint' then
     out[i] = checkpoint(jk, lk, token, v(1), v(2), v(3), ttl, lock_ttl, has_lock)
   elseif kind == 'finish' then
-    local reply = nil
-    if v(9) ~= '' then
-      local r = checkpoint(jk, lk, token, v(9), v(10), '', ttl, lock_ttl, has_lock)
-      if r[1] ~= 'OK' then reply = r end
-    end
-    if reply == nil then
-      reply = finish(jk, k_ready, k_delayed, lk, pk, token, v(1), v(2), v(3), v(4) == '1', tonumber(v(5)),
-        v(6) == '1', v(7), res, v(8) == '1')
-    end
-    out[i] = reply
+    out[i] = finish(jk, k_ready, k_delayed, lk, pk, token, v(1), v(2), v(3), v(4) == '1', tonumber(v(5)),
+      v(6) == '1', v(7), res, v(8) == '1', v(9), v(10))
   elseif kind == 'release' then
     out[i] = release(jk, k_ready, lk, pk, token, res)
   else

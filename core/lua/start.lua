@@ -7,23 +7,23 @@
 -- Reply: {'OK', 'RUNNING'} | {'OK', 'CANCELLED', reason} | refusal
 -- As a function: start(jk, lk, pk, token, step, res).
 local function start(jk, lk, pk, token, step, res)
-  local refusal = refuse_unless(jk, { LEASED = true, RUNNING = true }, token)
+  local j = load_job(jk)
+  local refusal = refuse_job(j, { LEASED = true, RUNNING = true }, token)
   if refusal then return refusal end
-  if redis.call('HGET', jk, 'state') == 'RUNNING' then return { 'OK', 'RUNNING' } end
+  if j.state == 'RUNNING' then return { 'OK', 'RUNNING' } end
   local now = now_ms()
-  local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'cancel_reason')
-  local id = f[1]
-  if f[4] and f[4] ~= '' then
-    append_attempt(jk, f[2], attempt_record(jk, 'CANCELLED', now, nil))
+  local id = j.id
+  if j.cancel_reason and j.cancel_reason ~= '' then
+    append_attempt(jk, j.attempt, record_of(j, 'CANCELLED', now, nil))
     release_lock_at(lk, pk, res, id)
     redis.call('ZREM', K_LEASES, id)
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
-    make_terminal(jk, id, 'CANCELLED', now)
-    emit('start', id, f[2], 'LEASED', 'CANCELLED', f[3], 'cancel requested before start: ' .. f[4])
+    terminal_at(jk, id, j.input_key, 'CANCELLED', now)
+    emit('start', id, j.attempt, 'LEASED', 'CANCELLED', j.worker, 'cancel requested before start: ' .. j.cancel_reason)
     purge(now, PURGE_PER_END)
-    return { 'OK', 'CANCELLED', f[4] }
+    return { 'OK', 'CANCELLED', j.cancel_reason }
   end
   redis.call('HSET', jk, 'state', 'RUNNING', 'started_at', fmt(now), 'updated_at', fmt(now), 'step', step)
-  emit('start', id, f[2], 'LEASED', 'RUNNING', f[3], '')
+  emit('start', id, j.attempt, 'LEASED', 'RUNNING', j.worker, '')
   return { 'OK', 'RUNNING' }
 end

@@ -1,9 +1,10 @@
 //! The client of one queue: every transition script, and reads of job records.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, AsyncCommands, Script, ScriptInvocation, Value};
+use deadpool_redis::redis::{self, aio::MultiplexedConnection, AsyncCommands, Script, ScriptInvocation, Value};
 use deadpool_redis::{Connection, Pool, PoolConfig, Runtime, Timeouts};
 
 use crate::config::QueueConfig;
@@ -27,6 +28,7 @@ pub struct Queue {
     pool: Pool,
     keys: QueueKeys,
     config: QueueConfig,
+    shared: Arc<Mutex<Option<MultiplexedConnection>>>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -107,12 +109,23 @@ impl Queue {
     /// A client of `queue` over an existing pool.
     pub fn with_pool(pool: Pool, queue: &str, config: QueueConfig) -> Result<Self> {
         let keys = QueueKeys::new(&config.prefix, queue)?;
-        Ok(Queue { pool, keys, config })
+        Ok(Queue {
+            pool,
+            keys,
+            config,
+            shared: Arc::new(Mutex::new(None)),
+        })
     }
 
-    /// A client of another queue sharing this one's pool and settings.
+    /// A client of another queue sharing this one's pool, connection and settings.
     pub fn sibling(&self, queue: &str) -> Result<Self> {
-        Queue::with_pool(self.pool.clone(), queue, self.config.clone())
+        let keys = QueueKeys::new(&self.config.prefix, queue)?;
+        Ok(Queue {
+            pool: self.pool.clone(),
+            keys,
+            config: self.config.clone(),
+            shared: self.shared.clone(),
+        })
     }
 
     /// The queue's name.
@@ -178,9 +191,38 @@ impl Queue {
         inv
     }
 
+    /// A multiplexed connection shared by every script call of this client and
+    /// its siblings: calls pipeline on it concurrently, and none pays the pool's
+    /// per-checkout health check (an UNWATCH + PING round trip). A connection
+    /// that fails at the transport level is dropped and the next call takes a
+    /// fresh one from the pool.
+    async fn shared_conn(&self) -> Result<MultiplexedConnection> {
+        if let Some(conn) = self.shared.lock().ok().and_then(|c| c.clone()) {
+            return Ok(conn);
+        }
+        let pooled = self.conn().await?;
+        let conn: MultiplexedConnection = (*pooled).clone();
+        if let Ok(mut slot) = self.shared.lock() {
+            *slot = Some(conn.clone());
+        }
+        Ok(conn)
+    }
+
+    fn forget_shared_conn(&self) {
+        if let Ok(mut slot) = self.shared.lock() {
+            *slot = None;
+        }
+    }
+
     pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value> {
-        let mut conn = self.conn().await?;
-        self.timed(inv.invoke_async::<Value>(&mut conn)).await
+        let mut conn = self.shared_conn().await?;
+        let result = self.timed(inv.invoke_async::<Value>(&mut conn)).await;
+        if let Err(e) = &result {
+            if e.is_transient() {
+                self.forget_shared_conn();
+            }
+        }
+        result
     }
 
     /// Maps a refusal reply (`NOT_FOUND`, `REFUSED`, `LOST`, `TERMINAL`, ...) to its error.

@@ -59,7 +59,7 @@ pub(crate) static RENEW: LazyLock<Script> = script!("renew.lua");
 pub(crate) static FINISH: LazyLock<Script> = script!(
     "finish.lua",
     "return finish(KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], ARGV[4], ARGV[5], ARGV[6], ARGV[7],
-  ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1', ARGV[11], ARGV[12], ARGV[13] == '1')"
+  ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1', ARGV[11], ARGV[12], ARGV[13] == '1', '', '')"
 );
 /// release.lua
 pub(crate) static RELEASE: LazyLock<Script> = script!(

@@ -93,7 +93,10 @@ impl LeaseLoop {
     pub(crate) async fn run(self) {
         let pipelines: Vec<&'static str> = self.group.runners.iter().map(|r| r.name()).collect();
         let stop = self.shared.stop_leasing.clone();
-        let mut waiter = Waiter::new(&self.source, self.group.queue.keys().wake());
+        // The blocking wait runs in a task of its own and is never dropped mid-call:
+        // a BLPOP abandoned on its connection would still take the next wake-up token.
+        let mut waiter = Some(Waiter::new(&self.source, self.group.queue.keys().wake()));
+        let mut waiting: Option<tokio::task::JoinHandle<Waiter>> = None;
         let (tx, mut rx) = mpsc::unbounded_channel::<Pending>();
         // dropped at shutdown, so the channel closes once every job task has ended
         let mut tx = Some(Settler { tx });
@@ -128,13 +131,37 @@ impl LeaseLoop {
                     None => self.max_idle_wait,
                 };
                 let leasing = tx.is_some();
+                if leasing && idle && waiting.is_none() {
+                    let mut w = waiter
+                        .take()
+                        .unwrap_or_else(|| Waiter::new(&self.source, self.group.queue.keys().wake()));
+                    waiting = Some(tokio::spawn(async move {
+                        w.wait(wait).await;
+                        w
+                    }));
+                }
+                let wait_done = async {
+                    match waiting.as_mut() {
+                        Some(handle) => handle.await.ok(),
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     r = rx.recv() => match r {
                         Some(p) => pending.push(p),
-                        None => return,
+                        None => {
+                            if let Some(handle) = waiting.take() {
+                                handle.abort();
+                            }
+                            return;
+                        }
                     },
                     p = self.slots.clone().acquire_owned(), if leasing && !idle => drop(p),
-                    _ = waiter.wait(wait), if leasing && idle => idle = false,
+                    w = wait_done, if leasing && idle => {
+                        waiting = None;
+                        waiter = w;
+                        idle = false;
+                    }
                     _ = stop.cancelled(), if leasing => {}
                 }
                 continue;
@@ -272,8 +299,11 @@ impl Waiter {
                 Ok(client.get_multiplexed_async_connection_with_config(&config).await?)
             }
             RedisSource::Pool(pool) => {
-                let conn = pool.get().await.map_err(|e| Error::Pool(e.to_string()))?;
-                Ok(deadpool_redis::Connection::take(conn))
+                // a new connection made by the pool's manager, never one of the pool's
+                // own: those are shared (multiplexed) with script calls, which a
+                // blocking BLPOP would stall
+                use deadpool::managed::Manager as _;
+                Ok(pool.manager().create().await?)
             }
         }
     }
