@@ -27,17 +27,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .resource(format!("shop:{shop}"))
             .max_attempts(2);
         let enqueued = queue.enqueue(job).await?;
-        println!("   job {} for shop {shop} hour {hour}: created", enqueued.id);
+        println!(
+            "   job {} for shop {shop} hour {hour}: created",
+            enqueued.id
+        );
         ids.push(enqueued.id);
     }
     let again = queue
         .enqueue(NewJob::new("orders_sync", &json!({"shop": "a"}))?.input_key("shop:a:hour:0"))
         .await?;
-    println!("   enqueue shop:a:hour:0 again -> created={} (returns existing job {})", again.created, again.id);
+    println!(
+        "   enqueue shop:a:hour:0 again -> created={} (returns existing job {})",
+        again.created, again.id
+    );
 
     println!("\n2. cancel shop C's job while it waits");
     let c = ids[3].clone();
-    match queue.cancel(&c, "shop C is closed today", "operator:alice").await? {
+    match queue
+        .cancel(&c, "shop C is closed today", "operator:alice")
+        .await?
+    {
         Cancelled::Now => println!("   job {c} cancelled at once (it was QUEUED)"),
         other => println!("   job {c}: {other:?}"),
     }
@@ -46,7 +55,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ttl = Duration::from_secs(30);
     let leased = queue.lease("worker-1", &["orders_sync"], 10, ttl).await?;
     for lease in &leased.leases {
-        println!("   leased {} (attempt {}, fence {}, resource {:?})", lease.job, lease.attempt, lease.fence, lease.resource);
+        println!(
+            "   leased {} (attempt {}, fence {}, resource {:?})",
+            lease.job, lease.attempt, lease.fence, lease.resource
+        );
     }
 
     println!("\n4. run each leased job step by step, checkpointing after every step");
@@ -58,11 +70,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         for (s, step) in STEPS.iter().enumerate() {
             let output = json!({"step": step, "rows": 100 + s});
             let next = STEPS.get(s + 1).copied();
-            queue.checkpoint(lease, step, &output.to_string(), next).await?;
+            queue
+                .checkpoint(lease, step, &output.to_string(), next)
+                .await?;
             if i == 1 && *step == "validate" {
-                let error = AttemptError { kind: "validation".into(), message: "3 orders have negative totals".into(), retryable: true };
-                let finished = queue.finish(lease, &Outcome::Failed { error, backoff: Duration::ZERO, cleanup_needed: false }).await?;
-                println!("   {} failed at validate (retryable) -> {finished:?}", lease.job);
+                let error = AttemptError {
+                    kind: "validation".into(),
+                    message: "3 orders have negative totals".into(),
+                    retryable: true,
+                };
+                let finished = queue
+                    .finish(
+                        lease,
+                        &Outcome::Failed {
+                            error,
+                            backoff: Duration::ZERO,
+                            cleanup_needed: false,
+                        },
+                    )
+                    .await?;
+                println!(
+                    "   {} failed at validate (retryable) -> {finished:?}",
+                    lease.job
+                );
                 break;
             }
             if s == STEPS.len() - 1 {
@@ -83,22 +113,51 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Some(last) => STEPS.iter().position(|s| s == last).map_or(0, |p| p + 1),
                 None => 0,
             };
-            println!("   worker-2 leased {} attempt {} (resumes at {})", lease.job, lease.attempt, STEPS[resume_at]);
+            println!(
+                "   worker-2 leased {} attempt {} (resumes at {})",
+                lease.job, lease.attempt, STEPS[resume_at]
+            );
             queue.start(lease, STEPS[resume_at]).await?;
             for (s, step) in STEPS.iter().enumerate().skip(resume_at) {
-                queue.checkpoint(lease, step, &json!({"rows": s}).to_string(), STEPS.get(s + 1).copied()).await?;
+                queue
+                    .checkpoint(
+                        lease,
+                        step,
+                        &json!({"rows": s}).to_string(),
+                        STEPS.get(s + 1).copied(),
+                    )
+                    .await?;
             }
-            println!("   -> {:?}", queue.finish(lease, &Outcome::Succeeded).await?);
+            println!(
+                "   -> {:?}",
+                queue.finish(lease, &Outcome::Succeeded).await?
+            );
         }
     }
 
     println!("\n6. what Redis says now");
     for id in &ids {
-        let Some(job) = queue.job(id).await? else { continue };
-        println!("   {} {:<9} attempts={} last_step={:?}", job.id, job.state.to_string(), job.attempt, job.last_step);
+        let Some(job) = queue.job(id).await? else {
+            continue;
+        };
+        println!(
+            "   {} {:<9} attempts={} last_step={:?}",
+            job.id,
+            job.state.to_string(),
+            job.attempt,
+            job.last_step
+        );
         for a in &job.attempts {
             let steps: Vec<&str> = a.steps.iter().map(|s| s.step.as_str()).collect();
-            println!("      attempt {} {} by {:?} fence {} steps {:?} error {:?}", a.n, a.state, a.worker, a.fence, steps, a.error.as_ref().map(|e| &e.message));
+            println!(
+                "      attempt {} {} by {:?} fence {} steps {:?} error {:?}",
+                a.n,
+                a.state,
+                a.worker,
+                a.fence,
+                steps,
+                a.error.as_ref().map(|e| &e.message)
+            );
         }
     }
 
@@ -109,6 +168,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(e) => println!("   cancel of a SUCCEEDED job: {e}"),
         Ok(x) => println!("   unexpected: {x:?}"),
     }
-    println!("\ninspect it yourself: redis-cli HGETALL 'leasehold:{{tour}}:job:{}'", ids[0]);
+    println!(
+        "\ninspect it yourself: redis-cli HGETALL 'leasehold:{{tour}}:job:{}'",
+        ids[0]
+    );
     Ok(())
 }

@@ -68,9 +68,13 @@ fn orders_for(window: &Window) -> Vec<Order> {
         .shop_id
         .bytes()
         .chain(window.day.bytes())
-        .fold(u64::from(window.hour) + 7, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+        .fold(u64::from(window.hour) + 7, |h, b| {
+            h.wrapping_mul(31).wrapping_add(u64::from(b))
+        });
     let mut next = move || {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         seed >> 33
     };
     let count = 20 + next() % 30;
@@ -79,14 +83,19 @@ fn orders_for(window: &Window) -> Vec<Order> {
             let cents = (next() % 20_000) as i64;
             // about one order in twelve comes back with a negative total
             let total_cents = if next() % 12 == 0 { -cents } else { cents };
-            Order { id: format!("{}-{}-{:02}-{i}", window.shop_id, window.day, window.hour), total_cents }
+            Order {
+                id: format!("{}-{}-{:02}-{i}", window.shop_id, window.day, window.hour),
+                total_cents,
+            }
         })
         .collect()
 }
 
 impl OrdersSync {
     fn warehouse(&self) -> Result<std::sync::MutexGuard<'_, Connection>, StepError> {
-        self.warehouse.lock().map_err(|_| StepError::permanent("warehouse lock poisoned"))
+        self.warehouse
+            .lock()
+            .map_err(|_| StepError::permanent("warehouse lock poisoned"))
     }
 }
 
@@ -111,19 +120,33 @@ impl OrdersSync {
 
     /// VALIDATE: drop orders with negative totals; too many means the source is broken.
     #[step]
-    async fn validate(&self, _ctx: &StepContext, orders: Vec<Order>) -> Result<Validated, StepError> {
+    async fn validate(
+        &self,
+        _ctx: &StepContext,
+        orders: Vec<Order>,
+    ) -> Result<Validated, StepError> {
         let total = orders.len();
         let valid: Vec<Order> = orders.into_iter().filter(|o| o.total_cents >= 0).collect();
         let rejected = total - valid.len();
         if rejected * 2 > total {
-            return Err(StepError::permanent(format!("{rejected} of {total} orders are invalid")));
+            return Err(StepError::permanent(format!(
+                "{rejected} of {total} orders are invalid"
+            )));
         }
-        Ok(Validated { orders: valid, rejected })
+        Ok(Validated {
+            orders: valid,
+            rejected,
+        })
     }
 
     /// LOAD: replace the window's staging rows, fenced so a zombie attempt cannot overwrite a newer one.
     #[step(retry(max_attempts = 3, backoff = "200ms"))]
-    async fn load(&self, ctx: &StepContext, input: &Window, validated: Validated) -> Result<Loaded, StepError> {
+    async fn load(
+        &self,
+        ctx: &StepContext,
+        input: &Window,
+        validated: Validated,
+    ) -> Result<Loaded, StepError> {
         // the warehouse is "busy" the first time shop c's 02:00 window loads: a retryable failure
         if input.shop_id == "c" && input.hour == 2 && ctx.attempt() == 1 {
             return Err(StepError::retryable("warehouse busy: lock wait timeout"));
@@ -139,7 +162,9 @@ impl OrdersSync {
             .ok();
         let fence = ctx.fence() as i64;
         if stored.is_some_and(|s| s > fence) {
-            return Err(StepError::permanent(format!("fence {fence} is older than the warehouse's {stored:?}")));
+            return Err(StepError::permanent(format!(
+                "fence {fence} is older than the warehouse's {stored:?}"
+            )));
         }
         tx.execute(
             "DELETE FROM staging_orders WHERE shop = ?1 AND day = ?2 AND hour = ?3",
@@ -157,12 +182,20 @@ impl OrdersSync {
             params![input.shop_id, input.day, input.hour, fence],
         )?;
         tx.commit()?;
-        Ok(Loaded { rows: validated.orders.len(), fence: ctx.fence() })
+        Ok(Loaded {
+            rows: validated.orders.len(),
+            fence: ctx.fence(),
+        })
     }
 
     /// AGGREGATE: roll the window's staging rows up into `hourly_sales`.
     #[step]
-    async fn aggregate(&self, _ctx: &StepContext, input: &Window, _loaded: Loaded) -> Result<HourlySales, StepError> {
+    async fn aggregate(
+        &self,
+        _ctx: &StepContext,
+        input: &Window,
+        _loaded: Loaded,
+    ) -> Result<HourlySales, StepError> {
         let db = self.warehouse()?;
         let (orders, revenue_cents): (i64, i64) = db.query_row(
             "SELECT COUNT(*), COALESCE(SUM(total_cents), 0) FROM staging_orders WHERE shop = ?1 AND day = ?2 AND hour = ?3",
@@ -174,7 +207,10 @@ impl OrdersSync {
              ON CONFLICT (shop, day, hour) DO UPDATE SET orders = excluded.orders, revenue_cents = excluded.revenue_cents",
             params![input.shop_id, input.day, input.hour, orders, revenue_cents],
         )?;
-        Ok(HourlySales { orders, revenue_cents })
+        Ok(HourlySales {
+            orders,
+            revenue_cents,
+        })
     }
 
     /// Runs after a failed or cancelled attempt: drop half-loaded staging rows.
@@ -204,14 +240,29 @@ fn open_warehouse(path: &PathBuf) -> rusqlite::Result<Connection> {
 }
 
 /// Prints the queue's events as they happen, in words.
-async fn narrate(url: String, queue: Queue, names: Arc<Mutex<BTreeMap<String, String>>>, stop: tokio::sync::watch::Receiver<bool>) {
-    let Ok(client) = redis::Client::open(url.as_str()) else { return };
-    let Ok(mut conn) = client.get_multiplexed_async_connection().await else { return };
+async fn narrate(
+    url: String,
+    queue: Queue,
+    names: Arc<Mutex<BTreeMap<String, String>>>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let Ok(client) = redis::Client::open(url.as_str()) else {
+        return;
+    };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+        return;
+    };
     let key = queue.keys().events();
     let mut last = "0-0".to_owned();
     loop {
         let reply: redis::RedisResult<redis::streams::StreamReadReply> = conn
-            .xread_options(&[&key], &[&last], &redis::streams::StreamReadOptions::default().count(100).block(200))
+            .xread_options(
+                &[&key],
+                &[&last],
+                &redis::streams::StreamReadOptions::default()
+                    .count(100)
+                    .block(200),
+            )
             .await;
         if let Ok(reply) = reply {
             for stream in reply.keys {
@@ -219,9 +270,23 @@ async fn narrate(url: String, queue: Queue, names: Arc<Mutex<BTreeMap<String, St
                     last = entry.id.clone();
                     let field = |name: &str| entry.get::<String>(name).unwrap_or_default();
                     let job = field("job");
-                    let label = names.lock().ok().and_then(|n| n.get(&job).cloned()).unwrap_or_else(|| job[..8.min(job.len())].to_owned());
-                    let (op, from, to, by, reason) = (field("op"), field("from"), field("to"), field("by"), field("reason"));
-                    let who = if by.is_empty() { String::new() } else { format!(" [{}]", short_worker(&by)) };
+                    let label = names
+                        .lock()
+                        .ok()
+                        .and_then(|n| n.get(&job).cloned())
+                        .unwrap_or_else(|| job[..8.min(job.len())].to_owned());
+                    let (op, from, to, by, reason) = (
+                        field("op"),
+                        field("from"),
+                        field("to"),
+                        field("by"),
+                        field("reason"),
+                    );
+                    let who = if by.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [{}]", short_worker(&by))
+                    };
                     let line = match op.as_str() {
                         "enqueue" => "queued".to_owned(),
                         "lease" => format!("leased (attempt {})", field("attempt")),
@@ -249,7 +314,9 @@ fn short_worker(id: &str) -> String {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .init();
     }
     let redis = common::ExampleRedis::from_env_or_spawn()?;
     let db_path = std::env::temp_dir().join(format!("leasehold-orders-{}.db", std::process::id()));
@@ -260,11 +327,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let queue = client.queue_for::<OrdersSync>()?;
     let names = Arc::new(Mutex::new(BTreeMap::new()));
 
-    println!("\nenqueueing one job per shop and hour (shops a, b, c; 00:00 to 03:00 of 2026-05-06):");
+    println!(
+        "\nenqueueing one job per shop and hour (shops a, b, c; 00:00 to 03:00 of 2026-05-06):"
+    );
     let mut jobs: Vec<(Window, JobId)> = Vec::new();
     for shop in ["a", "b", "c"] {
         for hour in 0..4 {
-            let window = Window { shop_id: shop.into(), day: "2026-05-06".into(), hour };
+            let window = Window {
+                shop_id: shop.into(),
+                day: "2026-05-06".into(),
+                hour,
+            };
             let enqueued = client.enqueue::<OrdersSync>(&window).await?;
             if let Ok(mut n) = names.lock() {
                 n.insert(enqueued.id.to_string(), format!("shop {shop} {hour:02}:00"));
@@ -273,16 +346,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let again = client.enqueue::<OrdersSync>(&jobs[0].0).await?;
-    println!("  {} jobs; enqueueing shop a 00:00 again returns the same job (created = {})", jobs.len(), again.created);
+    println!(
+        "  {} jobs; enqueueing shop a 00:00 again returns the same job (created = {})",
+        jobs.len(),
+        again.created
+    );
 
     println!("\nthree worker replicas, two jobs at a time each; what happens, as it happens:");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let narrator = tokio::spawn(narrate(redis.url.clone(), queue.clone(), names.clone(), stop_rx));
+    let narrator = tokio::spawn(narrate(
+        redis.url.clone(),
+        queue.clone(),
+        names.clone(),
+        stop_rx,
+    ));
     let (shutdown_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let mut replicas = Vec::new();
     for _ in 0..3 {
         let worker = Worker::builder(redis.url.clone())
-            .pipeline(OrdersSync { warehouse: warehouse.clone() })
+            .pipeline(OrdersSync {
+                warehouse: warehouse.clone(),
+            })
             .concurrency(2)
             .build()
             .await?;
@@ -325,22 +409,51 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .map(|a| {
                 let steps: Vec<&str> = a.steps.iter().map(|s| s.step.as_str()).collect();
-                let error = a.error.as_ref().map(|e| format!(" ({})", e.message)).unwrap_or_default();
-                format!("#{} {} by {} fence {} [{}]{error}", a.n, a.state, short_worker(&a.worker), a.fence, steps.join(" → "))
+                let error = a
+                    .error
+                    .as_ref()
+                    .map(|e| format!(" ({})", e.message))
+                    .unwrap_or_default();
+                format!(
+                    "#{} {} by {} fence {} [{}]{error}",
+                    a.n,
+                    a.state,
+                    short_worker(&a.worker),
+                    a.fence,
+                    steps.join(" → ")
+                )
             })
             .collect();
-        println!("  shop {} {:02}:00  {:<9} {}", window.shop_id, window.hour, job.state.to_string(), attempts.join("; "));
+        println!(
+            "  shop {} {:02}:00  {:<9} {}",
+            window.shop_id,
+            window.hour,
+            job.state.to_string(),
+            attempts.join("; ")
+        );
         assert_eq!(job.state, JobState::Succeeded);
     }
 
     println!("\nthe warehouse's hourly_sales table:");
     let db = warehouse.lock().map_err(|_| "poisoned")?;
-    let mut stmt = db.prepare("SELECT shop, hour, orders, revenue_cents FROM hourly_sales ORDER BY shop, hour")?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?)))?;
+    let mut stmt = db.prepare(
+        "SELECT shop, hour, orders, revenue_cents FROM hourly_sales ORDER BY shop, hour",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+        ))
+    })?;
     println!("  shop  hour   orders   revenue");
     for row in rows {
         let (shop, hour, orders, cents) = row?;
-        println!("  {shop:<5} {hour:02}:00  {orders:>6}  {:>8.2}", cents as f64 / 100.0);
+        println!(
+            "  {shop:<5} {hour:02}:00  {orders:>6}  {:>8.2}",
+            cents as f64 / 100.0
+        );
     }
     drop(stmt);
     drop(db);

@@ -42,7 +42,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut ids = Vec::new();
     for name in ["Ada", "Grace", "Edsger"] {
-        let job = client.enqueue::<Greet>(&Greeting { name: name.into() }).await?;
+        let job = client
+            .enqueue::<Greet>(&Greeting { name: name.into() })
+            .await?;
         println!("enqueued job {} for {name}", job.id);
         ids.push(job.id);
     }

@@ -163,6 +163,7 @@ pub async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
             batch,
         } => sweep(ctx, queue, dry_run, batch).await,
         Command::Purge { queue, batch } => purge(ctx, queue, batch).await,
+        Command::Dashboard(args) => crate::dashboard::run(ctx, args).await,
     }
 }
 
@@ -200,59 +201,68 @@ async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
         worker: args.worker,
     };
     let names = ctx.queues(&one(args.queue)).await?;
-    let page = if names.len() == 1 {
-        ctx.inspector(&names[0])?
-            .list_jobs(
-                &filter,
-                Page {
-                    offset: args.offset,
-                    limit: args.limit,
-                },
-            )
-            .await
-            .map_err(|e| ctx.fail(e))?
-    } else {
-        // every queue's first offset+limit, merged
-        let need = Page {
-            offset: 0,
-            limit: args.offset.saturating_add(args.limit),
-        };
-        let mut merged = JobPage {
-            jobs: Vec::new(),
-            examined: 0,
-            has_more: false,
-            truncated: false,
-        };
-        for q in &names {
-            let p = ctx
-                .inspector(q)?
-                .list_jobs(&filter, need)
-                .await
-                .map_err(|e| ctx.fail(e))?;
-            merged.jobs.extend(p.jobs);
-            merged.examined += p.examined;
-            merged.has_more |= p.has_more;
-            merged.truncated |= p.truncated;
-        }
-        merged.jobs.sort_by(|a, b| {
-            b.updated_at
-                .cmp(&a.updated_at)
-                .then_with(|| b.id.cmp(&a.id))
-        });
-        merged.has_more |= merged.jobs.len() > need.limit;
-        merged.jobs = merged
-            .jobs
-            .into_iter()
-            .skip(args.offset)
-            .take(args.limit)
-            .collect();
-        merged
-    };
+    let inspectors = names
+        .iter()
+        .map(|q| ctx.inspector(q))
+        .collect::<Outcome<Vec<_>>>()?;
+    let page = list_jobs_across(
+        &inspectors,
+        &filter,
+        Page {
+            offset: args.offset,
+            limit: args.limit,
+        },
+    )
+    .await
+    .map_err(|e| ctx.fail(e))?;
     if ctx.json {
         return print_json(&page);
     }
     print!("{}", render::jobs(&page, args.offset));
     Ok(())
+}
+
+/// One page of the jobs matching `filter` in the queues of `inspectors`, newest
+/// change first. With several queues, each queue's first `offset + limit`
+/// matches are read and merged.
+pub async fn list_jobs_across(
+    inspectors: &[Inspector],
+    filter: &JobFilter,
+    page: Page,
+) -> Result<JobPage, Error> {
+    if let [only] = inspectors {
+        return only.list_jobs(filter, page).await;
+    }
+    let need = Page {
+        offset: 0,
+        limit: page.offset.saturating_add(page.limit),
+    };
+    let mut merged = JobPage {
+        jobs: Vec::new(),
+        examined: 0,
+        has_more: false,
+        truncated: false,
+    };
+    for inspector in inspectors {
+        let p = inspector.list_jobs(filter, need).await?;
+        merged.jobs.extend(p.jobs);
+        merged.examined += p.examined;
+        merged.has_more |= p.has_more;
+        merged.truncated |= p.truncated;
+    }
+    merged.jobs.sort_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| b.id.cmp(&a.id))
+    });
+    merged.has_more |= merged.jobs.len() > need.limit;
+    merged.jobs = merged
+        .jobs
+        .into_iter()
+        .skip(page.offset)
+        .take(page.limit)
+        .collect();
+    Ok(merged)
 }
 
 async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome {
@@ -438,7 +448,7 @@ async fn events(
 // ---- actions ------------------------------------------------------------------
 
 /// The refusal message for `op` on a job in `state`.
-fn refused(op: &str, id: &JobId, queue: &str, e: Error) -> Failure {
+pub(crate) fn refused(op: &str, id: &JobId, queue: &str, e: Error) -> Failure {
     let why = |state: JobState| -> String {
         match (op, state) {
             ("cancel", JobState::Stale) => "its worker died mid-step and side effects may exist; decide with `leasehold retry` or `leasehold resolve --as cancelled`".into(),

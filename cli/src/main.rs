@@ -8,6 +8,7 @@
 //! 4 refused move, 5 Redis unreachable.
 
 mod commands;
+mod dashboard;
 mod render;
 mod table;
 mod time;
@@ -172,6 +173,9 @@ pub enum Command {
         #[arg(long, default_value_t = 1000)]
         batch: usize,
     },
+    /// Serve the web dashboard: queues, jobs, job timelines, workers, locks,
+    /// events, JSON under /api, Prometheus /metrics, and (with --token) actions.
+    Dashboard(dashboard::DashboardArgs),
     /// Delete terminal jobs beyond the retention policy (--keep-count, --keep-age).
     Purge {
         /// Only this queue (default: every queue).
@@ -312,7 +316,7 @@ impl Failure {
         }
     }
 
-    fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             Failure::Usage(m)
             | Failure::UnknownJob(m)
@@ -432,9 +436,12 @@ async fn run(cli: Cli) -> Outcome {
     let probe =
         Queue::with_pool(pool.clone(), "x", config.clone()).map_err(|e| classify(&shown_url, e))?;
     if let Err(e) = probe.ping().await {
-        return Err(Failure::Unreachable(format!(
-            "cannot reach Redis at {shown_url}: {e}"
-        )));
+        let message = format!("cannot reach Redis at {shown_url}: {e}");
+        // the dashboard starts anyway: its pages answer 503 until Redis is back
+        if !matches!(cli.command, Command::Dashboard(_)) {
+            return Err(Failure::Unreachable(message));
+        }
+        eprintln!("leasehold dashboard: warning: {message}");
     }
     let by = cli
         .by

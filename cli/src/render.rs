@@ -408,7 +408,7 @@ pub fn timeline(job: &Job) -> Vec<Moment> {
 
 /// What an operator should know about the job's state: whether a failure is
 /// retryable, whether a retry is pending, whether a decision is needed.
-fn verdict(j: &Job) -> Option<String> {
+pub(crate) fn verdict(j: &Job) -> Option<String> {
     let last_failed = j
         .attempts
         .iter()

@@ -61,7 +61,10 @@ impl Client {
 
     /// Enqueues many jobs of pipeline `P` in bulk.
     pub async fn enqueue_many<P: Pipeline>(&self, inputs: &[P::Input]) -> Result<Vec<Enqueued>> {
-        let jobs = inputs.iter().map(job_for::<P>).collect::<Result<Vec<_>, Error>>()?;
+        let jobs = inputs
+            .iter()
+            .map(job_for::<P>)
+            .collect::<Result<Vec<_>, Error>>()?;
         self.queue_for::<P>()?.enqueue_bulk(jobs).await
     }
 }

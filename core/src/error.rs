@@ -28,7 +28,9 @@ pub enum Error {
         job: String,
     },
     /// The transition table forbids the move from the job's current state.
-    #[error("job {job} is {state}: {op} refused, the transition table has no move from {state} for it")]
+    #[error(
+        "job {job} is {state}: {op} refused, the transition table has no move from {state} for it"
+    )]
     Refused {
         /// The job.
         job: String,

@@ -109,7 +109,9 @@ impl NewJob {
             }
         }
         if self.max_attempts == 0 {
-            return Err(Error::InvalidArgument("max_attempts must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "max_attempts must be at least 1".into(),
+            ));
         }
         serde_json::from_str::<serde::de::IgnoredAny>(&self.input)
             .map_err(|e| Error::InvalidArgument(format!("input is not JSON: {e}")))?;

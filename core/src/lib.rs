@@ -53,14 +53,13 @@ pub use inspect::{
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;
 pub use lease::{
-    Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport,
-    SweptJob,
+    Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport, SweptJob,
 };
+pub use metrics::Metrics;
 pub use pipeline::{
     queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, RetryPolicy,
     StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
-pub use metrics::Metrics;
 pub use queue::{connect_pool, Enqueued, Queue};
 pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,

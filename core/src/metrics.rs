@@ -113,23 +113,57 @@ impl Metrics {
         let mut root = Registry::default();
         let registry = root.sub_registry_with_prefix("leasehold");
         let transitions = Family::<TransitionLabels, Counter>::default();
-        registry.register("transitions", "Job state transitions performed by this process", transitions.clone());
-        let step_seconds: HistogramFamily<StepLabels> = Family::new_with_constructor(seconds_histogram);
-        registry.register("step_duration_seconds", "Run time of a step", step_seconds.clone());
-        let queue_wait_seconds: HistogramFamily<PipelineLabels> = Family::new_with_constructor(seconds_histogram);
-        registry.register("queue_wait_seconds", "Time from a job being due to being leased", queue_wait_seconds.clone());
+        registry.register(
+            "transitions",
+            "Job state transitions performed by this process",
+            transitions.clone(),
+        );
+        let step_seconds: HistogramFamily<StepLabels> =
+            Family::new_with_constructor(seconds_histogram);
+        registry.register(
+            "step_duration_seconds",
+            "Run time of a step",
+            step_seconds.clone(),
+        );
+        let queue_wait_seconds: HistogramFamily<PipelineLabels> =
+            Family::new_with_constructor(seconds_histogram);
+        registry.register(
+            "queue_wait_seconds",
+            "Time from a job being due to being leased",
+            queue_wait_seconds.clone(),
+        );
         let lease_renewals = Family::<QueueLabels, Counter>::default();
         registry.register("lease_renewals", "Leases renewed", lease_renewals.clone());
         let leases_lost = Family::<QueueLabels, Counter>::default();
-        registry.register("leases_lost", "Leases found lost: swept, re-leased, or cut off from Redis", leases_lost.clone());
+        registry.register(
+            "leases_lost",
+            "Leases found lost: swept, re-leased, or cut off from Redis",
+            leases_lost.clone(),
+        );
         let sweeper_recoveries = Family::<RecoveryLabels, Counter>::default();
-        registry.register("sweeper_recoveries", "Expired leases recovered by the sweeper", sweeper_recoveries.clone());
+        registry.register(
+            "sweeper_recoveries",
+            "Expired leases recovered by the sweeper",
+            sweeper_recoveries.clone(),
+        );
         let lock_waits = Family::<QueueLabels, Counter>::default();
-        registry.register("lock_waits", "Jobs parked because their resource was locked", lock_waits.clone());
+        registry.register(
+            "lock_waits",
+            "Jobs parked because their resource was locked",
+            lock_waits.clone(),
+        );
         let jobs_active = Family::<PipelineLabels, Gauge>::default();
-        registry.register("jobs_active", "Jobs this process is running", jobs_active.clone());
+        registry.register(
+            "jobs_active",
+            "Jobs this process is running",
+            jobs_active.clone(),
+        );
         let jobs_by_state = Family::<StateLabels, Gauge>::default();
-        registry.register("jobs", "Jobs by state, read from Redis", jobs_by_state.clone());
+        registry.register(
+            "jobs",
+            "Jobs by state, read from Redis",
+            jobs_by_state.clone(),
+        );
         Metrics {
             registry: root,
             transitions,
@@ -175,7 +209,12 @@ pub fn router(metrics: Arc<Metrics>) -> axum::Router {
         "/metrics",
         axum::routing::get(move || {
             let metrics = metrics.clone();
-            async move { ([(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)], metrics.encode()) }
+            async move {
+                (
+                    [(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)],
+                    metrics.encode(),
+                )
+            }
         }),
     )
 }

@@ -56,9 +56,16 @@ impl RetryPolicy {
 
     /// The backoff after attempt `attempt` (1-based) failed, before jitter.
     pub fn base_backoff(&self, attempt: u32) -> Duration {
-        let exp = self.multiplier.max(1.0).powi(attempt.saturating_sub(1) as i32);
+        let exp = self
+            .multiplier
+            .max(1.0)
+            .powi(attempt.saturating_sub(1) as i32);
         let secs = self.initial_backoff.as_secs_f64() * exp;
-        let capped = secs.min(self.max_backoff.as_secs_f64().max(self.initial_backoff.as_secs_f64()));
+        let capped = secs.min(
+            self.max_backoff
+                .as_secs_f64()
+                .max(self.initial_backoff.as_secs_f64()),
+        );
         Duration::try_from_secs_f64(capped).unwrap_or(self.max_backoff)
     }
 
@@ -150,7 +157,11 @@ impl StepError {
 
 impl fmt::Display for StepError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let class = if self.retryable { "retryable" } else { "permanent" };
+        let class = if self.retryable {
+            "retryable"
+        } else {
+            "permanent"
+        };
         write!(f, "{} ({class}, {})", self.message, self.kind)
     }
 }
@@ -278,8 +289,10 @@ impl StepContext {
     /// Fails with a `cancelled` error if a cancel is pending: a cheap check between units of work.
     pub fn check_cancelled(&self) -> Result<(), StepError> {
         if self.is_cancelled() {
-            Err(StepError::permanent(self.cancel_reason().unwrap_or_else(|| "cancelled".into()))
-                .with_kind("cancelled"))
+            Err(
+                StepError::permanent(self.cancel_reason().unwrap_or_else(|| "cancelled".into()))
+                    .with_kind("cancelled"),
+            )
         } else {
             Ok(())
         }
@@ -298,7 +311,15 @@ pub struct UnknownStep {
 
 /// The ordered steps of a pipeline: the step enum `#[pipeline]` generates.
 pub trait Steps:
-    Copy + Eq + Ord + fmt::Debug + fmt::Display + std::str::FromStr<Err = UnknownStep> + Send + Sync + 'static
+    Copy
+    + Eq
+    + Ord
+    + fmt::Debug
+    + fmt::Display
+    + std::str::FromStr<Err = UnknownStep>
+    + Send
+    + Sync
+    + 'static
 {
     /// Every step, in order.
     const ALL: &'static [Self];

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, aio::MultiplexedConnection, AsyncCommands, Script, ScriptInvocation, Value};
+use deadpool_redis::redis::{
+    self, aio::MultiplexedConnection, AsyncCommands, Script, ScriptInvocation, Value,
+};
 use deadpool_redis::{Connection, Pool, PoolConfig, Runtime, Timeouts};
 
 use crate::config::QueueConfig;
@@ -13,8 +15,7 @@ use crate::id::JobId;
 use crate::job_spec::NewJob;
 use crate::keys::{check_name, QueueKeys};
 use crate::lease::{
-    Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport,
-    SweptJob,
+    Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport, SweptJob,
 };
 use crate::record::Job;
 use crate::reply::Reply;
@@ -156,7 +157,10 @@ impl Queue {
         })
     }
 
-    async fn timed<T>(&self, fut: impl std::future::Future<Output = redis::RedisResult<T>>) -> Result<T> {
+    async fn timed<T>(
+        &self,
+        fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T> {
         match tokio::time::timeout(self.config.response_timeout, fut).await {
             Ok(result) => Ok(result?),
             Err(_) => Err(Error::Timeout(self.config.response_timeout)),
@@ -166,7 +170,9 @@ impl Queue {
     /// Checks that Redis answers.
     pub async fn ping(&self) -> Result<()> {
         let mut conn = self.conn().await?;
-        let _: String = self.timed(redis::cmd("PING").query_async(&mut conn)).await?;
+        let _: String = self
+            .timed(redis::cmd("PING").query_async(&mut conn))
+            .await?;
         Ok(())
     }
 
@@ -174,7 +180,9 @@ impl Queue {
     pub async fn load_scripts(&self) -> Result<()> {
         let mut conn = self.conn().await?;
         for (_, script) in scripts::all() {
-            let _: String = self.timed(script.prepare_invoke().load_async(&mut conn)).await?;
+            let _: String = self
+                .timed(script.prepare_invoke().load_async(&mut conn))
+                .await?;
         }
         Ok(())
     }
@@ -226,7 +234,15 @@ impl Queue {
     }
 
     /// Maps a refusal reply (`NOT_FOUND`, `REFUSED`, `LOST`, `TERMINAL`, ...) to its error.
-    fn refusal(&self, script: &'static str, op: Op, job: &str, to: Option<JobState>, status: &str, reply: &mut Reply) -> Error {
+    fn refusal(
+        &self,
+        script: &'static str,
+        op: Op,
+        job: &str,
+        to: Option<JobState>,
+        status: &str,
+        reply: &mut Reply,
+    ) -> Error {
         let state = |reply: &mut Reply| -> Result<JobState> {
             let text = reply.text()?;
             text.parse().map_err(|_| Error::Corrupt {
@@ -356,7 +372,13 @@ impl Queue {
     }
 
     /// Leases up to `n` jobs of `pipelines` for `worker`, each for `ttl`.
-    pub async fn lease(&self, worker: &str, pipelines: &[&str], n: usize, ttl: Duration) -> Result<Leased> {
+    pub async fn lease(
+        &self,
+        worker: &str,
+        pipelines: &[&str],
+        n: usize,
+        ttl: Duration,
+    ) -> Result<Leased> {
         check_name("worker id", worker)?;
         if pipelines.is_empty() || n == 0 {
             return Ok(Leased::default());
@@ -393,7 +415,9 @@ impl Queue {
     pub async fn start(&self, lease: &Lease, first_step: &str) -> Result<Started> {
         let mut inv = self.invocation(&scripts::START);
         let [lock, parked] = self.lock_keys(lease.job.as_str(), lease.resource.as_deref());
-        inv.key(self.keys.job(lease.job.as_str())).key(lock).key(parked);
+        inv.key(self.keys.job(lease.job.as_str()))
+            .key(lock)
+            .key(parked);
         inv.arg(&lease.token)
             .arg(first_step)
             .arg(lease.resource.as_deref().unwrap_or(""));
@@ -413,19 +437,35 @@ impl Queue {
                     detail: format!("unknown state {other:?}"),
                 }),
             },
-            status => Err(self.refusal("start", Op::Start, lease.job.as_str(), Some(JobState::Running), status, reply)),
+            status => Err(self.refusal(
+                "start",
+                Op::Start,
+                lease.job.as_str(),
+                Some(JobState::Running),
+                status,
+                reply,
+            )),
         }
     }
 
     /// Records `step` as completed with `output` (JSON text), renews the lease, and
     /// returns the reason of a pending cancel request, if any.
-    pub async fn checkpoint(&self, lease: &Lease, step: &str, output: &str, next_step: Option<&str>) -> Result<Option<String>> {
+    pub async fn checkpoint(
+        &self,
+        lease: &Lease,
+        step: &str,
+        output: &str,
+        next_step: Option<&str>,
+    ) -> Result<Option<String>> {
         check_name("step name", step)?;
         if step.contains(',') || step.contains('@') {
-            return Err(Error::InvalidArgument(format!("step name {step:?} must not contain ',' or '@'")));
+            return Err(Error::InvalidArgument(format!(
+                "step name {step:?} must not contain ',' or '@'"
+            )));
         }
-        serde_json::from_str::<serde::de::IgnoredAny>(output)
-            .map_err(|e| Error::InvalidArgument(format!("output of step {step} is not JSON: {e}")))?;
+        serde_json::from_str::<serde::de::IgnoredAny>(output).map_err(|e| {
+            Error::InvalidArgument(format!("output of step {step} is not JSON: {e}"))
+        })?;
         let mut inv = self.invocation(&scripts::CHECKPOINT);
         inv.key(self.keys.job(lease.job.as_str()))
             .key(self.lock_key_or_job(lease));
@@ -440,10 +480,21 @@ impl Queue {
         self.read_checkpointed(lease, &mut reply)
     }
 
-    pub(crate) fn read_checkpointed(&self, lease: &Lease, reply: &mut Reply) -> Result<Option<String>> {
+    pub(crate) fn read_checkpointed(
+        &self,
+        lease: &Lease,
+        reply: &mut Reply,
+    ) -> Result<Option<String>> {
         match reply.text()?.as_str() {
             "OK" => reply.opt_text(),
-            status => Err(self.refusal("checkpoint", Op::Checkpoint, lease.job.as_str(), Some(JobState::Running), status, reply)),
+            status => Err(self.refusal(
+                "checkpoint",
+                Op::Checkpoint,
+                lease.job.as_str(),
+                Some(JobState::Running),
+                status,
+                reply,
+            )),
         }
     }
 
@@ -542,20 +593,35 @@ impl Queue {
         self.read_finished(lease, outcome, &mut reply)
     }
 
-    pub(crate) fn read_finished(&self, lease: &Lease, outcome: &Outcome, reply: &mut Reply) -> Result<Finished> {
+    pub(crate) fn read_finished(
+        &self,
+        lease: &Lease,
+        outcome: &Outcome,
+        reply: &mut Reply,
+    ) -> Result<Finished> {
         match reply.text()?.as_str() {
             "OK" => {
                 let state = reply.text()?;
-                state.parse().map(Finished::Ended).map_err(|_| Error::Protocol {
-                    script: "finish",
-                    detail: format!("unknown state {state:?}"),
-                })
+                state
+                    .parse()
+                    .map(Finished::Ended)
+                    .map_err(|_| Error::Protocol {
+                        script: "finish",
+                        detail: format!("unknown state {state:?}"),
+                    })
             }
             "RETRY" => Ok(Finished::Retrying {
                 attempt: reply.int()?,
                 not_before: reply.int()?,
             }),
-            status => Err(self.refusal("finish", Op::Finish, lease.job.as_str(), Some(outcome.state()), status, reply)),
+            status => Err(self.refusal(
+                "finish",
+                Op::Finish,
+                lease.job.as_str(),
+                Some(outcome.state()),
+                status,
+                reply,
+            )),
         }
     }
 
@@ -583,7 +649,14 @@ impl Queue {
                     detail: format!("unknown state {state:?}"),
                 })
             }
-            status => Err(self.refusal("release", Op::Release, lease.job.as_str(), Some(JobState::Queued), status, reply)),
+            status => Err(self.refusal(
+                "release",
+                Op::Release,
+                lease.job.as_str(),
+                Some(JobState::Queued),
+                status,
+                reply,
+            )),
         }
     }
 
@@ -592,7 +665,13 @@ impl Queue {
         let mut conn = self.conn().await?;
         let key = self.keys.job(job);
         let (pipeline, resource): (Option<String>, Option<String>) = self
-            .timed(redis::cmd("HMGET").arg(&key).arg("pipeline").arg("resource").query_async(&mut conn))
+            .timed(
+                redis::cmd("HMGET")
+                    .arg(&key)
+                    .arg("pipeline")
+                    .arg("resource")
+                    .query_async(&mut conn),
+            )
             .await?;
         let pipeline = pipeline.ok_or_else(|| Error::NotFound {
             queue: self.name().to_owned(),
@@ -640,7 +719,14 @@ impl Queue {
                 state: parse_state(&mut reply)?,
                 reason: reply.text()?,
             }),
-            status => Err(self.refusal("cancel", Op::Cancel, job.as_str(), Some(JobState::Cancelled), status, &mut reply)),
+            status => Err(self.refusal(
+                "cancel",
+                Op::Cancel,
+                job.as_str(),
+                Some(JobState::Cancelled),
+                status,
+                &mut reply,
+            )),
         }
     }
 
@@ -706,19 +792,34 @@ impl Queue {
                 job: job.to_string(),
                 holder: reply.text()?,
             }),
-            status => Err(self.refusal("retry", Op::Retry, job.as_str(), Some(JobState::Queued), status, &mut reply)),
+            status => Err(self.refusal(
+                "retry",
+                Op::Retry,
+                job.as_str(),
+                Some(JobState::Queued),
+                status,
+                &mut reply,
+            )),
         }
     }
 
     /// Operator decision on a STALE job: FAILED, CANCELLED or SUCCEEDED, with a reason.
-    pub async fn resolve(&self, job: &JobId, as_state: JobState, by: &str, reason: &str) -> Result<()> {
+    pub async fn resolve(
+        &self,
+        job: &JobId,
+        as_state: JobState,
+        by: &str,
+        reason: &str,
+    ) -> Result<()> {
         if !as_state.is_terminal() {
             return Err(Error::InvalidArgument(format!(
                 "a STALE job resolves to SUCCEEDED, FAILED or CANCELLED, not {as_state}"
             )));
         }
         if reason.trim().is_empty() {
-            return Err(Error::InvalidArgument("resolving a STALE job needs a reason".into()));
+            return Err(Error::InvalidArgument(
+                "resolving a STALE job needs a reason".into(),
+            ));
         }
         let (_, resource) = self.routing(job.as_str()).await?;
         let mut inv = self.invocation(&scripts::RESOLVE);
@@ -734,7 +835,14 @@ impl Queue {
         let mut reply = Reply::new("resolve", self.invoke(&inv).await?)?;
         match reply.text()?.as_str() {
             "OK" => Ok(()),
-            status => Err(self.refusal("resolve", Op::Resolve, job.as_str(), Some(as_state), status, &mut reply)),
+            status => Err(self.refusal(
+                "resolve",
+                Op::Resolve,
+                job.as_str(),
+                Some(as_state),
+                status,
+                &mut reply,
+            )),
         }
     }
 
@@ -755,7 +863,12 @@ impl Queue {
     pub async fn take_cleanups(&self, n: usize) -> Result<Vec<JobId>> {
         let mut conn = self.conn().await?;
         let ids: Option<Vec<String>> = self
-            .timed(redis::cmd("LPOP").arg(self.keys.cleanup()).arg(n.max(1)).query_async(&mut conn))
+            .timed(
+                redis::cmd("LPOP")
+                    .arg(self.keys.cleanup())
+                    .arg(n.max(1))
+                    .query_async(&mut conn),
+            )
             .await?;
         ids.unwrap_or_default()
             .iter()
@@ -766,7 +879,9 @@ impl Queue {
     /// Puts a job back on the cleanup list (for a worker that serves its pipeline).
     pub async fn return_cleanup(&self, id: &JobId) -> Result<()> {
         let mut conn = self.conn().await?;
-        let _: i64 = self.timed(conn.rpush(self.keys.cleanup(), id.as_str())).await?;
+        let _: i64 = self
+            .timed(conn.rpush(self.keys.cleanup(), id.as_str()))
+            .await?;
         Ok(())
     }
 
@@ -800,7 +915,10 @@ pub(crate) fn read_leased(reply: &mut Reply, ttl: Duration) -> Result<Leased> {
             last_step: reply.opt_text()?,
             last_output: reply.opt_text()?,
             ttl,
-            not_before: reply.opt_text()?.and_then(|t| t.parse().ok()).unwrap_or(now),
+            not_before: reply
+                .opt_text()?
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(now),
         });
     }
     Ok(Leased {

@@ -144,7 +144,8 @@ impl Queue {
         }
         let keys = self.keys();
         let mut inv = self.invocation(&scripts::SETTLE);
-        let (worker, pipelines, n) = lease.map_or(("", &[][..], 0), |l| (l.worker, l.pipelines, l.n));
+        let (worker, pipelines, n) =
+            lease.map_or(("", &[][..], 0), |l| (l.worker, l.pipelines, l.n));
         inv.arg(worker)
             .arg(millis(ttl))
             .arg(lock_ttl(ttl))
@@ -253,14 +254,18 @@ impl Queue {
         for op in ops {
             let item = items.next().unwrap_or(Value::Nil);
             let reply = Reply::new("settle", item).and_then(|mut r| match op {
-                HolderOp::Start { lease, .. } => self.read_started(lease, &mut r).map(HolderReply::Started),
-                HolderOp::Checkpoint { lease, .. } => {
-                    self.read_checkpointed(lease, &mut r).map(HolderReply::Checkpointed)
+                HolderOp::Start { lease, .. } => {
+                    self.read_started(lease, &mut r).map(HolderReply::Started)
                 }
-                HolderOp::Finish { lease, outcome, .. } => {
-                    self.read_finished(lease, outcome, &mut r).map(HolderReply::Finished)
+                HolderOp::Checkpoint { lease, .. } => self
+                    .read_checkpointed(lease, &mut r)
+                    .map(HolderReply::Checkpointed),
+                HolderOp::Finish { lease, outcome, .. } => self
+                    .read_finished(lease, outcome, &mut r)
+                    .map(HolderReply::Finished),
+                HolderOp::Release { lease } => {
+                    self.read_released(lease, &mut r).map(HolderReply::Released)
                 }
-                HolderOp::Release { lease } => self.read_released(lease, &mut r).map(HolderReply::Released),
             });
             replies.push(reply);
         }

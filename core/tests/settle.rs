@@ -24,16 +24,26 @@ fn evalsha_calls(srv: &RedisServer) -> u64 {
 #[tokio::test]
 async fn settle_starts_checkpoints_finishes_and_leases_in_one_call_each() {
     let srv = RedisServer::start();
-    let q = Queue::connect(&srv.url(), "s", QueueConfig::default()).await.unwrap();
+    let q = Queue::connect(&srv.url(), "s", QueueConfig::default())
+        .await
+        .unwrap();
     let jobs: Vec<NewJob> = (0..25)
         .map(|i| {
             let job = NewJob::from_json("p", format!("{{\"i\":{i}}}"));
-            if i % 5 == 0 { job.resource("r") } else { job }
+            if i % 5 == 0 {
+                job.resource("r")
+            } else {
+                job
+            }
         })
         .collect();
     q.enqueue_bulk(jobs).await.unwrap();
     q.load_scripts().await.unwrap();
-    let req = LeaseRequest { worker: "w1", pipelines: &["p"], n: 10 };
+    let req = LeaseRequest {
+        worker: "w1",
+        pipelines: &["p"],
+        n: 10,
+    };
 
     srv.cmd(&["CONFIG", "RESETSTAT"]);
     let first = q.settle(&[], Some(req), TTL).await.unwrap();
@@ -42,21 +52,45 @@ async fn settle_starts_checkpoints_finishes_and_leases_in_one_call_each() {
     assert_eq!(first.leased.leases.len(), 10);
     let leases = first.leased.leases;
 
-    let starts: Vec<HolderOp> = leases.iter().map(|l| HolderOp::Start { lease: l, first_step: "a" }).collect();
+    let starts: Vec<HolderOp> = leases
+        .iter()
+        .map(|l| HolderOp::Start {
+            lease: l,
+            first_step: "a",
+        })
+        .collect();
     let started = q.settle(&starts, None, TTL).await.unwrap();
-    assert!(started.replies.iter().all(|r| matches!(r, Ok(HolderReply::Started(Started::Running)))));
+    assert!(started
+        .replies
+        .iter()
+        .all(|r| matches!(r, Ok(HolderReply::Started(Started::Running)))));
 
     // checkpoint one, finish the rest with their last step, and lease more: one call
-    let mut ops = vec![HolderOp::Checkpoint { lease: &leases[0], step: "a", output: "1", next_step: Some("b") }];
+    let mut ops = vec![HolderOp::Checkpoint {
+        lease: &leases[0],
+        step: "a",
+        output: "1",
+        next_step: Some("b"),
+    }];
     for l in &leases[1..] {
-        ops.push(HolderOp::Finish { lease: l, outcome: &Outcome::Succeeded, last_step: Some(("a", "\"done\"")) });
+        ops.push(HolderOp::Finish {
+            lease: l,
+            outcome: &Outcome::Succeeded,
+            last_step: Some(("a", "\"done\"")),
+        });
     }
     srv.cmd(&["CONFIG", "RESETSTAT"]);
     let settled = q.settle(&ops, Some(req), TTL).await.unwrap();
     assert_eq!(evalsha_calls(&srv), 1);
-    assert_eq!(settled.replies[0].as_ref().unwrap(), &HolderReply::Checkpointed(None));
+    assert_eq!(
+        settled.replies[0].as_ref().unwrap(),
+        &HolderReply::Checkpointed(None)
+    );
     for r in &settled.replies[1..] {
-        assert_eq!(r.as_ref().unwrap(), &HolderReply::Finished(Finished::Ended(JobState::Succeeded)));
+        assert_eq!(
+            r.as_ref().unwrap(),
+            &HolderReply::Finished(Finished::Ended(JobState::Succeeded))
+        );
     }
     assert!(!settled.leased.leases.is_empty());
     for l in &leases[1..] {
@@ -73,38 +107,107 @@ async fn settle_starts_checkpoints_finishes_and_leases_in_one_call_each() {
 #[tokio::test]
 async fn a_refused_operation_does_not_affect_the_others_in_the_batch() {
     let srv = RedisServer::start();
-    let q = Queue::connect(&srv.url(), "s", QueueConfig::default()).await.unwrap();
-    q.enqueue_bulk((0..3).map(|i| NewJob::from_json("p", format!("{i}"))).collect()).await.unwrap();
+    let q = Queue::connect(&srv.url(), "s", QueueConfig::default())
+        .await
+        .unwrap();
+    q.enqueue_bulk(
+        (0..3)
+            .map(|i| NewJob::from_json("p", format!("{i}")))
+            .collect(),
+    )
+    .await
+    .unwrap();
     let leases = q.lease("w1", &["p"], 3, TTL).await.unwrap().leases;
     let mut forged = leases[1].clone();
     forged.token = "not-the-token".into();
     let ops = [
-        HolderOp::Start { lease: &leases[0], first_step: "a" },
-        HolderOp::Start { lease: &forged, first_step: "a" },
+        HolderOp::Start {
+            lease: &leases[0],
+            first_step: "a",
+        },
+        HolderOp::Start {
+            lease: &forged,
+            first_step: "a",
+        },
         HolderOp::Release { lease: &leases[2] },
         // finishing a LEASED job as SUCCEEDED is not a move the table has
-        HolderOp::Finish { lease: &leases[1], outcome: &Outcome::Succeeded, last_step: None },
+        HolderOp::Finish {
+            lease: &leases[1],
+            outcome: &Outcome::Succeeded,
+            last_step: None,
+        },
     ];
     let settled = q.settle(&ops, None, TTL).await.unwrap();
-    assert!(matches!(settled.replies[0], Ok(HolderReply::Started(Started::Running))));
-    assert!(matches!(settled.replies[1], Err(Error::LeaseLost { state: JobState::Leased, .. })), "{:?}", settled.replies[1]);
-    assert_eq!(settled.replies[2].as_ref().unwrap(), &HolderReply::Released(JobState::Queued));
-    assert!(matches!(settled.replies[3], Err(Error::Refused { state: JobState::Leased, .. })), "{:?}", settled.replies[3]);
-    assert_eq!(q.job(&leases[1].job).await.unwrap().unwrap().state, JobState::Leased);
-    assert_eq!(q.job(&leases[2].job).await.unwrap().unwrap().state, JobState::Queued);
+    assert!(matches!(
+        settled.replies[0],
+        Ok(HolderReply::Started(Started::Running))
+    ));
+    assert!(
+        matches!(
+            settled.replies[1],
+            Err(Error::LeaseLost {
+                state: JobState::Leased,
+                ..
+            })
+        ),
+        "{:?}",
+        settled.replies[1]
+    );
+    assert_eq!(
+        settled.replies[2].as_ref().unwrap(),
+        &HolderReply::Released(JobState::Queued)
+    );
+    assert!(
+        matches!(
+            settled.replies[3],
+            Err(Error::Refused {
+                state: JobState::Leased,
+                ..
+            })
+        ),
+        "{:?}",
+        settled.replies[3]
+    );
+    assert_eq!(
+        q.job(&leases[1].job).await.unwrap().unwrap().state,
+        JobState::Leased
+    );
+    assert_eq!(
+        q.job(&leases[2].job).await.unwrap().unwrap().state,
+        JobState::Queued
+    );
 }
 
 #[tokio::test]
 async fn a_cancel_pending_is_reported_by_a_batched_checkpoint() {
     let srv = RedisServer::start();
-    let q = Queue::connect(&srv.url(), "s", QueueConfig::default()).await.unwrap();
+    let q = Queue::connect(&srv.url(), "s", QueueConfig::default())
+        .await
+        .unwrap();
     let id = q.enqueue(NewJob::from_json("p", "{}")).await.unwrap().id;
-    let lease = q.lease("w1", &["p"], 1, TTL).await.unwrap().leases.remove(0);
+    let lease = q
+        .lease("w1", &["p"], 1, TTL)
+        .await
+        .unwrap()
+        .leases
+        .remove(0);
     q.start(&lease, "a").await.unwrap();
     q.cancel(&id, "stop", "op").await.unwrap();
     let settled = q
-        .settle(&[HolderOp::Checkpoint { lease: &lease, step: "a", output: "{}", next_step: Some("b") }], None, TTL)
+        .settle(
+            &[HolderOp::Checkpoint {
+                lease: &lease,
+                step: "a",
+                output: "{}",
+                next_step: Some("b"),
+            }],
+            None,
+            TTL,
+        )
         .await
         .unwrap();
-    assert_eq!(settled.replies[0].as_ref().unwrap(), &HolderReply::Checkpointed(Some("stop".into())));
+    assert_eq!(
+        settled.replies[0].as_ref().unwrap(),
+        &HolderReply::Checkpointed(Some("stop".into()))
+    );
 }

@@ -28,7 +28,10 @@ impl std::str::FromStr for Step {
             .iter()
             .copied()
             .find(|x| x.name() == s)
-            .ok_or(UnknownStep { pipeline: "math", name: s.into() })
+            .ok_or(UnknownStep {
+                pipeline: "math",
+                name: s.into(),
+            })
     }
 }
 
@@ -58,12 +61,23 @@ impl Pipeline for Math {
     type Step = Step;
     const NAME: &'static str = "math";
     const STEPS: &'static [StepSpec] = &[
-        StepSpec { name: "double", timeout: None, retry: None },
-        StepSpec { name: "add", timeout: Some(Duration::from_secs(5)), retry: None },
+        StepSpec {
+            name: "double",
+            timeout: None,
+            retry: None,
+        },
+        StepSpec {
+            name: "add",
+            timeout: Some(Duration::from_secs(5)),
+            retry: None,
+        },
     ];
     fn options() -> PipelineOptions {
         PipelineOptions {
-            retry: RetryPolicy { initial_backoff: Duration::from_millis(10), ..RetryPolicy::exponential(2) },
+            retry: RetryPolicy {
+                initial_backoff: Duration::from_millis(10),
+                ..RetryPolicy::exponential(2)
+            },
             ..PipelineOptions::default()
         }
     }
@@ -78,7 +92,10 @@ impl Pipeline for Math {
             match index {
                 0 => Ok((input.n * 2).to_string()),
                 _ => {
-                    let prev: i64 = previous.unwrap_or("0").parse().map_err(StepError::permanent)?;
+                    let prev: i64 = previous
+                        .unwrap_or("0")
+                        .parse()
+                        .map_err(StepError::permanent)?;
                     if input.fail_first && ctx.attempt() == 1 {
                         return Err(StepError::retryable("transient"));
                     }
@@ -92,12 +109,27 @@ impl Pipeline for Math {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_runs_jobs_retries_and_shuts_down() {
     let srv = RedisServer::start();
-    let client = Client::connect(&srv.url(), QueueConfig::default()).await.unwrap();
+    let client = Client::connect(&srv.url(), QueueConfig::default())
+        .await
+        .unwrap();
     let mut ids = Vec::new();
     for n in 0..20 {
-        ids.push(client.enqueue::<Math>(&Input { n, fail_first: n % 5 == 0 }).await.unwrap().id);
+        ids.push(
+            client
+                .enqueue::<Math>(&Input {
+                    n,
+                    fail_first: n % 5 == 0,
+                })
+                .await
+                .unwrap()
+                .id,
+        );
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let metrics_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let worker = Worker::builder(srv.url())
         .pipeline(Math)
@@ -141,10 +173,17 @@ async fn worker_runs_jobs_retries_and_shuts_down() {
     let scrape = http_get(metrics_addr, "/metrics").await;
     assert!(scrape.contains("leasehold_transitions_total{queue=\"math\",pipeline=\"math\",from=\"RUNNING\",to=\"SUCCEEDED\"} 20"), "{scrape}");
     assert!(scrape.contains("leasehold_step_duration_seconds_count{pipeline=\"math\",step=\"add\",outcome=\"failed\"} 4"), "{scrape}");
-    assert!(scrape.contains("leasehold_queue_wait_seconds_count"), "{scrape}");
+    assert!(
+        scrape.contains("leasehold_queue_wait_seconds_count"),
+        "{scrape}"
+    );
     assert_eq!(metrics.encode(), metrics.encode());
     tx.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(20), handle).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(20), handle)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
 }
 
 /// A bare HTTP/1.0 GET, enough for a metrics scrape.
@@ -175,10 +214,19 @@ async fn a_worker_built_on_a_pool_of_yours_blocks_on_a_connection_of_its_own() {
     let handle = tokio::spawn(worker.run_until(async {
         let _ = rx.await;
     }));
-    let client = Client::connect(&srv.url(), QueueConfig::default()).await.unwrap();
+    let client = Client::connect(&srv.url(), QueueConfig::default())
+        .await
+        .unwrap();
     let queue = client.queue_for::<Math>().unwrap();
     // the worker is idle and blocked; an enqueue wakes it
-    let id = client.enqueue::<Math>(&Input { n: 20, fail_first: false }).await.unwrap().id;
+    let id = client
+        .enqueue::<Math>(&Input {
+            n: 20,
+            fail_first: false,
+        })
+        .await
+        .unwrap()
+        .id;
     wait_until_async(Duration::from_secs(10), "the job succeeded", || {
         let queue = queue.clone();
         let id = id.clone();
@@ -193,5 +241,9 @@ async fn a_worker_built_on_a_pool_of_yours_blocks_on_a_connection_of_its_own() {
     };
     assert!(clients.contains("cmd=blpop"), "{clients}");
     tx.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(20), handle).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(20), handle)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
 }

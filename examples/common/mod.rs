@@ -24,7 +24,8 @@ impl ExampleRedis {
             });
         }
         let dir = std::env::temp_dir().join(format!("leasehold-example-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let socket = dir.join("redis.sock");
         let child = Command::new("redis-server")
             .args(["--port", "0", "--save", "", "--appendonly", "no"])
@@ -50,7 +51,10 @@ impl ExampleRedis {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        println!("started a throwaway redis-server (pid {}) at {url}", child.id());
+        println!(
+            "started a throwaway redis-server (pid {}) at {url}",
+            child.id()
+        );
         Ok(ExampleRedis {
             url,
             child: Some(child),

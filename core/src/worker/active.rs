@@ -98,7 +98,8 @@ impl ActiveJob {
 
     /// Counts a transition of this job in the metrics.
     pub(crate) fn count(&self, from: &str, to: &str) {
-        self.metrics.transition(&self.queue, &self.lease.pipeline, from, to);
+        self.metrics
+            .transition(&self.queue, &self.lease.pipeline, from, to);
     }
 
     /// The metric labels of this job.

@@ -52,17 +52,29 @@ pub(crate) async fn run(hb: Heartbeat) {
             for queue in &hb.queues {
                 match queue.sweep(hb.sweep_batch).await {
                     Ok(r) if !r.moves.is_empty() || r.unparked > 0 => {
-                        for (to, n) in [("QUEUED", r.requeued), ("CANCELLED", r.cancelled), ("STALE", r.stale)] {
+                        for (to, n) in [
+                            ("QUEUED", r.requeued),
+                            ("CANCELLED", r.cancelled),
+                            ("STALE", r.stale),
+                        ] {
                             if n > 0 {
                                 hb.shared
                                     .metrics
                                     .sweeper_recoveries
-                                    .get_or_create(&RecoveryLabels { queue: queue.name().to_owned(), to: to.to_owned() })
+                                    .get_or_create(&RecoveryLabels {
+                                        queue: queue.name().to_owned(),
+                                        to: to.to_owned(),
+                                    })
                                     .inc_by(n);
                             }
                         }
                         for m in &r.moves {
-                            hb.shared.metrics.transition(queue.name(), "", m.from.as_str(), m.to.as_str());
+                            hb.shared.metrics.transition(
+                                queue.name(),
+                                "",
+                                m.from.as_str(),
+                                m.to.as_str(),
+                            );
                         }
                         info!(
                             queue = %queue.name(), requeued = r.requeued, cancelled = r.cancelled,
@@ -82,17 +94,24 @@ pub(crate) async fn run(hb: Heartbeat) {
 async fn renew_all(hb: &Heartbeat) {
     let active = hb.shared.active.snapshot();
     for queue in &hb.queues {
-        let mine: Vec<_> = active.iter().filter(|a| a.queue == queue.name() && !a.is_lost()).collect();
+        let mine: Vec<_> = active
+            .iter()
+            .filter(|a| a.queue == queue.name() && !a.is_lost())
+            .collect();
         for chunk in mine.chunks(500) {
             let leases: Vec<&Lease> = chunk.iter().map(|a| a.lease.as_ref()).collect();
             let sent_at = Instant::now();
             match queue.renew(&leases).await {
                 Ok(statuses) => {
-                    let labels = QueueLabels { queue: queue.name().to_owned() };
+                    let labels = QueueLabels {
+                        queue: queue.name().to_owned(),
+                    };
                     let metrics = &hb.shared.metrics;
                     for (job, status) in chunk.iter().zip(statuses) {
                         match &status {
-                            Renewal::Lost { .. } => metrics.leases_lost.get_or_create(&labels).inc(),
+                            Renewal::Lost { .. } => {
+                                metrics.leases_lost.get_or_create(&labels).inc()
+                            }
                             _ => metrics.lease_renewals.get_or_create(&labels).inc(),
                         };
                         match status {
@@ -126,9 +145,13 @@ async fn renew_all(hb: &Heartbeat) {
             hb.shared
                 .metrics
                 .leases_lost
-                .get_or_create(&QueueLabels { queue: job.queue.clone() })
+                .get_or_create(&QueueLabels {
+                    queue: job.queue.clone(),
+                })
                 .inc();
-            job.stop(StopWhy::Lost("lease expired without a renewal (cut off from Redis)".into()));
+            job.stop(StopWhy::Lost(
+                "lease expired without a renewal (cut off from Redis)".into(),
+            ));
         }
     }
 }
@@ -152,12 +175,24 @@ async fn register(hb: &Heartbeat, started: u128) {
         "shutting_down": hb.shared.stop_leasing.is_cancelled(),
     })
     .to_string();
-    let ttl = u64::try_from((hb.every * 3).as_millis()).unwrap_or(u64::MAX).max(1000);
+    let ttl = u64::try_from((hb.every * 3).as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1000);
     for queue in &hb.queues {
-        let Ok(mut conn) = queue.pool().get().await else { continue };
+        let Ok(mut conn) = queue.pool().get().await else {
+            continue;
+        };
         let result: redis::RedisResult<()> = redis::pipe()
-            .cmd("SET").arg(worker_key(queue, &hb.shared.id)).arg(&info).arg("PX").arg(ttl).ignore()
-            .cmd("SADD").arg(workers_key(queue)).arg(&hb.shared.id).ignore()
+            .cmd("SET")
+            .arg(worker_key(queue, &hb.shared.id))
+            .arg(&info)
+            .arg("PX")
+            .arg(ttl)
+            .ignore()
+            .cmd("SADD")
+            .arg(workers_key(queue))
+            .arg(&hb.shared.id)
+            .ignore()
             .query_async(&mut conn)
             .await;
         if let Err(e) = result {
@@ -168,10 +203,17 @@ async fn register(hb: &Heartbeat, started: u128) {
 
 async fn deregister(hb: &Heartbeat) {
     for queue in &hb.queues {
-        let Ok(mut conn) = queue.pool().get().await else { continue };
+        let Ok(mut conn) = queue.pool().get().await else {
+            continue;
+        };
         let _: redis::RedisResult<()> = redis::pipe()
-            .cmd("DEL").arg(worker_key(queue, &hb.shared.id)).ignore()
-            .cmd("SREM").arg(workers_key(queue)).arg(&hb.shared.id).ignore()
+            .cmd("DEL")
+            .arg(worker_key(queue, &hb.shared.id))
+            .ignore()
+            .cmd("SREM")
+            .arg(workers_key(queue))
+            .arg(&hb.shared.id)
+            .ignore()
             .query_async(&mut conn)
             .await;
     }

@@ -9,15 +9,15 @@ use futures_util::FutureExt;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use super::active::{ActiveJob, StopWhy};
+use super::lease_loop::{Request, Settler};
 use super::runner::{AnyInput, Runner};
 use super::Shared;
 use crate::error::Error;
 use crate::lease::{Finished, Lease, Outcome, Started};
 use crate::pipeline::{CleanupContext, CleanupReason, StepContext, StepError};
-use super::lease_loop::{Request, Settler};
 use crate::queue::Queue;
-use crate::settle::HolderReply;
 use crate::record::AttemptError;
+use crate::settle::HolderReply;
 
 /// How a step run ended.
 enum StepRun {
@@ -54,7 +54,9 @@ where
             Err(e) => {
                 if active.is_lost() || active.expired_locally(std::time::Instant::now()) {
                     warn!(error = %e, "{what}: Redis unreachable past the lease deadline; giving up on this attempt");
-                    active.stop(StopWhy::Lost(format!("cut off from Redis past the lease deadline: {e}")));
+                    active.stop(StopWhy::Lost(format!(
+                        "cut off from Redis past the lease deadline: {e}"
+                    )));
                     return Err(Gone::Lost);
                 }
                 warn!(error = %e, retry_in = ?backoff, "{what} failed; retrying");
@@ -70,7 +72,13 @@ fn unit_random() -> f64 {
     (uuid::Uuid::new_v4().as_u128() >> 75) as f64 / (1u64 << 53) as f64
 }
 
-pub(crate) async fn run(shared: Arc<Shared>, runner: Arc<dyn Runner>, queue: Queue, settler: Settler, lease: Lease) {
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    runner: Arc<dyn Runner>,
+    queue: Queue,
+    settler: Settler,
+    lease: Lease,
+) {
     let active = ActiveJob::new(
         lease,
         queue.name().to_owned(),
@@ -79,7 +87,11 @@ pub(crate) async fn run(shared: Arc<Shared>, runner: Arc<dyn Runner>, queue: Que
         shared.metrics.clone(),
     );
     shared.active.insert(active.clone());
-    let gauge = shared.metrics.jobs_active.get_or_create(&active.labels()).clone();
+    let gauge = shared
+        .metrics
+        .jobs_active
+        .get_or_create(&active.labels())
+        .clone();
     gauge.inc();
     let span = info_span!(
         "job",
@@ -112,7 +124,12 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: 
             .iter()
             .position(|s| s.name == name)
             .map(|i| i + 1)
-            .ok_or_else(|| format!("the last completed step {name:?} is not a step of pipeline {}", runner.name())),
+            .ok_or_else(|| {
+                format!(
+                    "the last completed step {name:?} is not a step of pipeline {}",
+                    runner.name()
+                )
+            }),
     };
     let first = start_index
         .as_ref()
@@ -126,14 +143,32 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: 
             info!(%reason, "cancelled before it started (phase A)");
             // nothing ran in this attempt: cleanup only if an earlier attempt left work behind
             if let Ok(input) = runner.decode(&lease.input) {
-                run_cleanup(runner, active, input.as_ref(), CleanupReason::Cancelled { reason }, None, false).await;
+                run_cleanup(
+                    runner,
+                    active,
+                    input.as_ref(),
+                    CleanupReason::Cancelled { reason },
+                    None,
+                    false,
+                )
+                .await;
             }
             return;
         }
         Ok(Started::Running) => active.count("LEASED", "RUNNING"),
     }
     let fail_permanently = |error: StepError| async move {
-        finish(queue, active, Outcome::Failed { error: attempt_error(&error), backoff: Duration::ZERO, cleanup_needed: false }, None).await;
+        finish(
+            queue,
+            active,
+            Outcome::Failed {
+                error: attempt_error(&error),
+                backoff: Duration::ZERO,
+                cleanup_needed: false,
+            },
+            None,
+        )
+        .await;
     };
     let start_index = match start_index {
         Ok(i) => i,
@@ -150,28 +185,58 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: 
         }
     };
     let mut previous = lease.last_output.clone();
-    let mut last_completed: Option<&'static str> = start_index.checked_sub(1).map(|i| steps[i].name);
+    let mut last_completed: Option<&'static str> =
+        start_index.checked_sub(1).map(|i| steps[i].name);
 
     for (index, spec) in steps.iter().enumerate().skip(start_index) {
         // phase A: check at the step boundary
         if let Some(why) = active.why() {
-            end_stopped(runner, queue, active, input.as_ref(), why, last_completed, false).await;
+            end_stopped(
+                runner,
+                queue,
+                active,
+                input.as_ref(),
+                why,
+                last_completed,
+                false,
+            )
+            .await;
             return;
         }
         if shared.stop_at_boundary.is_cancelled() {
             let reason = match last_completed {
-                Some(step) => format!("worker shutting down: stopped at the step boundary after {step}"),
+                Some(step) => {
+                    format!("worker shutting down: stopped at the step boundary after {step}")
+                }
                 None => "worker shutting down: stopped before the first step".to_owned(),
             };
-            finish(queue, active, Outcome::Interrupted { reason, cleanup_needed: false }, None).await;
+            finish(
+                queue,
+                active,
+                Outcome::Interrupted {
+                    reason,
+                    cleanup_needed: false,
+                },
+                None,
+            )
+            .await;
             return;
         }
         let ctx = StepContext::new(active.shared.clone(), spec.name);
         let step_span = info_span!("step", step = spec.name, index);
         let started = std::time::Instant::now();
-        let run = run_step(shared, runner, active, index, &ctx, input.as_ref(), previous.as_deref(), spec.timeout)
-            .instrument(step_span)
-            .await;
+        let run = run_step(
+            shared,
+            runner,
+            active,
+            index,
+            &ctx,
+            input.as_ref(),
+            previous.as_deref(),
+            spec.timeout,
+        )
+        .instrument(step_span)
+        .await;
         let outcome = match &run {
             StepRun::Done(_) => "ok",
             StepRun::Failed(_) => "failed",
@@ -195,7 +260,11 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: 
                     finish(queue, active, Outcome::Succeeded, Some((spec.name, output))).await;
                     return;
                 }
-                match holder_call(active, "checkpoint", || queue.checkpoint(lease, spec.name, &output, next)).await {
+                match holder_call(active, "checkpoint", || {
+                    queue.checkpoint(lease, spec.name, &output, next)
+                })
+                .await
+                {
                     Err(Gone::Lost) => return,
                     Ok(Some(reason)) => active.stop(StopWhy::Cancel(reason)),
                     Ok(None) => {}
@@ -207,7 +276,16 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: 
             StepRun::Failed(error) => {
                 // a step that gave up because it saw a cancel is a cancelled attempt, cut mid-way
                 if let Some(why) = active.why() {
-                    end_stopped(runner, queue, active, input.as_ref(), why, last_completed, true).await;
+                    end_stopped(
+                        runner,
+                        queue,
+                        active,
+                        input.as_ref(),
+                        why,
+                        last_completed,
+                        true,
+                    )
+                    .await;
                     return;
                 }
                 let policy = spec.retry.unwrap_or(runner.options().retry);
@@ -217,12 +295,39 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: 
                 let mut recorded = attempt_error(&error);
                 recorded.retryable = retryable;
                 recorded.message = format!("step {} failed: {}", spec.name, error.message);
-                finish(queue, active, Outcome::Failed { error: recorded, backoff, cleanup_needed: false }, None).await;
-                run_cleanup(runner, active, input.as_ref(), CleanupReason::Failed(error), last_completed, false).await;
+                finish(
+                    queue,
+                    active,
+                    Outcome::Failed {
+                        error: recorded,
+                        backoff,
+                        cleanup_needed: false,
+                    },
+                    None,
+                )
+                .await;
+                run_cleanup(
+                    runner,
+                    active,
+                    input.as_ref(),
+                    CleanupReason::Failed(error),
+                    last_completed,
+                    false,
+                )
+                .await;
                 return;
             }
             StepRun::Stopped(why) => {
-                end_stopped(runner, queue, active, input.as_ref(), why, last_completed, true).await;
+                end_stopped(
+                    runner,
+                    queue,
+                    active,
+                    input.as_ref(),
+                    why,
+                    last_completed,
+                    true,
+                )
+                .await;
                 return;
             }
         }
@@ -254,36 +359,89 @@ async fn end_stopped(
         }
         StopWhy::Shutdown => {
             let reason = match last_completed {
-                Some(step) => format!("worker shut down past its grace period; last completed step {step}"),
-                None => "worker shut down past its grace period before any step completed".to_owned(),
+                Some(step) => {
+                    format!("worker shut down past its grace period; last completed step {step}")
+                }
+                None => {
+                    "worker shut down past its grace period before any step completed".to_owned()
+                }
             };
-            finish(queue, active, Outcome::Interrupted { reason: reason.clone(), cleanup_needed: cut }, None).await;
+            finish(
+                queue,
+                active,
+                Outcome::Interrupted {
+                    reason: reason.clone(),
+                    cleanup_needed: cut,
+                },
+                None,
+            )
+            .await;
             if cut {
                 // a step was cut mid-way and the attempt ended FAILED (kind `interrupted`):
                 // the cleanup hook is told, as after any failed attempt
                 let error = StepError::retryable(reason).with_kind("interrupted");
-                run_cleanup(runner, active, input, CleanupReason::Failed(error), last_completed, cut).await;
+                run_cleanup(
+                    runner,
+                    active,
+                    input,
+                    CleanupReason::Failed(error),
+                    last_completed,
+                    cut,
+                )
+                .await;
             }
         }
         StopWhy::Cancel(reason) => {
             info!(%reason, cut, "cancel honoured");
-            finish(queue, active, Outcome::Cancelled { reason: reason.clone(), cleanup_needed: cut }, None).await;
-            run_cleanup(runner, active, input, CleanupReason::Cancelled { reason }, last_completed, cut).await;
+            finish(
+                queue,
+                active,
+                Outcome::Cancelled {
+                    reason: reason.clone(),
+                    cleanup_needed: cut,
+                },
+                None,
+            )
+            .await;
+            run_cleanup(
+                runner,
+                active,
+                input,
+                CleanupReason::Cancelled { reason },
+                last_completed,
+                cut,
+            )
+            .await;
         }
     }
 }
 
-async fn finish(queue: &Settler, active: &ActiveJob, outcome: Outcome, last_step: Option<(&'static str, String)>) {
+async fn finish(
+    queue: &Settler,
+    active: &ActiveJob,
+    outcome: Outcome,
+    last_step: Option<(&'static str, String)>,
+) {
     let lease = &active.lease;
-    match holder_call(active, "finish", || queue.finish(lease, &outcome, last_step.clone())).await {
+    match holder_call(active, "finish", || {
+        queue.finish(lease, &outcome, last_step.clone())
+    })
+    .await
+    {
         Ok(Finished::Ended(state)) => {
             active.count("RUNNING", state.as_str());
             info!(%state, "attempt ended")
         }
-        Ok(Finished::Retrying { attempt, not_before }) => {
+        Ok(Finished::Retrying {
+            attempt,
+            not_before,
+        }) => {
             active.count("RUNNING", "FAILED");
             active.count("FAILED", "QUEUED");
-            info!(next_attempt = attempt, not_before, "attempt failed; a new attempt is queued")
+            info!(
+                next_attempt = attempt,
+                not_before, "attempt failed; a new attempt is queued"
+            )
         }
         Err(Gone::Lost) => {}
     }
@@ -344,18 +502,27 @@ async fn run_step(
         }
     };
     tokio::pin!(timed);
-    let classify = |r: Option<Result<Result<String, StepError>, Box<dyn std::any::Any + Send>>>| match r {
-        Some(Ok(Ok(output))) => StepRun::Done(output),
-        Some(Ok(Err(error))) => StepRun::Failed(error),
-        Some(Err(panic)) => StepRun::Failed(
-            StepError::permanent(format!("step {} panicked: {}", ctx.step(), panic_message(panic.as_ref())))
+    let classify =
+        |r: Option<Result<Result<String, StepError>, Box<dyn std::any::Any + Send>>>| match r {
+            Some(Ok(Ok(output))) => StepRun::Done(output),
+            Some(Ok(Err(error))) => StepRun::Failed(error),
+            Some(Err(panic)) => StepRun::Failed(
+                StepError::permanent(format!(
+                    "step {} panicked: {}",
+                    ctx.step(),
+                    panic_message(panic.as_ref())
+                ))
                 .with_kind("panic"),
-        ),
-        None => StepRun::Failed(
-            StepError::retryable(format!("step {} timed out after {:?}", ctx.step(), timeout.unwrap_or_default()))
+            ),
+            None => StepRun::Failed(
+                StepError::retryable(format!(
+                    "step {} timed out after {:?}",
+                    ctx.step(),
+                    timeout.unwrap_or_default()
+                ))
                 .with_kind("timeout"),
-        ),
-    };
+            ),
+        };
     tokio::select! {
         r = &mut timed => classify(r),
         _ = active.token().cancelled() => {
@@ -377,7 +544,11 @@ async fn run_step(
 }
 
 /// Runs the cleanup hook of a STALE job an operator resolved as FAILED or CANCELLED.
-pub(crate) async fn cleanup_after_resolve(runner: &dyn Runner, queue: &Queue, id: &crate::id::JobId) {
+pub(crate) async fn cleanup_after_resolve(
+    runner: &dyn Runner,
+    queue: &Queue,
+    id: &crate::id::JobId,
+) {
     let job = match queue.job(id).await {
         Ok(Some(job)) => job,
         Ok(None) => return,

@@ -12,8 +12,8 @@ use tracing::{debug, warn};
 use super::runner::Runner;
 use super::{job, RedisSource, Shared};
 use crate::error::{Error, Result};
-use crate::metrics::{PipelineLabels, QueueLabels};
 use crate::lease::{Lease, Leased, Outcome};
+use crate::metrics::{PipelineLabels, QueueLabels};
 use crate::queue::Queue;
 use crate::settle::{HolderOp, HolderReply, LeaseRequest};
 
@@ -132,9 +132,9 @@ impl LeaseLoop {
                 };
                 let leasing = tx.is_some();
                 if leasing && idle && waiting.is_none() {
-                    let mut w = waiter
-                        .take()
-                        .unwrap_or_else(|| Waiter::new(&self.source, self.group.queue.keys().wake()));
+                    let mut w = waiter.take().unwrap_or_else(|| {
+                        Waiter::new(&self.source, self.group.queue.keys().wake())
+                    });
                     waiting = Some(tokio::spawn(async move {
                         w.wait(wait).await;
                         w
@@ -172,7 +172,11 @@ impl LeaseLoop {
                 .zip(&leases)
                 .map(|(p, lease)| match &p.request {
                     Request::Start { first_step } => HolderOp::Start { lease, first_step },
-                    Request::Checkpoint { step, output, next_step } => HolderOp::Checkpoint {
+                    Request::Checkpoint {
+                        step,
+                        output,
+                        next_step,
+                    } => HolderOp::Checkpoint {
                         lease,
                         step,
                         output,
@@ -229,7 +233,12 @@ impl LeaseLoop {
         }
     }
 
-    fn spawn_jobs(&self, settler: &Settler, leased: Leased, permits: &mut Vec<OwnedSemaphorePermit>) {
+    fn spawn_jobs(
+        &self,
+        settler: &Settler,
+        leased: Leased,
+        permits: &mut Vec<OwnedSemaphorePermit>,
+    ) {
         let metrics = &self.shared.metrics;
         if leased.parked > 0 {
             metrics
@@ -245,9 +254,18 @@ impl LeaseLoop {
                 pipeline: lease.pipeline.clone(),
             };
             let waited = (leased.now - lease.not_before).max(0) as f64 / 1000.0;
-            metrics.queue_wait_seconds.get_or_create(&labels).observe(waited);
+            metrics
+                .queue_wait_seconds
+                .get_or_create(&labels)
+                .observe(waited);
             metrics.transition(&labels.queue, &labels.pipeline, "QUEUED", "LEASED");
-            let Some(runner) = self.group.runners.iter().find(|r| r.name() == lease.pipeline).cloned() else {
+            let Some(runner) = self
+                .group
+                .runners
+                .iter()
+                .find(|r| r.name() == lease.pipeline)
+                .cloned()
+            else {
                 warn!(job = %lease.job, pipeline = %lease.pipeline, "leased a pipeline this worker does not serve");
                 continue;
             };
@@ -296,7 +314,9 @@ impl Waiter {
                 let config = AsyncConnectionConfig::new()
                     .set_connection_timeout(Some(Duration::from_secs(5)))
                     .set_response_timeout(Some(wait + Duration::from_secs(5)));
-                Ok(client.get_multiplexed_async_connection_with_config(&config).await?)
+                Ok(client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?)
             }
             RedisSource::Pool(pool) => {
                 // a new connection made by the pool's manager, never one of the pool's
@@ -322,7 +342,9 @@ impl Waiter {
                 }
             }
         }
-        let Some(conn) = self.conn.as_mut() else { return };
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
         let secs = wait.as_secs_f64().max(0.01);
         let reply: std::result::Result<Option<(String, String)>, Error> = redis::cmd("BLPOP")
             .arg(&self.key)

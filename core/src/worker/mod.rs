@@ -22,11 +22,11 @@ use tracing::{info, warn};
 use self::active::{ActiveJobs, StopWhy};
 use self::runner::{PipelineRunner, Runner};
 use crate::config::QueueConfig;
-use crate::metrics::Metrics;
-use std::net::SocketAddr;
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 use crate::pipeline::{queue_of, Pipeline};
 use crate::queue::{connect_pool, Queue};
+use std::net::SocketAddr;
 
 /// State shared by a worker's loops and job tasks.
 pub(crate) struct Shared {
@@ -73,7 +73,10 @@ impl std::fmt::Debug for WorkerBuilder {
         f.debug_struct("WorkerBuilder")
             .field("concurrency", &self.concurrency)
             .field("lease_ttl", &self.lease_ttl)
-            .field("pipelines", &self.runners.iter().map(|r| r.name()).collect::<Vec<_>>())
+            .field(
+                "pipelines",
+                &self.runners.iter().map(|r| r.name()).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -136,7 +139,8 @@ impl WorkerBuilder {
     }
     /// Serves pipeline `P`.
     pub fn pipeline<P: Pipeline>(mut self, pipeline: P) -> Self {
-        self.runners.push(Arc::new(PipelineRunner(Arc::new(pipeline))));
+        self.runners
+            .push(Arc::new(PipelineRunner(Arc::new(pipeline))));
         self
     }
     /// Serves pipeline `P`, shared with other code.
@@ -148,12 +152,17 @@ impl WorkerBuilder {
     /// Connects and returns the worker, ready to run.
     pub async fn build(self) -> Result<Worker> {
         if self.runners.is_empty() {
-            return Err(Error::InvalidArgument("a worker needs at least one pipeline".into()));
+            return Err(Error::InvalidArgument(
+                "a worker needs at least one pipeline".into(),
+            ));
         }
         let mut names: Vec<&str> = self.runners.iter().map(|r| r.name()).collect();
         names.sort_unstable();
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-            return Err(Error::InvalidArgument(format!("pipeline {} is served twice", w[0])));
+            return Err(Error::InvalidArgument(format!(
+                "pipeline {} is served twice",
+                w[0]
+            )));
         }
         let pool = match &self.source {
             RedisSource::Url(url) => connect_pool(url, &self.config)?,
@@ -173,10 +182,21 @@ impl WorkerBuilder {
         for ((queue, ttl), runners) in groups {
             let queue = probe.sibling(&queue)?;
             queue.load_scripts().await?;
-            lease_groups.push(lease_loop::LeaseGroup { queue, ttl, runners });
+            lease_groups.push(lease_loop::LeaseGroup {
+                queue,
+                ttl,
+                runners,
+            });
         }
-        let min_ttl = lease_groups.iter().map(|g| g.ttl).min().unwrap_or(self.lease_ttl);
-        let renew_interval = self.renew_interval.unwrap_or(min_ttl / 3).max(Duration::from_millis(10));
+        let min_ttl = lease_groups
+            .iter()
+            .map(|g| g.ttl)
+            .min()
+            .unwrap_or(self.lease_ttl);
+        let renew_interval = self
+            .renew_interval
+            .unwrap_or(min_ttl / 3)
+            .max(Duration::from_millis(10));
         Ok(Worker {
             id: instance_id(),
             source: self.source,
@@ -204,7 +224,13 @@ fn instance_id() -> String {
         .unwrap_or_else(|| "host".to_owned());
     let host: String = host
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     format!("{host}-{}-{}", std::process::id(), &suffix[..8])
@@ -228,7 +254,9 @@ pub struct Worker {
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("Worker")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -321,18 +349,30 @@ impl Worker {
         let runners: Vec<(String, Arc<dyn Runner>)> = self
             .groups
             .iter()
-            .flat_map(|g| g.runners.iter().map(|r| (g.queue.name().to_owned(), r.clone())))
+            .flat_map(|g| {
+                g.runners
+                    .iter()
+                    .map(|r| (g.queue.name().to_owned(), r.clone()))
+            })
             .collect();
-        let pipelines: Vec<&'static str> = self.groups.iter().flat_map(|g| g.runners.iter().map(|r| r.name())).collect();
+        let pipelines: Vec<&'static str> = self
+            .groups
+            .iter()
+            .flat_map(|g| g.runners.iter().map(|r| r.name()))
+            .collect();
         info!(worker = %self.id, ?pipelines, concurrency = self.concurrency, "worker starting");
         let slots = Arc::new(Semaphore::new(self.concurrency));
         let jobs = TaskTracker::new();
         let stop_background = CancellationToken::new();
         if let Some(addr) = self.metrics_addr {
             let stop = stop_background.clone();
-            crate::metrics::serve(addr, self.metrics.clone(), async move { stop.cancelled().await })
-                .await
-                .map_err(|e| Error::InvalidArgument(format!("cannot serve metrics on {addr}: {e}")))?;
+            crate::metrics::serve(
+                addr,
+                self.metrics.clone(),
+                async move { stop.cancelled().await },
+            )
+            .await
+            .map_err(|e| Error::InvalidArgument(format!("cannot serve metrics on {addr}: {e}")))?;
         }
         let mut loops = JoinSet::new();
         for group in self.groups {
@@ -366,15 +406,23 @@ impl Worker {
         shared.stop_at_boundary.cancel();
         // the lease loops keep settling for running jobs until every job task ended
         jobs.close();
-        let drained = tokio::time::timeout(self.shutdown_grace, jobs.wait()).await.is_ok();
+        let drained = tokio::time::timeout(self.shutdown_grace, jobs.wait())
+            .await
+            .is_ok();
         if !drained {
-            warn!(active = shared.active.len(), "shutdown grace over: interrupting running steps");
+            warn!(
+                active = shared.active.len(),
+                "shutdown grace over: interrupting running steps"
+            );
             for job in shared.active.snapshot() {
                 job.stop(StopWhy::Shutdown);
             }
             let bound = self.cancel_grace + Duration::from_secs(30);
             if tokio::time::timeout(bound, jobs.wait()).await.is_err() {
-                warn!(active = shared.active.len(), "some jobs did not end after being interrupted; leaving them to the sweeper");
+                warn!(
+                    active = shared.active.len(),
+                    "some jobs did not end after being interrupted; leaving them to the sweeper"
+                );
             }
         }
         let joined = tokio::time::timeout(Duration::from_secs(10), async {

@@ -3,7 +3,9 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::pipeline::{BoxFuture, CleanupContext, Pipeline, PipelineOptions, StepContext, StepError, StepSpec};
+use crate::pipeline::{
+    BoxFuture, CleanupContext, Pipeline, PipelineOptions, StepContext, StepError, StepSpec,
+};
 
 /// A decoded job input.
 pub(crate) type AnyInput = dyn Any + Send + Sync;

@@ -1,0 +1,120 @@
+//! The JSON API: the pages' data as the core's serde types, and `/metrics`.
+//!
+//! | path | answer |
+//! |---|---|
+//! | `GET /api/queues` | `[QueueStatus]` |
+//! | `GET /api/jobs?queue&state&pipeline&resource&worker&offset&limit` | `JobPage` |
+//! | `GET /api/jobs/{queue}/{id}` | `JobDetail` (lease token redacted) + `timeline` + `cancel_explained` |
+//! | `GET /api/jobs/{queue}/{id}/events` | `[Event]`, oldest first |
+//! | `GET /api/workers?queue` | `[{queue, live, pruned}]` |
+//! | `GET /api/locks?queue` | `[{queue, resource, ...}]` |
+//! | `GET /api/events?queue&job&limit` | `[Event]`, newest first |
+//! | `POST /api/jobs/{queue}/{id}/{cancel,retry,resolve}` | `ActionResult` (see `actions`) |
+//!
+//! Failures: `{"error", "message", "status"}` with 400, 401, 403, 404, 409, 503 or 500.
+
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use leasehold_core::{Event, JobDetail, JobPage, QueueStatus};
+use serde::Serialize;
+
+use super::data::{job_id, EventsParams, JobsParams, QueueLock, QueueParam, QueueWorkers};
+use super::error::{ApiError, DashError};
+use super::Shared;
+use crate::render::{self, Moment};
+
+type Api<T> = Result<Json<T>, ApiError>;
+
+/// `GET /api/queues`.
+pub async fn queues(State(app): State<Shared>) -> Api<Vec<QueueStatus>> {
+    Ok(Json(app.overview().await?))
+}
+
+/// `GET /api/jobs`.
+pub async fn jobs(State(app): State<Shared>, Query(p): Query<JobsParams>) -> Api<JobPage> {
+    let q = p.parse()?;
+    Ok(Json(app.jobs(&q).await?))
+}
+
+/// A job's detail with its step timeline.
+#[derive(Debug, Serialize)]
+pub struct JobView {
+    /// The detail.
+    #[serde(flatten)]
+    pub detail: JobDetail,
+    /// Every moment of every attempt, oldest first.
+    pub timeline: Vec<Moment>,
+    /// What became of a cancel request, in words.
+    pub cancel_explained: Option<String>,
+}
+
+/// `GET /api/jobs/{queue}/{id}`.
+pub async fn job(
+    State(app): State<Shared>,
+    Path((queue, id)): Path<(String, String)>,
+) -> Api<JobView> {
+    let detail = app.job(&queue, &id).await?;
+    Ok(Json(JobView {
+        timeline: render::timeline(&detail.job),
+        cancel_explained: detail.cancel.as_ref().map(|c| c.explain()),
+        detail,
+    }))
+}
+
+/// `GET /api/jobs/{queue}/{id}/events`: the job's events, oldest first.
+pub async fn job_events(
+    State(app): State<Shared>,
+    Path((queue, id)): Path<(String, String)>,
+) -> Api<Vec<Event>> {
+    let jid = job_id(&id)?;
+    let inspector = app.inspector(&queue)?;
+    let events = inspector.job_events(&jid).await.map_err(|e| app.fail(e))?;
+    if events.is_empty()
+        && inspector
+            .queue()
+            .job(&jid)
+            .await
+            .map_err(|e| app.fail(e))?
+            .is_none()
+    {
+        return Err(DashError::NotFound(format!("job {id} not found in queue {queue}")).into());
+    }
+    Ok(Json(events))
+}
+
+/// `GET /api/workers`.
+pub async fn workers(
+    State(app): State<Shared>,
+    Query(p): Query<QueueParam>,
+) -> Api<Vec<QueueWorkers>> {
+    Ok(Json(app.workers(p.queue().as_deref()).await?))
+}
+
+/// `GET /api/locks`.
+pub async fn locks(State(app): State<Shared>, Query(p): Query<QueueParam>) -> Api<Vec<QueueLock>> {
+    Ok(Json(app.locks(p.queue().as_deref()).await?))
+}
+
+/// `GET /api/events`.
+pub async fn events(State(app): State<Shared>, Query(p): Query<EventsParams>) -> Api<Vec<Event>> {
+    let q = p.parse()?;
+    Ok(Json(app.events(&q).await?))
+}
+
+/// `GET /metrics`: Prometheus text; `leasehold_jobs{queue,state}` read from Redis now.
+pub async fn metrics(State(app): State<Shared>) -> Response {
+    match app.scrape().await {
+        Ok(text) => (
+            [(header::CONTENT_TYPE, leasehold_core::metrics::CONTENT_TYPE)],
+            text,
+        )
+            .into_response(),
+        Err(e) => {
+            let status = e.status();
+            eprintln!("leasehold dashboard: /metrics: {}", e.message());
+            (status, format!("# {}\n", e.message().replace('\n', " "))).into_response()
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! What the pages and the JSON API show, read through `leasehold_core::inspect`.
+
+use std::time::Instant;
+
+use leasehold_core::{
+    discover_queues, Event, Inspector, JobDetail, JobFilter, JobId, JobPage, JobState, LockInfo,
+    Page, Queue, QueueStatus, Workers,
+};
+use serde::{Deserialize, Serialize};
+
+use super::error::DashError;
+use super::{App, QUEUE_CACHE};
+use crate::commands::list_jobs_across;
+
+/// Most jobs one listing page shows.
+pub const MAX_LIMIT: usize = 500;
+/// Most events the event feed shows.
+pub const MAX_EVENTS: usize = 1_000;
+
+/// A request's result.
+pub type Res<T> = Result<T, DashError>;
+
+impl App {
+    pub fn fail(&self, e: leasehold_core::Error) -> DashError {
+        DashError::from_core(&self.shown_url, e)
+    }
+
+    /// The client of queue `name`.
+    pub fn queue(&self, name: &str) -> Res<Queue> {
+        self.base.sibling(name).map_err(|e| self.fail(e))
+    }
+
+    /// The inspector of queue `name`.
+    pub fn inspector(&self, name: &str) -> Res<Inspector> {
+        Ok(Inspector::new(self.queue(name)?))
+    }
+
+    /// The queues shown: `--queue`, or those found under the prefix (cached briefly).
+    pub async fn queues(&self) -> Res<Vec<String>> {
+        if !self.pinned.is_empty() {
+            return Ok(self.pinned.clone());
+        }
+        let mut cache = self.discovered.lock().await;
+        if let Some((at, names)) = cache.as_ref() {
+            if at.elapsed() < QUEUE_CACHE {
+                return Ok(names.clone());
+            }
+        }
+        let names = discover_queues(self.base.pool(), &self.config)
+            .await
+            .map_err(|e| self.fail(e))?;
+        *cache = Some((Instant::now(), names.clone()));
+        Ok(names)
+    }
+
+    /// `queue` if given (checked), else every queue shown.
+    async fn queues_or(&self, queue: Option<&str>) -> Res<Vec<String>> {
+        match queue {
+            Some(q) => {
+                self.queue(q)?;
+                Ok(vec![q.to_owned()])
+            }
+            None => self.queues().await,
+        }
+    }
+
+    /// Every queue at a glance.
+    pub async fn overview(&self) -> Res<Vec<QueueStatus>> {
+        let mut out = Vec::new();
+        for q in self.queues().await? {
+            out.push(
+                self.inspector(&q)?
+                    .status()
+                    .await
+                    .map_err(|e| self.fail(e))?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// One page of jobs.
+    pub async fn jobs(&self, query: &JobsQuery) -> Res<JobPage> {
+        let names = self.queues_or(query.queue.as_deref()).await?;
+        let inspectors = names
+            .iter()
+            .map(|q| self.inspector(q))
+            .collect::<Res<Vec<_>>>()?;
+        list_jobs_across(&inspectors, &query.filter, query.page)
+            .await
+            .map_err(|e| self.fail(e))
+    }
+
+    /// A job's full story, with the lease token redacted; 404 when unknown.
+    pub async fn job(&self, queue: &str, id: &str) -> Res<JobDetail> {
+        let id = job_id(id)?;
+        let mut detail = self
+            .inspector(queue)?
+            .job_detail(&id)
+            .await
+            .map_err(|e| self.fail(e))?
+            .ok_or_else(|| DashError::NotFound(format!("job {id} not found in queue {queue}")))?;
+        if let Some(lease) = &mut detail.job.lease {
+            lease.token = "(redacted)".into();
+        }
+        Ok(detail)
+    }
+
+    /// The queues holding job `id`.
+    pub async fn locate(&self, id: &str) -> Res<Vec<String>> {
+        let id = job_id(id)?;
+        let mut found = Vec::new();
+        for q in self.queues().await? {
+            if self
+                .queue(&q)?
+                .job(&id)
+                .await
+                .map_err(|e| self.fail(e))?
+                .is_some()
+            {
+                found.push(q);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Live workers per queue.
+    pub async fn workers(&self, queue: Option<&str>) -> Res<Vec<QueueWorkers>> {
+        let mut out = Vec::new();
+        for q in self.queues_or(queue).await? {
+            let workers = self
+                .inspector(&q)?
+                .workers()
+                .await
+                .map_err(|e| self.fail(e))?;
+            out.push(QueueWorkers { queue: q, workers });
+        }
+        Ok(out)
+    }
+
+    /// Locks per queue.
+    pub async fn locks(&self, queue: Option<&str>) -> Res<Vec<QueueLock>> {
+        let mut out = Vec::new();
+        for q in self.queues_or(queue).await? {
+            for lock in self
+                .inspector(&q)?
+                .locks()
+                .await
+                .map_err(|e| self.fail(e))?
+            {
+                out.push(QueueLock {
+                    queue: q.clone(),
+                    lock,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The latest `limit` events, newest first: of one job (its queue given),
+    /// or of the queues asked for.
+    pub async fn events(&self, query: &EventsQuery) -> Res<Vec<Event>> {
+        let limit = query.limit.clamp(1, MAX_EVENTS);
+        let mut events = match &query.job {
+            Some(id) => {
+                let id = job_id(id)?;
+                let queues = match &query.queue {
+                    Some(q) => vec![q.clone()],
+                    None => self.locate(id.as_str()).await?,
+                };
+                let mut events = Vec::new();
+                for q in queues {
+                    events.extend(
+                        self.inspector(&q)?
+                            .job_events(&id)
+                            .await
+                            .map_err(|e| self.fail(e))?,
+                    );
+                }
+                events
+            }
+            None => {
+                let mut events = Vec::new();
+                for q in self.queues_or(query.queue.as_deref()).await? {
+                    events.extend(
+                        self.inspector(&q)?
+                            .events(None, limit)
+                            .await
+                            .map_err(|e| self.fail(e))?,
+                    );
+                }
+                events
+            }
+        };
+        events.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| b.id.cmp(&a.id)));
+        events.truncate(limit);
+        Ok(events)
+    }
+
+    /// Reads every queue's counts into the `leasehold_jobs` gauges and encodes the registry.
+    pub async fn scrape(&self) -> Res<String> {
+        let _one_at_a_time = self.scrape.lock().await;
+        let mut rows = Vec::new();
+        for s in self.overview().await? {
+            let c = &s.counts;
+            for (state, n) in [
+                (JobState::Queued, c.queued),
+                (JobState::Leased, c.leased),
+                (JobState::Running, c.running),
+                (JobState::Stale, c.stale),
+                (JobState::Succeeded, c.succeeded),
+                (JobState::Failed, c.failed),
+                (JobState::Cancelled, c.cancelled),
+            ] {
+                rows.push((s.queue.clone(), state, n));
+            }
+        }
+        let gauges = &self.metrics.jobs_by_state;
+        // queues that vanished lose their series
+        gauges.clear();
+        for (queue, state, n) in rows {
+            gauges
+                .get_or_create(&leasehold_core::metrics::StateLabels {
+                    queue,
+                    state: state.as_str().to_owned(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        Ok(self.metrics.encode())
+    }
+}
+
+/// Parses a job id from a URL.
+pub fn job_id(s: &str) -> Res<JobId> {
+    JobId::parse(s).map_err(|e| DashError::BadRequest(e.to_string()))
+}
+
+/// Workers of one queue (the JSON of `leasehold workers --json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueWorkers {
+    /// Queue.
+    pub queue: String,
+    /// Its workers.
+    #[serde(flatten)]
+    pub workers: Workers,
+}
+
+/// A lock and its queue (the JSON of `leasehold locks --json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueLock {
+    /// Queue.
+    pub queue: String,
+    /// The lock.
+    #[serde(flatten)]
+    pub lock: LockInfo,
+}
+
+/// Query string of `/jobs` and `/api/jobs`; every field optional, empty means unset.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct JobsParams {
+    pub queue: Option<String>,
+    pub state: Option<String>,
+    pub pipeline: Option<String>,
+    pub resource: Option<String>,
+    pub worker: Option<String>,
+    pub offset: Option<String>,
+    pub limit: Option<String>,
+}
+
+/// A parsed job listing request.
+#[derive(Debug, Clone)]
+pub struct JobsQuery {
+    pub queue: Option<String>,
+    pub filter: JobFilter,
+    pub page: Page,
+}
+
+fn given(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+fn number(name: &str, v: &Option<String>, default: usize) -> Res<usize> {
+    match given(v) {
+        None => Ok(default),
+        Some(s) => s
+            .parse()
+            .map_err(|_| DashError::BadRequest(format!("{name} {s:?} is not a number"))),
+    }
+}
+
+impl JobsParams {
+    /// Checks and parses the parameters.
+    pub fn parse(&self) -> Res<JobsQuery> {
+        let state = match given(&self.state) {
+            None => None,
+            Some(s) => Some(s.parse::<JobState>().map_err(|_| {
+                let names: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+                DashError::BadRequest(format!(
+                    "state {s:?} is not a state; one of {}",
+                    names.join(", ")
+                ))
+            })?),
+        };
+        Ok(JobsQuery {
+            queue: given(&self.queue),
+            filter: JobFilter {
+                state,
+                pipeline: given(&self.pipeline),
+                resource: given(&self.resource),
+                worker: given(&self.worker),
+            },
+            page: Page {
+                offset: number("offset", &self.offset, 0)?,
+                limit: number("limit", &self.limit, 50)?.clamp(1, MAX_LIMIT),
+            },
+        })
+    }
+}
+
+/// Query string of `/events` and `/api/events`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct EventsParams {
+    pub queue: Option<String>,
+    pub job: Option<String>,
+    pub limit: Option<String>,
+}
+
+/// A parsed event feed request.
+#[derive(Debug, Clone)]
+pub struct EventsQuery {
+    pub queue: Option<String>,
+    pub job: Option<String>,
+    pub limit: usize,
+}
+
+impl EventsParams {
+    /// Checks and parses the parameters.
+    pub fn parse(&self) -> Res<EventsQuery> {
+        Ok(EventsQuery {
+            queue: given(&self.queue),
+            job: given(&self.job),
+            limit: number("limit", &self.limit, 100)?.clamp(1, MAX_EVENTS),
+        })
+    }
+}
+
+/// Query string naming one queue.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct QueueParam {
+    pub queue: Option<String>,
+}
+
+impl QueueParam {
+    /// The queue, if given.
+    pub fn queue(&self) -> Option<String> {
+        given(&self.queue)
+    }
+}

@@ -1,0 +1,358 @@
+//! `leasehold dashboard`: a web dashboard for operators, over the same read API
+//! as the other commands (`leasehold_core::inspect`) and acting through the same
+//! `Queue` scripts, so every action is an event (`by` = `dashboard:<operator>`).
+//!
+//! * Pages (server-rendered HTML, escaped by `maud`): `/` queues, `/jobs`,
+//!   `/jobs/{queue}/{id}`, `/workers`, `/locks`, `/events`. `/static/app.js`
+//!   refreshes the live parts of a page every 2 s by fetching the same URL and
+//!   swapping the elements marked `data-live` (so the HTML is rendered, and
+//!   escaped, in one place only).
+//! * JSON under `/api/...`, mirroring the pages with the core's serde types.
+//! * Actions (cancel, retry, resolve): `POST` only, and only with the token the
+//!   dashboard was started with (`Authorization: Bearer` or a `token` form or
+//!   JSON field, compared in constant time). No cookies are used, so a
+//!   cross-site form cannot act: it does not know the token. Without a
+//!   configured token every action answers 403.
+//! * `/metrics`: Prometheus text, with `leasehold_jobs{queue,state}` read from
+//!   Redis on each scrape.
+//!
+//! Binding to a non-loopback address needs a token (exit 2 otherwise). While
+//! bound to loopback, requests must name a loopback host (or an `--allow-host`)
+//! in `Host`: a page on another site cannot read the dashboard through DNS
+//! rebinding.
+
+mod actions;
+mod api;
+mod data;
+mod error;
+mod html;
+mod pages;
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use clap::Args;
+use leasehold_core::{Metrics, Queue, QueueConfig};
+use tokio::sync::Mutex;
+
+use crate::commands::Ctx;
+use crate::{Failure, Outcome};
+
+pub use actions::Token;
+
+/// `dashboard` options.
+#[derive(Debug, Args)]
+pub struct DashboardArgs {
+    /// Address to listen on (host:port). A non-loopback address needs --token.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub bind: String,
+    /// Token that enables cancel, retry and resolve (sent as `Authorization:
+    /// Bearer` or typed into the action forms). Without it, actions are disabled.
+    /// Prefer the environment variable: a command line is visible to other users.
+    #[arg(long, env = "LEASEHOLD_DASHBOARD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Only these queues (default: every queue found under the prefix, looked up
+    /// again at most every 10 s).
+    #[arg(long)]
+    pub queue: Vec<String>,
+    /// Host names accepted in the `Host` header besides loopback ones (e.g. the
+    /// name of a reverse proxy in front of the dashboard).
+    #[arg(long)]
+    pub allow_host: Vec<String>,
+}
+
+/// How long the list of discovered queues is reused.
+const QUEUE_CACHE: Duration = Duration::from_secs(10);
+
+/// What every handler shares.
+pub(crate) struct App {
+    /// A client whose pool every queue client shares.
+    pub base: Queue,
+    /// Queue settings (prefix, timeouts).
+    pub config: QueueConfig,
+    /// The Redis URL for messages (password redacted).
+    pub shown_url: String,
+    /// `--queue`, if given.
+    pub pinned: Vec<String>,
+    /// Discovered queues and when.
+    pub discovered: Mutex<Option<(Instant, Vec<String>)>>,
+    /// The action token, if configured.
+    pub token: Option<Token>,
+    /// The Prometheus registry `/metrics` serves.
+    pub metrics: Metrics,
+    /// Serialises scrapes (each rewrites the job gauges).
+    pub scrape: Mutex<()>,
+    /// Accepted `Host` names; `None`: any.
+    pub hosts: Option<BTreeSet<String>>,
+}
+
+pub(crate) type Shared = Arc<App>;
+
+/// Resolves `--bind`: every address it names, and whether all are loopback.
+fn resolve_bind(bind: &str) -> Outcome<Vec<SocketAddr>> {
+    if let Ok(addr) = bind.parse::<SocketAddr>() {
+        return Ok(vec![addr]);
+    }
+    let addrs: Vec<SocketAddr> = bind
+        .to_socket_addrs()
+        .map_err(|e| {
+            Failure::Usage(format!(
+                "--bind {bind:?} is not an address host:port (e.g. 127.0.0.1:8080): {e}"
+            ))
+        })?
+        .collect();
+    if addrs.is_empty() {
+        return Err(Failure::Usage(format!("--bind {bind:?} names no address")));
+    }
+    Ok(addrs)
+}
+
+/// Lower-case host names (and IP literals) accepted in `Host` when bound to loopback.
+fn allowed_hosts(bound: &SocketAddr, extra: &[String]) -> BTreeSet<String> {
+    let mut hosts: BTreeSet<String> = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    hosts.insert(bound.ip().to_string());
+    hosts.extend(extra.iter().map(|h| h.trim().to_ascii_lowercase()));
+    hosts
+}
+
+/// The host part of a `Host` header value, lower-case, without brackets or port.
+fn host_of(value: &str) -> String {
+    let v = value.trim().to_ascii_lowercase();
+    if let Some(rest) = v.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("").to_owned();
+    }
+    match v.rsplit_once(':') {
+        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h.to_owned(),
+        _ => v,
+    }
+}
+
+fn host_allowed(hosts: &BTreeSet<String>, value: &str) -> bool {
+    let host = host_of(value);
+    if hosts.contains(&host) {
+        return true;
+    }
+    // any 127.0.0.0/8 literal
+    host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Rejects requests whose `Host` is not accepted (DNS rebinding), and adds
+/// security headers to every response.
+async fn guard(State(app): State<Shared>, req: Request, next: Next) -> Response {
+    if let Some(hosts) = &app.hosts {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !host_allowed(hosts, host) {
+            return (
+                StatusCode::MISDIRECTED_REQUEST,
+                format!(
+                    "this dashboard answers only to loopback host names, not Host {host:?}; \
+                     start it with --allow-host NAME to accept another name\n"
+                ),
+            )
+                .into_response();
+        }
+    }
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+             img-src 'self' data:; connect-src 'self'; form-action 'self'; \
+             frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    resp
+}
+
+const APP_CSS: &str = include_str!("assets/app.css");
+const APP_JS: &str = include_str!("assets/app.js");
+
+async fn app_css() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        APP_CSS,
+    )
+        .into_response()
+}
+
+async fn app_js() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        APP_JS,
+    )
+        .into_response()
+}
+
+/// The dashboard's routes.
+pub(crate) fn router(app: Shared) -> Router {
+    Router::new()
+        .route("/", get(pages::overview))
+        .route("/jobs", get(pages::jobs))
+        .route("/jobs/{queue}/{id}", get(pages::job))
+        .route("/jobs/{queue}/{id}/cancel", post(actions::cancel_form))
+        .route("/jobs/{queue}/{id}/retry", post(actions::retry_form))
+        .route("/jobs/{queue}/{id}/resolve", post(actions::resolve_form))
+        .route("/find", get(pages::find))
+        .route("/workers", get(pages::workers))
+        .route("/locks", get(pages::locks))
+        .route("/events", get(pages::events))
+        .route("/api/queues", get(api::queues))
+        .route("/api/jobs", get(api::jobs))
+        .route("/api/jobs/{queue}/{id}", get(api::job))
+        .route("/api/jobs/{queue}/{id}/events", get(api::job_events))
+        .route("/api/jobs/{queue}/{id}/cancel", post(actions::cancel_api))
+        .route("/api/jobs/{queue}/{id}/retry", post(actions::retry_api))
+        .route("/api/jobs/{queue}/{id}/resolve", post(actions::resolve_api))
+        .route("/api/workers", get(api::workers))
+        .route("/api/locks", get(api::locks))
+        .route("/api/events", get(api::events))
+        .route("/metrics", get(api::metrics))
+        .route("/static/app.css", get(app_css))
+        .route("/static/app.js", get(app_js))
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
+        .fallback(pages::not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .with_state(app)
+}
+
+/// Runs the dashboard until SIGINT or SIGTERM.
+pub async fn run(ctx: &Ctx, args: DashboardArgs) -> Outcome {
+    let token = match args.token.as_deref() {
+        None => None,
+        Some(t) => Some(Token::new(t).map_err(Failure::Usage)?),
+    };
+    for q in &args.queue {
+        ctx.base
+            .sibling(q)
+            .map_err(|e| Failure::Usage(format!("--queue {q:?}: {e}")))?;
+    }
+    let addrs = resolve_bind(&args.bind)?;
+    let loopback = addrs.iter().all(|a| a.ip().is_loopback());
+    if !loopback && token.is_none() {
+        return Err(Failure::Usage(format!(
+            "refusing to serve the dashboard on {} (not a loopback address) without a token: \
+             set --token or LEASEHOLD_DASHBOARD_TOKEN, or bind 127.0.0.1",
+            args.bind
+        )));
+    }
+    let listener = tokio::net::TcpListener::bind(addrs.as_slice())
+        .await
+        .map_err(|e| Failure::Other(format!("cannot listen on {}: {e}", args.bind)))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Failure::Other(format!("cannot listen on {}: {e}", args.bind)))?;
+    let hosts = if loopback || !args.allow_host.is_empty() {
+        Some(allowed_hosts(&bound, &args.allow_host))
+    } else {
+        None
+    };
+    let actions = if token.is_some() {
+        "actions enabled (token required)"
+    } else {
+        "read-only: actions disabled (no --token)"
+    };
+    let app = Arc::new(App {
+        base: ctx.base.clone(),
+        config: ctx.config.clone(),
+        shown_url: ctx.shown_url.clone(),
+        pinned: args.queue.clone(),
+        discovered: Mutex::new(None),
+        token,
+        metrics: Metrics::new(),
+        scrape: Mutex::new(()),
+        hosts,
+    });
+    let shown = if bound.is_ipv6() {
+        format!("http://[{}]:{}/", bound.ip(), bound.port())
+    } else {
+        format!("http://{bound}/")
+    };
+    println!(
+        "leasehold dashboard: serving {shown} for Redis {} ({actions})",
+        ctx.shown_url
+    );
+    let _ = std::io::stdout().flush();
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(leasehold_core::shutdown_signal())
+        .await
+        .map_err(|e| Failure::Other(format!("the dashboard server stopped: {e}")))?;
+    eprintln!("leasehold dashboard: stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_are_checked_without_port_or_brackets() {
+        let bound: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let hosts = allowed_hosts(&bound, &["Dash.Example".into()]);
+        for ok in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LOCALHOST",
+            "[::1]:8080",
+            "127.0.0.2:1",
+            "dash.example:443",
+        ] {
+            assert!(host_allowed(&hosts, ok), "{ok}");
+        }
+        for bad in [
+            "evil.example:8080",
+            "",
+            "10.0.0.1:8080",
+            "localhost.evil:80",
+        ] {
+            assert!(!host_allowed(&hosts, bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bind_addresses_resolve() {
+        assert_eq!(
+            resolve_bind("127.0.0.1:0").unwrap(),
+            vec!["127.0.0.1:0".parse().unwrap()]
+        );
+        assert!(resolve_bind("nonsense").is_err());
+        assert!(resolve_bind("0.0.0.0:1")
+            .unwrap()
+            .iter()
+            .all(|a| !a.ip().is_loopback()));
+    }
+}
