@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leasehold_core::{
     discover_queues, Cancelled, Error, Event, EventFollower, Inspector, JobFilter, JobId, JobPage,
-    JobState, NewJob, Page, Queue, QueueConfig, RetryMode,
+    JobState, NewJob, Page, PipelineSpec, Queue, QueueConfig, RetryMode,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -569,6 +569,7 @@ async fn resolve(
 
 fn new_job(
     args: &EnqueueArgs,
+    spec: Option<&PipelineSpec>,
     input: String,
     key: Option<String>,
     resource: Option<String>,
@@ -576,6 +577,12 @@ fn new_job(
     serde_json::from_str::<serde::de::IgnoredAny>(&input)
         .map_err(|e| Failure::Usage(format!("the input is not JSON: {e}: {input}")))?;
     let mut job = NewJob::from_json(&args.pipeline, input);
+    // the pipeline's own defaults, as its workers published them
+    if let Some(spec) = spec {
+        job = job
+            .max_attempts(spec.max_attempts)
+            .stale_lock(spec.stale_lock);
+    }
     if let Some(k) = key {
         job = job.input_key(k);
     }
@@ -600,9 +607,27 @@ fn new_job(
 async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
     let queue_name = args.queue.clone().unwrap_or_else(|| args.pipeline.clone());
     let q = ctx.queue(&queue_name)?;
+    let spec = q
+        .pipeline_spec(&args.pipeline)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    if spec.is_none() && args.max_attempts.is_none() {
+        eprintln!(
+            "note: no worker serving pipeline {} has registered it in queue {} yet: its jobs get max attempts 1 and the default STALE lock policy (use --max-attempts to choose)",
+            args.pipeline,
+            q.name()
+        );
+    }
+    let spec = spec.as_ref();
     let Some(template) = &args.input_template else {
         let input = args.input.clone().unwrap_or_default();
-        let job = new_job(&args, input, args.input_key.clone(), args.resource.clone())?;
+        let job = new_job(
+            &args,
+            spec,
+            input,
+            args.input_key.clone(),
+            args.resource.clone(),
+        )?;
         let done = q.enqueue(job).await.map_err(|e| ctx.fail(e))?;
         if ctx.json {
             return print_json(
@@ -634,6 +659,7 @@ async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
         let resource = args.resource.as_deref().map(|r| time::render(r, w));
         jobs.push(new_job(
             &args,
+            spec,
             time::render(template, w),
             Some(key),
             resource,
@@ -719,7 +745,7 @@ async fn sweep(ctx: &Ctx, queue: Option<String>, dry_run: bool, batch: usize) ->
     }
     for r in &reports {
         println!(
-            "{}{}: {} requeued, {} cancelled, {} STALE, {} unparked, {} purged",
+            "{}{}: {} requeued, {} cancelled, {} STALE, {} unparked, {}",
             r["queue"].as_str().unwrap_or(""),
             if dry_run {
                 " (dry run: nothing changed)"
@@ -730,7 +756,11 @@ async fn sweep(ctx: &Ctx, queue: Option<String>, dry_run: bool, batch: usize) ->
             r["cancelled"],
             r["stale"],
             r["unparked"],
-            r["purged"]
+            if dry_run {
+                "retention not evaluated".to_owned()
+            } else {
+                format!("{} purged", r["purged"])
+            }
         );
         for m in r["moves"].as_array().into_iter().flatten() {
             println!(

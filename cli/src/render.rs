@@ -495,6 +495,8 @@ pub fn show(d: &JobDetail, timeline: &[Moment]) -> String {
         "cleanup",
         if j.cleanup_needed {
             "needed (a step was cut mid-way)".into()
+        } else if j.state == JobState::Stale {
+            "probably needed: the worker died while a step was running (check the sink)".into()
         } else {
             "not needed".into()
         },

@@ -10,13 +10,7 @@ use crate::queue::{connect_pool, Enqueued, Queue};
 /// input key from the input, max attempts from its retry policies, STALE lock policy.
 pub fn job_for<P: Pipeline>(input: &P::Input) -> Result<NewJob> {
     let options = P::options();
-    let max_attempts = P::STEPS
-        .iter()
-        .filter_map(|s| s.retry.map(|r| r.max_attempts))
-        .chain(std::iter::once(options.retry.max_attempts))
-        .max()
-        .unwrap_or(1)
-        .max(1);
+    let max_attempts = crate::pipeline::max_attempts_of(&options, P::STEPS);
     let mut job = NewJob::new(P::NAME, input)?
         .max_attempts(max_attempts)
         .stale_lock(options.stale_lock);

@@ -96,6 +96,10 @@ impl QueueKeys {
     pub fn cleanup(&self) -> String {
         format!("{}:cleanup", self.base)
     }
+    /// Hash: pipeline name → its spec (JSON: steps, max attempts, STALE lock policy), written by workers.
+    pub fn pipelines(&self) -> String {
+        format!("{}:pipelines", self.base)
+    }
     /// Set: ids of worker instances that registered with the queue.
     pub fn workers(&self) -> String {
         format!("{}:workers", self.base)

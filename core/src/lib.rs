@@ -57,8 +57,8 @@ pub use lease::{
 };
 pub use metrics::Metrics;
 pub use pipeline::{
-    queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, RetryPolicy,
-    StepContext, StepError, StepSpec, Steps, UnknownStep,
+    queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, PipelineSpec,
+    RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
 pub use queue::{connect_pool, Enqueued, Queue};
 pub use record::{

@@ -400,6 +400,43 @@ pub trait Pipeline: Send + Sync + 'static {
     }
 }
 
+/// What a worker publishes about a pipeline it serves (in `<base>:pipelines`),
+/// so tools that cannot run its code — the CLI's `enqueue`, the dashboard —
+/// know its steps and the defaults its jobs get.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PipelineSpec {
+    /// The pipeline's name.
+    pub name: String,
+    /// Its steps, in order.
+    pub steps: Vec<String>,
+    /// The max attempts its jobs get (the largest of its retry policies).
+    pub max_attempts: u32,
+    /// What happens to a job's resource lock when it goes STALE.
+    pub stale_lock: StaleLock,
+}
+
+/// The max attempts a job of `P` gets: the largest of its retry policies.
+pub fn max_attempts_of(options: &PipelineOptions, steps: &[StepSpec]) -> u32 {
+    steps
+        .iter()
+        .filter_map(|s| s.retry.map(|r| r.max_attempts))
+        .chain(std::iter::once(options.retry.max_attempts))
+        .max()
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// The spec of pipeline `P`.
+pub fn spec_of<P: Pipeline>() -> PipelineSpec {
+    let options = P::options();
+    PipelineSpec {
+        name: P::NAME.to_owned(),
+        steps: P::STEPS.iter().map(|s| s.name.to_owned()).collect(),
+        max_attempts: max_attempts_of(&options, P::STEPS),
+        stale_lock: options.stale_lock,
+    }
+}
+
 /// The name of the queue a pipeline's jobs go to.
 pub fn queue_of<P: Pipeline>() -> &'static str {
     P::options().queue.unwrap_or(P::NAME)

@@ -17,6 +17,7 @@ use crate::keys::{check_name, QueueKeys};
 use crate::lease::{
     Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport, SweptJob,
 };
+use crate::pipeline::PipelineSpec;
 use crate::record::Job;
 use crate::reply::Reply;
 use crate::scripts;
@@ -857,6 +858,32 @@ impl Queue {
                 detail: format!("expected an integer, got {other:?}"),
             }),
         }
+    }
+
+    /// Publishes what a worker serves about `spec`'s pipeline (see [`PipelineSpec`]).
+    pub async fn register_pipeline(&self, spec: &PipelineSpec) -> Result<()> {
+        let json = serde_json::to_string(spec)
+            .map_err(|e| Error::InvalidArgument(format!("pipeline spec: {e}")))?;
+        let mut conn = self.conn().await?;
+        let _: i64 = self
+            .timed(conn.hset(self.keys.pipelines(), &spec.name, json))
+            .await?;
+        Ok(())
+    }
+
+    /// The spec a worker published for `pipeline`, if any worker serving it ran.
+    pub async fn pipeline_spec(&self, pipeline: &str) -> Result<Option<PipelineSpec>> {
+        let mut conn = self.conn().await?;
+        let key = self.keys.pipelines();
+        let json: Option<String> = self.timed(conn.hget(&key, pipeline)).await?;
+        json.map(|j| {
+            serde_json::from_str(&j).map_err(|e| Error::Corrupt {
+                key: key.clone(),
+                field: pipeline.to_owned(),
+                problem: format!("not a pipeline spec: {e}"),
+            })
+        })
+        .transpose()
     }
 
     /// Takes up to `n` jobs from the cleanup list (STALE jobs resolved as FAILED or CANCELLED).

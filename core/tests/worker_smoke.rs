@@ -140,6 +140,16 @@ async fn worker_runs_jobs_retries_and_shuts_down() {
         .await
         .unwrap();
     let metrics = worker.metrics();
+    // the worker published the pipeline's spec for tools that cannot run its code
+    let spec = client
+        .queue_for::<Math>()
+        .unwrap()
+        .pipeline_spec("math")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(spec.steps, ["double", "add"]);
+    assert_eq!(spec.max_attempts, 2);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let handle = tokio::spawn(worker.run_until(async {
         let _ = rx.await;

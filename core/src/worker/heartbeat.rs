@@ -40,9 +40,16 @@ pub(crate) async fn run(hb: Heartbeat) {
     let mut tick = tokio::time::interval(hb.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_sweep = Instant::now() - hb.sweep_every;
+    let mut announced = false;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
+            // tell operators at once that this worker is draining
+            _ = hb.shared.stop_leasing.cancelled(), if !announced => {
+                announced = true;
+                register(&hb, started).await;
+                continue;
+            }
             _ = hb.stop.cancelled() => break,
         }
         renew_all(&hb).await;

@@ -182,6 +182,9 @@ impl WorkerBuilder {
         for ((queue, ttl), runners) in groups {
             let queue = probe.sibling(&queue)?;
             queue.load_scripts().await?;
+            for runner in &runners {
+                queue.register_pipeline(&runner.spec()).await?;
+            }
             lease_groups.push(lease_loop::LeaseGroup {
                 queue,
                 ttl,

@@ -4,7 +4,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use crate::pipeline::{
-    BoxFuture, CleanupContext, Pipeline, PipelineOptions, StepContext, StepError, StepSpec,
+    BoxFuture, CleanupContext, Pipeline, PipelineOptions, PipelineSpec, StepContext, StepError,
+    StepSpec,
 };
 
 /// A decoded job input.
@@ -15,6 +16,7 @@ pub(crate) trait Runner: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     fn steps(&self) -> &'static [StepSpec];
     fn options(&self) -> PipelineOptions;
+    fn spec(&self) -> PipelineSpec;
     fn decode(&self, input: &str) -> Result<Box<AnyInput>, String>;
     fn run_step<'a>(
         &'a self,
@@ -39,6 +41,10 @@ impl<P: Pipeline> Runner for PipelineRunner<P> {
 
     fn options(&self) -> PipelineOptions {
         P::options()
+    }
+
+    fn spec(&self) -> PipelineSpec {
+        crate::pipeline::spec_of::<P>()
     }
 
     fn decode(&self, input: &str) -> Result<Box<AnyInput>, String> {
