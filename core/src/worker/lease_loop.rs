@@ -108,6 +108,11 @@ impl LeaseLoop {
             if stop.is_cancelled() {
                 tx = None;
             }
+            // let the job tasks just woken by the last replies run to their next
+            // request first, so it joins this batch rather than the next call
+            for _ in 0..2 {
+                tokio::task::yield_now().await;
+            }
             while pending.len() < MAX_BATCH {
                 match rx.try_recv() {
                     Ok(p) => pending.push(p),
