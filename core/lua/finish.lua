@@ -30,12 +30,22 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
   local now = now_ms()
   local f = { j.id, j.attempt, j.max_attempts, j.worker, j.state, j.priority, j.input_key, j.cancel_reason }
   local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
+  if redis.call('HEXISTS', jk, 'attempt:' .. attempt) == 1 then
+    return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
+  end
+  -- every field this call sets, written with one HSET at the end
+  local sets = {}
+  local function set(field, value)
+    sets[#sets + 1] = field
+    sets[#sets + 1] = value
+  end
   if last_step and last_step ~= '' and j.state == 'RUNNING' then
     local steps = j.steps or ''
     if not string.find(',' .. steps, ',' .. last_step .. '@', 1, true) then
       if steps ~= '' then steps = steps .. ',' end
       j.steps = steps .. last_step .. '@' .. fmt(now)
-      redis.call('HSET', jk, 'last_step', last_step, 'out:' .. last_step, last_output)
+      set('last_step', last_step)
+      set('out:' .. last_step, last_output)
     end
   end
   -- A worker shutting down with a cancel pending (not yet seen by it) ends the
@@ -45,18 +55,15 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
     reason = 'cancel requested: ' .. f[8] .. ' (honoured at a worker shutdown)'
     interrupted = false
   end
-  if cleanup then
-    redis.call('HSET', jk, 'cleanup_needed', '1')
-    j.cleanup_needed = '1'
-  end
+  if cleanup then j.cleanup_needed = '1' end
   local extra = {}
   if reason ~= '' then extra.reason = reason end
   if outcome == 'FAILED' then
     extra.error = { kind = kind, message = message, retryable = retryable }
   end
-  if not append_attempt(jk, attempt, record_of(j, outcome, now, extra)) then
-    return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
-  end
+  set('attempt:' .. attempt, cjson.encode(record_of(j, outcome, now, extra)))
+  set('updated_at', fmt(now))
+  set('step', '')
   release_lock_at(lk, pk, res, id)
   redis.call('ZREM', K_LEASES, id)
   redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
@@ -68,10 +75,12 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
   if outcome == 'FAILED' and not cancel_pending and (interrupted or (retryable and attempt < max_attempts)) then
     local next_attempt = attempt + 1
     local not_before = now + backoff
-    redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'updated_at', fmt(now),
-      'not_before', fmt(not_before), 'step', '')
     redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
-    redis.call('HSET', jk, 'cleanup_needed', '0')
+    set('state', 'QUEUED')
+    set('attempt', next_attempt)
+    set('not_before', fmt(not_before))
+    set('cleanup_needed', '0')
+    redis.call('HSET', jk, unpack(sets))
     if backoff > 0 then
       redis.call('ZADD', k_delayed, fmt(not_before), id)
     else
@@ -83,7 +92,14 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
     wake()
     return { 'RETRY', next_attempt, fmt(not_before) }
   end
-  terminal_at(jk, id, j.input_key, outcome, now)
+  if cleanup then set('cleanup_needed', '1') end
+  set('state', outcome)
+  redis.call('HSET', jk, unpack(sets))
+  local ik = j.input_key
+  if ik and ik ~= '' and redis.call('HGET', K_INPUTS, ik) == id then
+    redis.call('HDEL', K_INPUTS, ik)
+  end
+  redis.call('ZADD', K_DONE, fmt(now), id)
   purge(now, PURGE_PER_END)
   return { 'OK', outcome }
 end
