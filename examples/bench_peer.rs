@@ -20,9 +20,11 @@
 //! Every job goes to queue `bench`; completion is counted by the queue's
 //! terminal-jobs index: `PEER_EXT_DONE="ZCARD leasehold:{bench}:done"`. The
 //! default retention (100,000 terminal jobs, 7 days) keeps every job of a
-//! 20,000-job run, so nothing is purged during a run. `PEER_EXT_FAILED` can be
-//! the script printed by `bench_peer failed-check` (counts terminal jobs that
-//! did not succeed).
+//! 20,000-job run, so nothing is purged during a run. The harness's
+//! `PEER_EXT_FAILED` takes a two-word command (`CMD key`) and leasehold keeps no
+//! per-state index, so leave it unset; `bench_peer failed-check` prints an
+//! `EVAL` for `redis-cli` that counts the terminal jobs that did not succeed
+//! (`benches/workloads.rs` runs it after every run).
 //!
 //! Not part of the peers' protocol, used by `benches/workloads.rs`:
 //! * workload `lat`: a 1-step pipeline whose step returns the microseconds
@@ -32,7 +34,8 @@
 //!   (default 600000), so its jobs hold their leases (recovery test);
 //! * `BENCH_LEASE_TTL_MS`, `BENCH_SWEEP_MS`: the worker's lease TTL and sweep
 //!   interval (defaults: the runtime's, 30 s and 5 s);
-//! * `BENCH_QUEUE_POOL`: the connection pool size (default: the runtime's).
+//! * `BENCH_QUEUE_POOL`: the connection pool size (default: the runtime's);
+//! * `BENCH_TOKIO=current_thread`: a single-threaded tokio runtime (default: multi-thread).
 //!
 //! Logging: warnings and errors only (`RUST_LOG` overrides), as for the peers.
 
@@ -224,8 +227,17 @@ async fn worker(args: &[String]) -> Result<(), BoxError> {
 const FAILED_CHECK: &str = "local n=0 for _,id in ipairs(redis.call('ZRANGE',KEYS[1],0,-1)) do \
 if redis.call('HGET','leasehold:{bench}:job:'..id,'state')~='SUCCEEDED' then n=n+1 end end return n";
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // BENCH_TOKIO=current_thread runs everything on one thread (default: the
+    // multi-thread runtime, one worker thread per core, as `#[tokio::main]`).
+    let runtime = match std::env::var("BENCH_TOKIO").as_deref() {
+        Ok("current_thread") => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        _ => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+    };
+    runtime.expect("tokio runtime").block_on(run());
+}
+
+async fn run() {
     let args: Vec<String> = std::env::args().collect();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
