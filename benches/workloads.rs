@@ -1,6 +1,6 @@
 //! End-to-end workload benchmarks against a private redis-server.
 //!
-//! `cargo bench --bench workloads` (full, ~5 min) or `cargo bench --bench workloads -- --quick`
+//! `cargo bench --bench workloads` (full, ~3 min) or `cargo bench --bench workloads -- --quick`
 //! (smoke, ~1 min). Results: a markdown report on stdout and in `target/bench-results.md`.
 //!
 //! The worker under test is `target/release/examples/bench_peer worker` (built by this
@@ -34,7 +34,17 @@ const QUEUE: &str = "bench";
 const DONE: &str = "leasehold:{bench}:done";
 const EVENTS: &str = "leasehold:{bench}:events";
 /// Commands this bench sends itself; left out of per-job counts.
-const OWN: &[&str] = &["zcount", "info", "config|resetstat", "memory|usage", "eval", "xrange", "hgetall", "flushall", "script|flush"];
+const OWN: &[&str] = &[
+    "zcount",
+    "info",
+    "config|resetstat",
+    "memory|usage",
+    "eval",
+    "xrange",
+    "hgetall",
+    "flushall",
+    "script|flush",
+];
 /// Counts the terminal jobs of queue `bench` that did not succeed.
 const FAILED_CHECK: &str = "local n=0 for _,id in ipairs(redis.call('ZRANGE',KEYS[1],0,-1)) do \
 if redis.call('HGET','leasehold:{bench}:job:'..id,'state')~='SUCCEEDED' then n=n+1 end end return n";
@@ -63,7 +73,10 @@ struct Bench {
 }
 
 fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -105,16 +118,30 @@ fn total_calls(s: &Stats) -> u64 {
 
 /// Top-level commands a client sends (the rest of commandstats ran inside Lua scripts).
 fn is_top_level(cmd: &str) -> bool {
-    matches!(cmd, "evalsha" | "eval" | "blpop" | "ping" | "unwatch" | "script|load" | "hello" | "select" | "client|setinfo")
+    matches!(
+        cmd,
+        "evalsha"
+            | "eval"
+            | "blpop"
+            | "ping"
+            | "unwatch"
+            | "script|load"
+            | "hello"
+            | "select"
+            | "client|setinfo"
+    )
 }
 
 fn top_level_calls(s: &Stats) -> u64 {
-    s.iter().filter(|(k, _)| is_top_level(k)).map(|(_, v)| v.0).sum()
+    s.iter()
+        .filter(|(k, _)| is_top_level(k))
+        .map(|(_, v)| v.0)
+        .sum()
 }
 
 fn top_cmds(s: &Stats, per: f64, k: usize, filter: impl Fn(&str) -> bool) -> String {
     let mut v: Vec<(&String, &(u64, u64))> = s.iter().filter(|(c, _)| filter(c)).collect();
-    v.sort_by(|a, b| b.1 .0.cmp(&a.1 .0));
+    v.sort_by_key(|b| std::cmp::Reverse(b.1 .0));
     v.iter()
         .take(k)
         .map(|(c, (n, _))| format!("{c} {:.2}", *n as f64 / per))
@@ -128,7 +155,8 @@ impl Bench {
         for a in &args[1..] {
             c.arg(*a);
         }
-        c.query::<Value>(&mut self.con).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        c.query::<Value>(&mut self.con)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
     fn int(&mut self, args: &[&str]) -> i64 {
@@ -139,7 +167,10 @@ impl Bench {
     }
 
     fn info(&mut self, section: &str) -> HashMap<String, String> {
-        let text: String = redis::cmd("INFO").arg(section).query(&mut self.con).expect("INFO");
+        let text: String = redis::cmd("INFO")
+            .arg(section)
+            .query(&mut self.con)
+            .expect("INFO");
         text.lines()
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
@@ -162,7 +193,9 @@ impl Bench {
     fn stats(&mut self) -> Stats {
         let mut out = Stats::new();
         for (k, v) in self.info("commandstats") {
-            let Some(name) = k.strip_prefix("cmdstat_") else { continue };
+            let Some(name) = k.strip_prefix("cmdstat_") else {
+                continue;
+            };
             if OWN.contains(&name) {
                 continue;
             }
@@ -195,7 +228,9 @@ impl Bench {
     }
 
     fn proc_cpu(&self, pid: u32) -> f64 {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return f64::NAN };
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return f64::NAN;
+        };
         let rest = text.rsplit_once(')').map(|x| x.1).unwrap_or("");
         let f: Vec<&str> = rest.split_whitespace().collect();
         // after the comm: state(0) ... utime(11) stime(12)
@@ -205,7 +240,9 @@ impl Bench {
 
     fn peer_cmd(&self, args: &[&str], env: &[(&str, String)], log: &str) -> Command {
         let mut c = Command::new(&self.peer);
-        c.args(args).env("REDIS_URL", &self.url).env_remove("REDIS_PORT");
+        c.args(args)
+            .env("REDIS_URL", &self.url)
+            .env_remove("REDIS_PORT");
         for (k, v) in env {
             c.env(k, v);
         }
@@ -214,8 +251,24 @@ impl Bench {
         c
     }
 
-    fn spawn_worker(&self, workload: &str, conc: usize, env: &[(&str, String)], log: &str) -> Child {
-        let mut c = self.peer_cmd(&["worker", "--concurrency", &conc.to_string(), "--workload", workload], env, log);
+    fn spawn_worker(
+        &self,
+        workload: &str,
+        conc: usize,
+        env: &[(&str, String)],
+        log: &str,
+    ) -> Child {
+        let mut c = self.peer_cmd(
+            &[
+                "worker",
+                "--concurrency",
+                &conc.to_string(),
+                "--workload",
+                workload,
+            ],
+            env,
+            log,
+        );
         c.stdout(Stdio::null());
         c.spawn().expect("spawn bench_peer worker")
     }
@@ -223,12 +276,31 @@ impl Bench {
     /// `bench_peer enqueue`: seconds of the enqueue loop.
     fn enqueue_proc(&self, n: u64, mode: &str, workload: &str) -> f64 {
         let out = self
-            .peer_cmd(&["enqueue", "--n", &n.to_string(), "--mode", mode, "--workload", workload], &[], "enqueue.log")
+            .peer_cmd(
+                &[
+                    "enqueue",
+                    "--n",
+                    &n.to_string(),
+                    "--mode",
+                    mode,
+                    "--workload",
+                    workload,
+                ],
+                &[],
+                "enqueue.log",
+            )
             .output()
             .expect("run bench_peer enqueue");
-        assert!(out.status.success(), "bench_peer enqueue failed: see {}", self.logs.join("enqueue.log").display());
+        assert!(
+            out.status.success(),
+            "bench_peer enqueue failed: see {}",
+            self.logs.join("enqueue.log").display()
+        );
         let text = String::from_utf8_lossy(&out.stdout);
-        let line = text.lines().rfind(|l| l.starts_with('{')).expect("enqueue printed no JSON");
+        let line = text
+            .lines()
+            .rfind(|l| l.starts_with('{'))
+            .expect("enqueue printed no JSON");
         let v: serde_json::Value = serde_json::from_str(line).expect("enqueue JSON");
         v["seconds"].as_f64().expect("seconds")
     }
@@ -294,14 +366,35 @@ fn run_workload(b: &mut Bench, workload: &str, conc: usize, mode: &str, tag: &st
     let _ = w.kill();
     let _ = w.wait();
     let failed = {
-        let v: i64 = redis::cmd("EVAL").arg(FAILED_CHECK).arg(1).arg(DONE).query(&mut b.con).expect("failed check");
+        let v: i64 = redis::cmd("EVAL")
+            .arg(FAILED_CHECK)
+            .arg(1)
+            .arg(DONE)
+            .query(&mut b.con)
+            .expect("failed check");
         v
     };
-    let sample: Option<String> = redis::cmd("ZRANGE").arg(DONE).arg(-1).arg(-1).query::<Vec<String>>(&mut b.con).ok().and_then(|v| v.into_iter().next());
+    let sample: Option<String> = redis::cmd("ZRANGE")
+        .arg(DONE)
+        .arg(-1)
+        .arg(-1)
+        .query::<Vec<String>>(&mut b.con)
+        .ok()
+        .and_then(|v| v.into_iter().next());
     let mem_of = |b: &mut Bench, key: &str| -> f64 {
-        redis::cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0).query::<Option<i64>>(&mut b.con).ok().flatten().unwrap_or(0) as f64
+        redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .arg("SAMPLES")
+            .arg(0)
+            .query::<Option<i64>>(&mut b.con)
+            .ok()
+            .flatten()
+            .unwrap_or(0) as f64
     };
-    let job_mem = sample.map(|id| mem_of(b, &format!("leasehold:{{bench}}:job:{id}"))).unwrap_or(f64::NAN);
+    let job_mem = sample
+        .map(|id| mem_of(b, &format!("leasehold:{{bench}}:job:{id}")))
+        .unwrap_or(f64::NAN);
     let events_mem = mem_of(b, EVENTS) / n as f64;
     let done_mem = mem_of(b, DONE) / n as f64;
     let t_first = t_first.unwrap();
@@ -327,7 +420,12 @@ fn run_workload(b: &mut Bench, workload: &str, conc: usize, mode: &str, tag: &st
 fn section_workloads(b: &mut Bench) -> Vec<(String, Vec<Run>)> {
     let n = b.settings.n;
     let reps = b.settings.reps;
-    let plan = [("w1", 10, "single"), ("w1", 50, "bulk"), ("w2", 10, "bulk"), ("w2", 50, "bulk")];
+    let plan = [
+        ("w1", 10, "single"),
+        ("w1", 50, "bulk"),
+        ("w2", 10, "bulk"),
+        ("w2", 50, "bulk"),
+    ];
     let mut all = Vec::new();
     for (w, c, mode) in plan {
         let mut runs = Vec::new();
@@ -349,8 +447,11 @@ fn section_workloads(b: &mut Bench) -> Vec<(String, Vec<Run>)> {
     let mut s = String::new();
     let _ = writeln!(s, "## 1. Throughput: N = {n} pre-enqueued jobs, one worker process (`bench_peer worker`), median of {reps}\n");
     let _ = writeln!(s, "jobs/s from spawn = N / (worker spawn → last job SUCCEEDED, polled every 2 ms); steady = from the first completion to the last (the peers' definition). cmds/job: all commands Redis executed per job during processing (INFO commandstats, incl. those run inside Lua), top-level = EVALSHA + BLPOP + the pool's UNWATCH/PING; CPU per job in µs (Redis: INFO cpu; worker: /proc/pid/stat utime+stime since spawn).\n");
-    let _ = writeln!(s, "| workload | C | jobs/s from spawn | jobs/s steady | startup s | enqueue/s ({}) | cmds/job (+Lua) | top-level cmds/job | EVALSHA/job | Redis µs CPU/job | Redis EVALSHA µs/job | worker CPU µs/job | Redis CPU % / worker CPU % | failed |", "mode");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| workload | C | jobs/s from spawn | jobs/s steady | startup s | enqueue/s (mode) | cmds/job (+Lua) | top-level cmds/job | EVALSHA/job | Redis µs CPU/job | Redis EVALSHA µs/job | worker CPU µs/job | Redis CPU % / worker CPU % | failed |");
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for (key, runs) in &all {
         let parts: Vec<&str> = key.split('|').collect();
         let nn = n as f64;
@@ -378,24 +479,53 @@ fn section_workloads(b: &mut Bench) -> Vec<(String, Vec<Run>)> {
     }
     let _ = writeln!(s, "\nEvery run (jobs/s from spawn / steady):\n");
     for (key, runs) in &all {
-        let v: Vec<String> = runs.iter().map(|r| format!("{} / {}", fmt_int(r.jobs_s_spawn), fmt_int(r.jobs_s_steady))).collect();
+        let v: Vec<String> = runs
+            .iter()
+            .map(|r| format!("{} / {}", fmt_int(r.jobs_s_spawn), fmt_int(r.jobs_s_steady)))
+            .collect();
         let _ = writeln!(s, "- {}: {}", key.replace('|', " C="), v.join("; "));
     }
     // enqueue rates
-    let single: Vec<f64> = all.iter().filter(|(k, _)| k.ends_with("single")).flat_map(|(_, r)| r.iter().map(|r| n as f64 / r.enq_secs)).collect();
-    let bulk: Vec<f64> = all.iter().filter(|(k, _)| k.ends_with("bulk")).flat_map(|(_, r)| r.iter().map(|r| n as f64 / r.enq_secs)).collect();
-    let enq_single = all.iter().find(|(k, _)| k.ends_with("single")).map(|(_, r)| r[0].enq_stats.clone()).unwrap_or_default();
-    let enq_bulk = all.iter().find(|(k, _)| k.ends_with("bulk")).map(|(_, r)| r[0].enq_stats.clone()).unwrap_or_default();
+    let single: Vec<f64> = all
+        .iter()
+        .filter(|(k, _)| k.ends_with("single"))
+        .flat_map(|(_, r)| r.iter().map(|r| n as f64 / r.enq_secs))
+        .collect();
+    let bulk: Vec<f64> = all
+        .iter()
+        .filter(|(k, _)| k.ends_with("bulk"))
+        .flat_map(|(_, r)| r.iter().map(|r| n as f64 / r.enq_secs))
+        .collect();
+    let enq_single = all
+        .iter()
+        .find(|(k, _)| k.ends_with("single"))
+        .map(|(_, r)| r[0].enq_stats.clone())
+        .unwrap_or_default();
+    let enq_bulk = all
+        .iter()
+        .find(|(k, _)| k.ends_with("bulk"))
+        .map(|(_, r)| r[0].enq_stats.clone())
+        .unwrap_or_default();
     let _ = writeln!(s, "\n**Enqueue** (`bench_peer enqueue`, N = {n}, connect excluded): one by one {} jobs/s (median of {}), bulk (chunks of 1,000) {} jobs/s (median of {}). Commands per job: one by one {:.1} (+Lua; top-level {:.2}: {}), bulk {:.1} (+Lua; top-level {:.4}).\n",
         fmt_int(median(&single)), single.len(), fmt_int(median(&bulk)), bulk.len(),
         total_calls(&enq_single) as f64 / n as f64, top_level_calls(&enq_single) as f64 / n as f64,
         top_cmds(&enq_single, n as f64, 4, is_top_level),
         total_calls(&enq_bulk) as f64 / n as f64, top_level_calls(&enq_bulk) as f64 / n as f64);
     // dominant commands, W1 C=10
-    for (key, runs) in all.iter().filter(|(k, _)| k.starts_with("W1|10") || k.starts_with("W2|10")) {
+    for (key, runs) in all
+        .iter()
+        .filter(|(k, _)| k.starts_with("W1|10") || k.starts_with("W2|10"))
+    {
         let r = &runs[0];
-        let _ = writeln!(s, "Commands per job, {} processing: top-level: {}; inside scripts: {}.\n", key.replace('|', " C=").replace("C=single", "").replace("C=bulk", ""),
-            top_cmds(&r.stats, n as f64, 6, is_top_level), top_cmds(&r.stats, n as f64, 12, |c| !is_top_level(c)));
+        let _ = writeln!(
+            s,
+            "Commands per job, {} processing: top-level: {}; inside scripts: {}.\n",
+            key.replace('|', " C=")
+                .replace("C=single", "")
+                .replace("C=bulk", ""),
+            top_cmds(&r.stats, n as f64, 6, is_top_level),
+            top_cmds(&r.stats, n as f64, 12, |c| !is_top_level(c))
+        );
     }
     // memory
     if let Some((_, runs)) = all.iter().find(|(k, _)| k.starts_with("W1|10")) {
@@ -420,13 +550,18 @@ fn section_pickup(b: &mut Bench) {
     // wait for the worker to register (its first heartbeat) and settle into its idle wait
     let t = Instant::now();
     while b.int(&["SCARD", "leasehold:{bench}:workers"]) < 1 {
-        assert!(t.elapsed() < Duration::from_secs(10), "worker did not register");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "worker did not register"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(300));
     let url = b.url.clone();
     let lag = b.rt.block_on(async move {
-        let queue = Queue::connect(&url, QUEUE, QueueConfig::default()).await.expect("connect");
+        let queue = Queue::connect(&url, QUEUE, QueueConfig::default())
+            .await
+            .expect("connect");
         queue.load_scripts().await.expect("load");
         let t0 = tokio::time::Instant::now();
         let period = Duration::from_nanos(1_000_000_000 / rate);
@@ -435,30 +570,47 @@ fn section_pickup(b: &mut Bench) {
             let at = t0 + period * k as u32;
             tokio::time::sleep_until(at).await;
             max_lag = max_lag.max(tokio::time::Instant::now() - at);
-            let job = NewJob::new("lat", &serde_json::json!({"i": k, "t_us": now_us()})).expect("job");
+            let job =
+                NewJob::new("lat", &serde_json::json!({"i": k, "t_us": now_us()})).expect("job");
             queue.enqueue(job).await.expect("enqueue");
         }
         max_lag
     });
     let t = Instant::now();
     while (b.done() as u64) < total {
-        assert!(t.elapsed() < Duration::from_secs(60), "pickup: jobs not done");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "pickup: jobs not done"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let _ = w.kill();
     let _ = w.wait();
-    let ids: Vec<String> = redis::cmd("ZRANGE").arg(DONE).arg(0).arg(-1).query(&mut b.con).expect("ids");
+    let ids: Vec<String> = redis::cmd("ZRANGE")
+        .arg(DONE)
+        .arg(0)
+        .arg(-1)
+        .query(&mut b.con)
+        .expect("ids");
     let mut pipe = redis::pipe();
     for id in &ids {
-        pipe.cmd("HMGET").arg(format!("leasehold:{{bench}}:job:{id}")).arg("created_at").arg("attempt:1").arg("out:probe");
+        pipe.cmd("HMGET")
+            .arg(format!("leasehold:{{bench}}:job:{id}"))
+            .arg("created_at")
+            .arg("attempt:1")
+            .arg("out:probe");
     }
-    let rows: Vec<(Option<i64>, Option<String>, Option<String>)> = pipe.query(&mut b.con).expect("rows");
+    let rows: Vec<(Option<i64>, Option<String>, Option<String>)> =
+        pipe.query(&mut b.con).expect("rows");
     let mut ms = Vec::new();
     let mut leased_ms = Vec::new();
     let mut us = Vec::new();
     let mut failed = 0;
     for (created, attempt, out) in rows {
-        let rec: serde_json::Value = attempt.as_deref().and_then(|a| serde_json::from_str(a).ok()).unwrap_or_default();
+        let rec: serde_json::Value = attempt
+            .as_deref()
+            .and_then(|a| serde_json::from_str(a).ok())
+            .unwrap_or_default();
         if rec["state"] != "SUCCEEDED" {
             failed += 1;
         }
@@ -480,8 +632,19 @@ fn section_pickup(b: &mut Bench) {
     let _ = writeln!(s, "{total} jobs enqueued one by one at {rate} jobs/s for {secs} s (schedule lag max {:.1} ms) into an idle worker process (`bench_peer worker --workload lat`, C=10, blocked on its wake-up list). Redis-side: the attempt record's `leased_at`/`started_at` minus the job's `created_at` (Redis TIME, ms resolution). Client-side: the step's start minus the enqueue call's start (wall clock, µs resolution; includes the enqueue round trip, lease, start and the step task's spawn). {failed} jobs did not succeed.\n", lag.as_secs_f64() * 1e3);
     let _ = writeln!(s, "| measure | p50 | p90 | p99 | max |");
     let _ = writeln!(s, "|---|---|---|---|---|");
-    for (name, v) in [("enqueue → LEASED (Redis, ms)", &leased_ms), ("enqueue → RUNNING (Redis, ms)", &ms), ("enqueue call → step running (client, ms)", &us)] {
-        let _ = writeln!(s, "| {name} | {:.2} | {:.2} | {:.2} | {:.2} |", percentile(v, 50.0), percentile(v, 90.0), percentile(v, 99.0), v.last().copied().unwrap_or(f64::NAN));
+    for (name, v) in [
+        ("enqueue → LEASED (Redis, ms)", &leased_ms),
+        ("enqueue → RUNNING (Redis, ms)", &ms),
+        ("enqueue call → step running (client, ms)", &us),
+    ] {
+        let _ = writeln!(
+            s,
+            "| {name} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            percentile(v, 50.0),
+            percentile(v, 90.0),
+            percentile(v, 99.0),
+            v.last().copied().unwrap_or(f64::NAN)
+        );
     }
     let _ = writeln!(s);
     b.write(&s);
@@ -494,7 +657,12 @@ struct SweepEvent {
 }
 
 fn sweep_events(b: &mut Bench) -> Vec<SweepEvent> {
-    let v: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE").arg(EVENTS).arg("-").arg("+").query(&mut b.con).expect("XRANGE");
+    let v: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE")
+        .arg(EVENTS)
+        .arg("-")
+        .arg("+")
+        .query(&mut b.con)
+        .expect("XRANGE");
     v.into_iter()
         .filter(|(_, f)| f.get("op").map(String::as_str) == Some("sweep"))
         .map(|(id, f)| SweepEvent {
@@ -512,12 +680,19 @@ fn section_recovery(b: &mut Bench) {
     let mut rows = Vec::new();
     for trial in 0..b.settings.recovery_trials {
         b.fresh();
-        let env_b = [("BENCH_LEASE_TTL_MS", ttl_ms.to_string()), ("BENCH_SWEEP_MS", "500".to_owned())];
+        let env_b = [
+            ("BENCH_LEASE_TTL_MS", ttl_ms.to_string()),
+            ("BENCH_SWEEP_MS", "500".to_owned()),
+        ];
         let mut sweeper = b.spawn_worker("w1", 1, &env_b, "recovery.sweeper.log");
         let url = b.url.clone();
         let queue = b.rt.block_on(async move {
-            let q = Queue::connect(&url, QUEUE, QueueConfig::default()).await.expect("connect");
-            let jobs = (0..held + ghosts).map(|i| NewJob::new("hold", &serde_json::json!({"i": i})).unwrap()).collect();
+            let q = Queue::connect(&url, QUEUE, QueueConfig::default())
+                .await
+                .expect("connect");
+            let jobs = (0..held + ghosts)
+                .map(|i| NewJob::new("hold", &serde_json::json!({"i": i})).unwrap())
+                .collect();
             q.enqueue_bulk(jobs).await.expect("enqueue");
             q
         });
@@ -529,25 +704,49 @@ fn section_recovery(b: &mut Bench) {
         let mut victim = b.spawn_worker("hold", held, &env_a, "recovery.victim.log");
         let t = Instant::now();
         loop {
-            let ids: Vec<String> = redis::cmd("ZRANGE").arg("leasehold:{bench}:leases").arg(0).arg(-1).query(&mut b.con).unwrap();
+            let ids: Vec<String> = redis::cmd("ZRANGE")
+                .arg("leasehold:{bench}:leases")
+                .arg(0)
+                .arg(-1)
+                .query(&mut b.con)
+                .unwrap();
             let running = ids
                 .iter()
                 .filter(|id| {
-                    redis::cmd("HGET").arg(format!("leasehold:{{bench}}:job:{id}")).arg("state").query::<Option<String>>(&mut b.con).ok().flatten().as_deref() == Some("RUNNING")
+                    redis::cmd("HGET")
+                        .arg(format!("leasehold:{{bench}}:job:{id}"))
+                        .arg("state")
+                        .query::<Option<String>>(&mut b.con)
+                        .ok()
+                        .flatten()
+                        .as_deref()
+                        == Some("RUNNING")
                 })
                 .count();
             if running == held {
                 break;
             }
-            assert!(t.elapsed() < Duration::from_secs(10), "victim did not start its jobs");
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "victim did not start its jobs"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         // vary the kill's phase relative to the victim's renewals
         std::thread::sleep(Duration::from_millis(200 + 230 * trial as u64));
-        let ids: Vec<String> = redis::cmd("ZRANGE").arg("leasehold:{bench}:leases").arg(0).arg(-1).query(&mut b.con).unwrap();
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg("leasehold:{bench}:leases")
+            .arg(0)
+            .arg(-1)
+            .query(&mut b.con)
+            .unwrap();
         let mut deadlines = HashMap::new();
         for id in &ids {
-            let d: Option<i64> = redis::cmd("HGET").arg(format!("leasehold:{{bench}}:job:{id}")).arg("lease_deadline").query(&mut b.con).unwrap();
+            let d: Option<i64> = redis::cmd("HGET")
+                .arg(format!("leasehold:{{bench}}:job:{id}"))
+                .arg("lease_deadline")
+                .query(&mut b.con)
+                .unwrap();
             deadlines.insert(id.clone(), d.unwrap_or(0));
         }
         let t_kill = b.redis_time_ms();
@@ -556,7 +755,16 @@ fn section_recovery(b: &mut Bench) {
         // a holder that dies right after leasing (LEASED, never started)
         let t_ghost = b.redis_time_ms();
         let ghost: Vec<Lease> = b.rt.block_on(async {
-            queue.lease("ghost-holder", &["hold"], ghosts, Duration::from_millis(ttl_ms as u64)).await.expect("lease").leases
+            queue
+                .lease(
+                    "ghost-holder",
+                    &["hold"],
+                    ghosts,
+                    Duration::from_millis(ttl_ms as u64),
+                )
+                .await
+                .expect("lease")
+                .leases
         });
         assert_eq!(ghost.len(), ghosts);
         let t = Instant::now();
@@ -627,7 +835,12 @@ where
 
 fn script_row(name: &str, calls: usize, per_unit: f64, m: &(f64, f64, Stats)) -> String {
     let (ms, us, st) = m;
-    let inner = st.iter().filter(|(k, _)| !is_top_level(k)).map(|(_, v)| v.0).sum::<u64>() as f64 / calls as f64;
+    let inner = st
+        .iter()
+        .filter(|(k, _)| !is_top_level(k))
+        .map(|(_, v)| v.0)
+        .sum::<u64>() as f64
+        / calls as f64;
     let pool = st.get("ping").map_or(0, |v| v.0) as f64 / calls as f64;
     format!(
         "| {name} | {calls} | {:.3} | {:.1} | {:.1} | {:.1} | {:.2} | {} |",
@@ -645,27 +858,41 @@ fn section_scripts(b: &mut Bench) -> f64 {
     b.fresh();
     let url = b.url.clone();
     let queue = b.rt.block_on(async move {
-        let q = Queue::connect(&url, QUEUE, QueueConfig::default()).await.expect("connect");
+        let q = Queue::connect(&url, QUEUE, QueueConfig::default())
+            .await
+            .expect("connect");
         q.load_scripts().await.expect("load");
         q
     });
     let mut rows = Vec::new();
     let q = queue.clone();
     let m = measure(b, n, |rt, i| {
-        rt.block_on(q.enqueue(NewJob::new("p", &serde_json::json!({"i": i})).unwrap())).expect("enqueue");
+        rt.block_on(q.enqueue(NewJob::new("p", &serde_json::json!({"i": i})).unwrap()))
+            .expect("enqueue");
     });
     let enqueue_us = m.1;
     rows.push(script_row("enqueue (1 job)", n, 1.0, &m));
     let q = queue.clone();
     let m = measure(b, 2, |rt, _| {
-        let jobs = (0..1000).map(|i| NewJob::new("p", &serde_json::json!({"i": i})).unwrap()).collect();
+        let jobs = (0..1000)
+            .map(|i| NewJob::new("p", &serde_json::json!({"i": i})).unwrap())
+            .collect();
         rt.block_on(q.enqueue_bulk(jobs)).expect("enqueue bulk");
     });
-    rows.push(script_row("enqueue bulk (1,000 jobs; µs/job in col 5)", 2, 1000.0, &m));
+    rows.push(script_row(
+        "enqueue bulk (1,000 jobs; µs/job in col 5)",
+        2,
+        1000.0,
+        &m,
+    ));
     let mut leases: Vec<Lease> = Vec::new();
     let q = queue.clone();
     let m = measure(b, n / 10, |rt, _| {
-        leases.extend(rt.block_on(q.lease("bench-w", &["p"], 10, Duration::from_secs(3600))).expect("lease").leases);
+        leases.extend(
+            rt.block_on(q.lease("bench-w", &["p"], 10, Duration::from_secs(3600)))
+                .expect("lease")
+                .leases,
+        );
     });
     let lease_us = m.1 / 10.0;
     rows.push(script_row("lease n=10 (µs/job in col 5)", n / 10, 10.0, &m));
@@ -681,18 +908,25 @@ fn section_scripts(b: &mut Bench) -> f64 {
     let m = measure(b, 20, |rt, _| {
         rt.block_on(q.renew(&batch)).expect("renew");
     });
-    rows.push(script_row("renew 100 leases (µs/lease in col 5)", 20, 100.0, &m));
+    rows.push(script_row(
+        "renew 100 leases (µs/lease in col 5)",
+        20,
+        100.0,
+        &m,
+    ));
     let q = queue.clone();
     let ls = leases.clone();
     let m = measure(b, n, |rt, i| {
-        rt.block_on(q.checkpoint(&ls[i], "noop", "null", None)).expect("checkpoint");
+        rt.block_on(q.checkpoint(&ls[i], "noop", "null", None))
+            .expect("checkpoint");
     });
     let ckpt_us = m.1;
     rows.push(script_row("checkpoint", n, 1.0, &m));
     let q = queue.clone();
     let ls = leases.clone();
     let m = measure(b, n, |rt, i| {
-        rt.block_on(q.finish(&ls[i], &Outcome::Succeeded)).expect("finish");
+        rt.block_on(q.finish(&ls[i], &Outcome::Succeeded))
+            .expect("finish");
     });
     let finish_us = m.1;
     rows.push(script_row("finish (SUCCEEDED)", n, 1.0, &m));
@@ -708,11 +942,16 @@ fn section_scripts(b: &mut Bench) -> f64 {
     let batch = 10usize;
     let q = queue.clone();
     b.rt.block_on(async {
-        let jobs = (0..n + 2 * batch).map(|i| NewJob::new("p", &serde_json::json!({"i": i})).unwrap()).collect();
+        let jobs = (0..n + 2 * batch)
+            .map(|i| NewJob::new("p", &serde_json::json!({"i": i})).unwrap())
+            .collect();
         q.enqueue_bulk(jobs).await.expect("enqueue");
     });
     let ttl = Duration::from_secs(3600);
-    let mut leased: Vec<Lease> = b.rt.block_on(q.lease("bench-w", &["p"], batch, ttl)).expect("lease").leases;
+    let mut leased: Vec<Lease> =
+        b.rt.block_on(q.lease("bench-w", &["p"], batch, ttl))
+            .expect("lease")
+            .leases;
     let mut running: Vec<Lease> = Vec::new();
     let mut refused = 0usize;
     let m = measure(b, n / batch, |rt, _| {
@@ -720,12 +959,23 @@ fn section_scripts(b: &mut Bench) -> f64 {
         let next = {
             let mut ops = Vec::new();
             for l in &leased {
-                ops.push(HolderOp::Start { lease: l, first_step: "noop" });
+                ops.push(HolderOp::Start {
+                    lease: l,
+                    first_step: "noop",
+                });
             }
             for l in &running {
-                ops.push(HolderOp::Finish { lease: l, outcome: &outcome, last_step: Some(("noop", "null")) });
+                ops.push(HolderOp::Finish {
+                    lease: l,
+                    outcome: &outcome,
+                    last_step: Some(("noop", "null")),
+                });
             }
-            let req = LeaseRequest { worker: "bench-w", pipelines: &["p"], n: batch };
+            let req = LeaseRequest {
+                worker: "bench-w",
+                pipelines: &["p"],
+                n: batch,
+            };
             let settled = rt.block_on(q.settle(&ops, Some(req), ttl)).expect("settle");
             refused += settled.replies.iter().filter(|r| r.is_err()).count();
             settled.leased.leases
@@ -767,13 +1017,17 @@ fn section_scale(b: &mut Bench) {
         let url = b.url.clone();
         let mem0 = b.used_memory();
         let (queue, enq_secs) = b.rt.block_on(async move {
-            let q = Queue::connect(&url, QUEUE, QueueConfig::default()).await.expect("connect");
+            let q = Queue::connect(&url, QUEUE, QueueConfig::default())
+                .await
+                .expect("connect");
             q.load_scripts().await.expect("load");
             let t = Instant::now();
             let mut i = 0;
             while i < total {
                 let end = (i + 1000).min(total);
-                let jobs = (i..end).map(|k| NewJob::new("s", &serde_json::json!({"i": k})).unwrap()).collect();
+                let jobs = (i..end)
+                    .map(|k| NewJob::new("s", &serde_json::json!({"i": k})).unwrap())
+                    .collect();
                 q.enqueue_bulk(jobs).await.expect("enqueue bulk");
                 i = end;
             }
@@ -783,10 +1037,16 @@ fn section_scale(b: &mut Bench) {
         let q = queue.clone();
         let mut held: Vec<Lease> = Vec::new();
         let lease100 = measure(b, running / 100, |rt, _| {
-            held.extend(rt.block_on(q.lease("scale-w", &["s"], 100, Duration::from_secs(3600))).expect("lease").leases);
+            held.extend(
+                rt.block_on(q.lease("scale-w", &["s"], 100, Duration::from_secs(3600)))
+                    .expect("lease")
+                    .leases,
+            );
         });
         // leases that expire at once
-        let _ = b.rt.block_on(queue.lease("scale-dead", &["s"], expired, Duration::from_millis(1))).expect("lease");
+        let _ =
+            b.rt.block_on(queue.lease("scale-dead", &["s"], expired, Duration::from_millis(1)))
+                .expect("lease");
         std::thread::sleep(Duration::from_millis(20));
         let q = queue.clone();
         let mut recovered = 0;
@@ -799,7 +1059,8 @@ fn section_scale(b: &mut Bench) {
         });
         let q = queue.clone();
         let lease10 = measure(b, 100, |rt, _| {
-            rt.block_on(q.lease("scale-w2", &["s"], 10, Duration::from_secs(3600))).expect("lease");
+            rt.block_on(q.lease("scale-w2", &["s"], 10, Duration::from_secs(3600)))
+                .expect("lease");
         });
         let q = queue.clone();
         let batch: Vec<&Lease> = held.iter().take(100).collect();
@@ -822,7 +1083,17 @@ fn section_scale(b: &mut Bench) {
                 name,
                 m.0,
                 m.1,
-                m.2.iter().filter(|(k, _)| !is_top_level(k)).map(|(_, v)| v.0).sum::<u64>() as f64 / if name.starts_with("sweep, 500") { 1.0 } else if name == "lease n=100" { (running / 100) as f64 } else { 100.0 },
+                m.2.iter()
+                    .filter(|(k, _)| !is_top_level(k))
+                    .map(|(_, v)| v.0)
+                    .sum::<u64>() as f64
+                    / if name.starts_with("sweep, 500") {
+                        1.0
+                    } else if name == "lease n=100" {
+                        (running / 100) as f64
+                    } else {
+                        100.0
+                    },
             ));
         }
         rows.push(format!(
@@ -838,7 +1109,10 @@ fn section_scale(b: &mut Bench) {
     let mut s = String::new();
     let _ = writeln!(s, "## 5. Lease, sweep and renew with a large backlog\n");
     let _ = writeln!(s, "Jobs enqueued in bulk; 10,000 leased (TTL 1 h) and not finished, 500 leased with a 1 ms TTL (expired). Times are sequential calls from one client; Redis µs from commandstats (EVALSHA usec / calls).\n");
-    let _ = writeln!(s, "| waiting (ready) | leased | call | client ms/call | Redis µs/call | inner cmds/call |");
+    let _ = writeln!(
+        s,
+        "| waiting (ready) | leased | call | client ms/call | Redis µs/call | inner cmds/call |"
+    );
     let _ = writeln!(s, "|---|---|---|---|---|---|");
     for r in rows {
         let _ = writeln!(s, "{r}");
@@ -859,13 +1133,21 @@ fn main() {
         pickup_rate: 1_000,
         pickup_secs: env_u64("BENCH_PICKUP_SECS").unwrap_or(if quick { 2 } else { 10 }),
         recovery_trials: if quick { 1 } else { 3 },
-        scale_waiting: env_u64("BENCH_SCALE_WAITING").unwrap_or(if quick { 100_000 } else { 1_000_000 }),
+        scale_waiting: env_u64("BENCH_SCALE_WAITING").unwrap_or(if quick {
+            100_000
+        } else {
+            1_000_000
+        }),
         script_jobs: if quick { 500 } else { 2_000 },
     };
 
     // target dir: this executable is <target>/release/deps/workloads-<hash>
     let exe = std::env::current_exe().expect("current_exe");
-    let target: PathBuf = exe.ancestors().nth(3).map(Path::to_path_buf).expect("target dir");
+    let target: PathBuf = exe
+        .ancestors()
+        .nth(3)
+        .map(Path::to_path_buf)
+        .expect("target dir");
     let peer = match std::env::var("BENCH_PEER") {
         Ok(p) => PathBuf::from(p),
         Err(_) => {
@@ -887,19 +1169,49 @@ fn main() {
         .arg("CLK_TCK")
         .output()
         .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<f64>().ok())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
         .unwrap_or(100.0);
 
     let srv = RedisServer::start_tcp();
     let url = srv.url();
-    let con = redis::Client::open(url.as_str()).expect("client").get_connection().expect("connect");
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let mut b = Bench { settings, srv, url, con, peer, logs, clk_tck, rt, out: String::new() };
+    let con = redis::Client::open(url.as_str())
+        .expect("client")
+        .get_connection()
+        .expect("connect");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut b = Bench {
+        settings,
+        srv,
+        url,
+        con,
+        peer,
+        logs,
+        clk_tck,
+        rt,
+        out: String::new(),
+    };
 
-    let version = b.info("server").get("redis_version").cloned().unwrap_or_default();
+    let version = b
+        .info("server")
+        .get("redis_version")
+        .cloned()
+        .unwrap_or_default();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
         .unwrap_or_default();
     let head = format!(
         "# leasehold workload benchmarks{}\n\nredis-server {version} (private, TCP 127.0.0.1, no persistence), {} cores ({cpu}), worker = `{}` (separate process), N = {}, median of {} runs. Logs: `{}`.\n\n",

@@ -171,7 +171,9 @@ async fn enqueue(args: &[String]) -> Result<(), BoxError> {
         ("hold", _) => single::<Hold>(&client, n).await?,
         ("lat", _) => {
             for i in 0..n {
-                client.enqueue::<Lat>(&Stamped { i, t_us: now_us() }).await?;
+                client
+                    .enqueue::<Lat>(&Stamped { i, t_us: now_us() })
+                    .await?;
             }
         }
         (other, _) => return Err(format!("unknown workload {other}").into()),
@@ -181,14 +183,20 @@ async fn enqueue(args: &[String]) -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn single<P: leasehold::Pipeline<Input = Item>>(client: &Client, n: u64) -> Result<(), BoxError> {
+async fn single<P: leasehold::Pipeline<Input = Item>>(
+    client: &Client,
+    n: u64,
+) -> Result<(), BoxError> {
     for i in 0..n {
         client.enqueue::<P>(&Item { i }).await?;
     }
     Ok(())
 }
 
-async fn bulk<P: leasehold::Pipeline<Input = Item>>(client: &Client, n: u64) -> Result<(), BoxError> {
+async fn bulk<P: leasehold::Pipeline<Input = Item>>(
+    client: &Client,
+    n: u64,
+) -> Result<(), BoxError> {
     let chunk = 1000u64;
     let mut i = 0;
     while i < n {
@@ -203,7 +211,9 @@ async fn bulk<P: leasehold::Pipeline<Input = Item>>(client: &Client, n: u64) -> 
 async fn worker(args: &[String]) -> Result<(), BoxError> {
     let concurrency: usize = arg(args, "--concurrency", "10").parse()?;
     let workload = arg(args, "--workload", "w1");
-    let mut builder = Worker::builder(redis_url()).config(config()).concurrency(concurrency);
+    let mut builder = Worker::builder(redis_url())
+        .config(config())
+        .concurrency(concurrency);
     if let Some(ms) = env_u64("BENCH_LEASE_TTL_MS") {
         builder = builder.lease_ttl(Duration::from_millis(ms));
     }
@@ -218,7 +228,10 @@ async fn worker(args: &[String]) -> Result<(), BoxError> {
         other => return Err(format!("unknown workload {other}").into()),
     };
     let worker = builder.build().await?;
-    eprintln!("worker {} serving {workload}, concurrency {concurrency}", worker.id());
+    eprintln!(
+        "worker {} serving {workload}, concurrency {concurrency}",
+        worker.id()
+    );
     worker.run_until_signal().await?;
     Ok(())
 }
@@ -231,8 +244,12 @@ fn main() {
     // BENCH_TOKIO=current_thread runs everything on one thread (default: the
     // multi-thread runtime, one worker thread per core, as `#[tokio::main]`).
     let runtime = match std::env::var("BENCH_TOKIO").as_deref() {
-        Ok("current_thread") => tokio::runtime::Builder::new_current_thread().enable_all().build(),
-        _ => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+        Ok("current_thread") => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        _ => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
     };
     runtime.expect("tokio runtime").block_on(run());
 }
@@ -241,7 +258,10 @@ async fn run() {
     let args: Vec<String> = std::env::args().collect();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let result = match args.get(1).map(String::as_str) {
         Some("enqueue") => enqueue(&args).await,
         Some("worker") => worker(&args).await,
@@ -250,9 +270,11 @@ async fn run() {
             println!("EVAL \"{FAILED_CHECK}\" 1 leasehold:{{bench}}:done");
             Ok(())
         }
-        _ => Err("usage: bench_peer enqueue --n N --mode single|bulk --workload w1|w2 \
+        _ => Err(
+            "usage: bench_peer enqueue --n N --mode single|bulk --workload w1|w2 \
                   | worker --concurrency C --workload w1|w2 | failed-check"
-            .into()),
+                .into(),
+        ),
     };
     if let Err(e) = result {
         eprintln!("bench_peer: {e}");
