@@ -119,6 +119,7 @@ end
 -- Deletes terminal jobs beyond the retention policy; at most `budget` jobs.
 local function purge(now, budget)
   local removed = 0
+  if budget <= 0 then return 0 end
   if KEEP_AGE_MS > 0 then
     local old = redis.call('ZRANGEBYSCORE', K_DONE, '-inf', fmt(now - KEEP_AGE_MS), 'LIMIT', 0, budget)
     for _, id in ipairs(old) do

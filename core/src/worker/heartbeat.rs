@@ -39,63 +39,64 @@ pub(crate) async fn run(hb: Heartbeat) {
         .unwrap_or(0);
     let mut tick = tokio::time::interval(hb.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_sweep = Instant::now() - hb.sweep_every;
+    // the sweeper keeps its own interval, independent of the renewal tick
+    let mut sweep_tick = tokio::time::interval(hb.sweep_every);
+    sweep_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut announced = false;
     loop {
         tokio::select! {
-            _ = tick.tick() => {}
+            _ = tick.tick() => {
+                renew_all(&hb).await;
+                register(&hb, started).await;
+            }
+            _ = sweep_tick.tick(), if !hb.shared.stop_leasing.is_cancelled() => sweep_all(&hb).await,
             // tell operators at once that this worker is draining
             _ = hb.shared.stop_leasing.cancelled(), if !announced => {
                 announced = true;
                 register(&hb, started).await;
-                continue;
             }
             _ = hb.stop.cancelled() => break,
         }
-        renew_all(&hb).await;
-        register(&hb, started).await;
-        if last_sweep.elapsed() >= hb.sweep_every && !hb.shared.stop_leasing.is_cancelled() {
-            last_sweep = Instant::now();
-            for queue in &hb.queues {
-                match queue.sweep(hb.sweep_batch).await {
-                    Ok(r) if !r.moves.is_empty() || r.unparked > 0 => {
-                        for (to, n) in [
-                            ("QUEUED", r.requeued),
-                            ("CANCELLED", r.cancelled),
-                            ("STALE", r.stale),
-                        ] {
-                            if n > 0 {
-                                hb.shared
-                                    .metrics
-                                    .sweeper_recoveries
-                                    .get_or_create(&RecoveryLabels {
-                                        queue: queue.name().to_owned(),
-                                        to: to.to_owned(),
-                                    })
-                                    .inc_by(n);
-                            }
-                        }
-                        for m in &r.moves {
-                            hb.shared.metrics.transition(
-                                queue.name(),
-                                "",
-                                m.from.as_str(),
-                                m.to.as_str(),
-                            );
-                        }
-                        info!(
-                            queue = %queue.name(), requeued = r.requeued, cancelled = r.cancelled,
-                            stale = r.stale, unparked = r.unparked, "sweeper recovered expired leases"
-                        )
-                    }
-                    Ok(_) => {}
-                    Err(e) => debug!(queue = %queue.name(), error = %e, "sweep failed"),
-                }
-                take_cleanups(&hb, queue).await;
-            }
-        }
     }
     deregister(&hb).await;
+}
+
+/// One sweep of every served queue, then the cleanup hooks of resolved STALE jobs.
+async fn sweep_all(hb: &Heartbeat) {
+    for queue in &hb.queues {
+        match queue.sweep(hb.sweep_batch).await {
+            Ok(r) if !r.moves.is_empty() || r.unparked > 0 => {
+                for (to, n) in [
+                    ("QUEUED", r.requeued),
+                    ("CANCELLED", r.cancelled),
+                    ("STALE", r.stale),
+                ] {
+                    if n > 0 {
+                        hb.shared
+                            .metrics
+                            .sweeper_recoveries
+                            .get_or_create(&RecoveryLabels {
+                                queue: queue.name().to_owned(),
+                                to: to.to_owned(),
+                            })
+                            .inc_by(n);
+                    }
+                }
+                for m in &r.moves {
+                    hb.shared
+                        .metrics
+                        .transition(queue.name(), "", m.from.as_str(), m.to.as_str());
+                }
+                info!(
+                    queue = %queue.name(), requeued = r.requeued, cancelled = r.cancelled,
+                    stale = r.stale, unparked = r.unparked, "sweeper recovered expired leases"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => debug!(queue = %queue.name(), error = %e, "sweep failed"),
+        }
+        take_cleanups(hb, queue).await;
+    }
 }
 
 async fn renew_all(hb: &Heartbeat) {

@@ -89,24 +89,70 @@ pub(crate) struct LeaseLoop {
 /// Most operations in one settle call.
 const MAX_BATCH: usize = 256;
 
+/// Most settle calls in flight at once. A job never has two operations
+/// outstanding, so concurrent calls never touch the same job; two keep Redis
+/// busy while the worker collects the next batch.
+const MAX_IN_FLIGHT: usize = 2;
+
+/// What a finished settle call tells the loop.
+enum CallDone {
+    Settled {
+        /// Whether it asked for leases and got none.
+        found_nothing: bool,
+        next_due: Option<i64>,
+    },
+    Failed,
+}
+
 impl LeaseLoop {
     pub(crate) async fn run(self) {
-        let pipelines: Vec<&'static str> = self.group.runners.iter().map(|r| r.name()).collect();
-        let stop = self.shared.stop_leasing.clone();
+        let this = Arc::new(self);
+        let stop = this.shared.stop_leasing.clone();
         // The blocking wait runs in a task of its own and is never dropped mid-call:
         // a BLPOP abandoned on its connection would still take the next wake-up token.
-        let mut waiter = Some(Waiter::new(&self.source, self.group.queue.keys().wake()));
+        let mut waiter = Some(Waiter::new(&this.source, this.group.queue.keys().wake()));
         let mut waiting: Option<tokio::task::JoinHandle<Waiter>> = None;
         let (tx, mut rx) = mpsc::unbounded_channel::<Pending>();
         // dropped at shutdown, so the channel closes once every job task has ended
         let mut tx = Some(Settler { tx });
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<CallDone>();
+        let mut in_flight = 0usize;
         let mut backoff = Duration::from_millis(100);
         let mut idle = false;
         let mut next_due: Option<i64> = None;
         let mut pending: Vec<Pending> = Vec::new();
+        let mut closed = false;
         loop {
+            if closed && in_flight == 0 {
+                return;
+            }
             if stop.is_cancelled() {
                 tx = None;
+            }
+            // outcomes of calls that finished
+            while let Ok(done) = done_rx.try_recv() {
+                in_flight -= 1;
+                match done {
+                    CallDone::Settled {
+                        found_nothing,
+                        next_due: due,
+                    } => {
+                        backoff = Duration::from_millis(100);
+                        idle = found_nothing;
+                        next_due = due;
+                    }
+                    CallDone::Failed => {
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+            if in_flight >= MAX_IN_FLIGHT {
+                // requests keep arriving on the channel meanwhile: the next batch grows
+                if let Some(done) = done_rx.recv().await {
+                    let _ = done_tx.send(done);
+                }
+                continue;
             }
             // let the job tasks just woken by the last replies run to their next
             // request first, so it joins this batch rather than the next call
@@ -121,8 +167,8 @@ impl LeaseLoop {
             }
             let mut permits = Vec::new();
             if tx.is_some() {
-                while permits.len() < self.batch {
-                    match self.slots.clone().try_acquire_owned() {
+                while permits.len() < this.batch {
+                    match this.slots.clone().try_acquire_owned() {
                         Ok(p) => permits.push(p),
                         Err(_) => break,
                     }
@@ -130,15 +176,16 @@ impl LeaseLoop {
             }
             if pending.is_empty() && (permits.is_empty() || idle) {
                 drop(permits);
-                // nothing to settle: wait for a request, a free slot, or (idle) work in Redis
+                // nothing to settle: wait for a request, a free slot, a call to
+                // finish, or (idle) work in Redis
                 let wait = match next_due {
-                    Some(due) => due_in(due).min(self.max_idle_wait),
-                    None => self.max_idle_wait,
+                    Some(due) => due_in(due).min(this.max_idle_wait),
+                    None => this.max_idle_wait,
                 };
                 let leasing = tx.is_some();
-                if leasing && idle && waiting.is_none() {
+                if leasing && idle && in_flight == 0 && waiting.is_none() {
                     let mut w = waiter.take().unwrap_or_else(|| {
-                        Waiter::new(&self.source, self.group.queue.keys().wake())
+                        Waiter::new(&this.source, this.group.queue.keys().wake())
                     });
                     waiting = Some(tokio::spawn(async move {
                         w.wait(wait).await;
@@ -152,16 +199,22 @@ impl LeaseLoop {
                     }
                 };
                 tokio::select! {
-                    r = rx.recv() => match r {
+                    r = rx.recv(), if !closed => match r {
                         Some(p) => pending.push(p),
                         None => {
+                            // every job task has ended (shutdown)
+                            closed = true;
                             if let Some(handle) = waiting.take() {
                                 handle.abort();
                             }
-                            return;
                         }
                     },
-                    p = self.slots.clone().acquire_owned(), if leasing && !idle => drop(p),
+                    d = done_rx.recv(), if in_flight > 0 => {
+                        if let Some(d) = d {
+                            let _ = done_tx.send(d);
+                        }
+                    }
+                    p = this.slots.clone().acquire_owned(), if leasing && !idle => drop(p),
                     w = wait_done, if leasing && idle => {
                         waiting = None;
                         waiter = w;
@@ -171,69 +224,88 @@ impl LeaseLoop {
                 }
                 continue;
             }
-            let leases: Vec<Arc<Lease>> = pending.iter().map(|p| p.lease.clone()).collect();
-            let ops: Vec<HolderOp<'_>> = pending
-                .iter()
-                .zip(&leases)
-                .map(|(p, lease)| match &p.request {
-                    Request::Start { first_step } => HolderOp::Start { lease, first_step },
-                    Request::Checkpoint {
-                        step,
-                        output,
-                        next_step,
-                    } => HolderOp::Checkpoint {
-                        lease,
-                        step,
-                        output,
-                        next_step: *next_step,
-                    },
-                    Request::Finish { outcome, last_step } => HolderOp::Finish {
-                        lease,
-                        outcome,
-                        last_step: last_step.as_ref().map(|(s, o)| (*s, o.as_str())),
-                    },
-                    Request::Release => HolderOp::Release { lease },
-                })
-                .collect();
-            let want = permits.len();
-            let request = (want > 0).then_some(LeaseRequest {
-                worker: &self.shared.id,
-                pipelines: &pipelines,
-                n: want,
+            let batch: Vec<Pending> = std::mem::take(&mut pending);
+            in_flight += 1;
+            let call = this.clone();
+            let settler = tx.clone();
+            let done = done_tx.clone();
+            tokio::spawn(async move {
+                let _ = done.send(call.settle_batch(batch, permits, settler).await);
             });
-            let result = self.group.queue.settle(&ops, request, self.group.ttl).await;
-            drop(ops);
-            match result {
-                Ok(settled) => {
-                    backoff = Duration::from_millis(100);
-                    for (p, reply) in pending.drain(..).zip(settled.replies) {
-                        let _ = p.reply.send(reply);
-                    }
-                    let leased = settled.leased;
-                    idle = want > 0 && leased.leases.is_empty();
-                    next_due = leased.next_due;
-                    if let Some(settler) = &tx {
-                        self.spawn_jobs(settler, leased, &mut permits);
-                    }
-                    drop(permits);
+        }
+    }
+
+    /// One settle call: the batch's operations and a lease for `permits`;
+    /// replies go to the job tasks, leased jobs are spawned.
+    async fn settle_batch(
+        &self,
+        batch: Vec<Pending>,
+        mut permits: Vec<OwnedSemaphorePermit>,
+        settler: Option<Settler>,
+    ) -> CallDone {
+        let pipelines: Vec<&'static str> = self.group.runners.iter().map(|r| r.name()).collect();
+        let leases: Vec<Arc<Lease>> = batch.iter().map(|p| p.lease.clone()).collect();
+        let ops: Vec<HolderOp<'_>> = batch
+            .iter()
+            .zip(&leases)
+            .map(|(p, lease)| match &p.request {
+                Request::Start { first_step } => HolderOp::Start { lease, first_step },
+                Request::Checkpoint {
+                    step,
+                    output,
+                    next_step,
+                } => HolderOp::Checkpoint {
+                    lease,
+                    step,
+                    output,
+                    next_step: *next_step,
+                },
+                Request::Finish { outcome, last_step } => HolderOp::Finish {
+                    lease,
+                    outcome,
+                    last_step: last_step.as_ref().map(|(s, o)| (*s, o.as_str())),
+                },
+                Request::Release => HolderOp::Release { lease },
+            })
+            .collect();
+        let want = if settler.is_some() { permits.len() } else { 0 };
+        let request = (want > 0).then_some(LeaseRequest {
+            worker: &self.shared.id,
+            pipelines: &pipelines,
+            n: want,
+        });
+        let result = self.group.queue.settle(&ops, request, self.group.ttl).await;
+        drop(ops);
+        match result {
+            Ok(settled) => {
+                for (p, reply) in batch.into_iter().zip(settled.replies) {
+                    let _ = p.reply.send(reply);
                 }
-                Err(e) => {
-                    drop(permits);
-                    warn!(queue = %self.group.queue.name(), error = %e, retry_in = ?backoff, "settle failed");
-                    for p in pending.drain(..) {
-                        let error = if e.is_transient() {
-                            Error::Pool(format!("settle failed: {e}"))
-                        } else {
-                            Error::Protocol {
-                                script: "settle",
-                                detail: e.to_string(),
-                            }
-                        };
-                        let _ = p.reply.send(Err(error));
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                let leased = settled.leased;
+                let found_nothing = want > 0 && leased.leases.is_empty();
+                let next_due = leased.next_due;
+                if let Some(settler) = &settler {
+                    self.spawn_jobs(settler, leased, &mut permits);
                 }
+                CallDone::Settled {
+                    found_nothing,
+                    next_due,
+                }
+            }
+            Err(e) => {
+                warn!(queue = %self.group.queue.name(), error = %e, "settle failed");
+                for p in batch {
+                    let error = if e.is_transient() {
+                        Error::Pool(format!("settle failed: {e}"))
+                    } else {
+                        Error::Protocol {
+                            script: "settle",
+                            detail: e.to_string(),
+                        }
+                    };
+                    let _ = p.reply.send(Err(error));
+                }
+                CallDone::Failed
             }
         }
     }
