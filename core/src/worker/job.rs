@@ -237,6 +237,11 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: 
         )
         .instrument(step_span)
         .await;
+        // a step that gave up because it saw a cancel is a cancelled attempt, cut mid-way
+        let run = match (run, active.why()) {
+            (StepRun::Failed(_), Some(why)) => StepRun::Stopped(why),
+            (run, _) => run,
+        };
         let outcome = match &run {
             StepRun::Done(_) => "ok",
             StepRun::Failed(_) => "failed",
@@ -274,20 +279,6 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: 
                 last_completed = Some(spec.name);
             }
             StepRun::Failed(error) => {
-                // a step that gave up because it saw a cancel is a cancelled attempt, cut mid-way
-                if let Some(why) = active.why() {
-                    end_stopped(
-                        runner,
-                        queue,
-                        active,
-                        input.as_ref(),
-                        why,
-                        last_completed,
-                        true,
-                    )
-                    .await;
-                    return;
-                }
                 let policy = spec.retry.unwrap_or(runner.options().retry);
                 let retryable = error.retryable && lease.attempt < policy.max_attempts;
                 let backoff = policy.backoff(lease.attempt, unit_random());
