@@ -243,13 +243,21 @@ async fn a_worker_built_on_a_pool_of_yours_blocks_on_a_connection_of_its_own() {
         async move { matches!(queue.job(&id).await, Ok(Some(job)) if job.state == JobState::Succeeded) }
     })
     .await;
-    // one connection was taken out of the pool for the blocking wait
-    let clients = match srv.cmd(&["CLIENT", "LIST"]) {
+    // idle again, the worker blocks on a connection of its own (not a pooled one)
+    let client_list = || match srv.cmd(&["CLIENT", "LIST"]) {
         leasehold_core::redis::Value::BulkString(b) => String::from_utf8(b).unwrap(),
         leasehold_core::redis::Value::VerbatimString { text, .. } => text,
         other => panic!("{other:?}"),
     };
-    assert!(clients.contains("cmd=blpop"), "{clients}");
+    wait_until_async(
+        Duration::from_secs(10),
+        "the idle worker blocks in BLPOP",
+        || {
+            let blocked = client_list().contains("cmd=blpop");
+            async move { blocked }
+        },
+    )
+    .await;
     tx.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(20), handle)
         .await
