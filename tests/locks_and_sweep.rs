@@ -866,3 +866,28 @@ async fn an_unrenewed_lease_really_expires_and_is_recovered() {
         Finished::Ended(JobState::Succeeded)
     );
 }
+
+#[tokio::test]
+async fn a_retried_stale_job_keeps_its_place_ahead_of_the_jobs_parked_behind_it() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "q").await;
+    let first = enqueue(&q, job(1).resource("r")).await;
+    let held = lease_one(&q, "w1").await;
+    assert_eq!(held.job, first);
+    q.start(&held, "a").await.expect("start");
+    // later jobs of the same resource park behind the holder
+    let second = enqueue(&q, job(2).resource("r")).await;
+    let third = enqueue(&q, job(3).resource("r")).await;
+    assert!(lease(&q, "w2", 2).await.is_empty());
+    force_expire(&srv, &q, &first);
+    q.sweep(10).await.expect("sweep");
+    assert_eq!(state(&q, &first).await, JobState::Stale);
+    q.retry(&first, leasehold::RetryMode::Resume, "op", "worker died")
+        .await
+        .expect("retry");
+    // the retry releases the lock and unparks the others; the retried job goes first
+    let next = lease(&q, "w3", 3).await;
+    assert_eq!(next.len(), 1, "one job holds the resource");
+    assert_eq!(next[0].job, first);
+    let _ = (second, third);
+}

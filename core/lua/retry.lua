@@ -13,7 +13,7 @@ local mode, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local refusal = refuse_unless(jk, { FAILED = true, CANCELLED = true, STALE = true }, nil)
 if refusal then return refusal end
 local now = now_ms()
-local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key')
+local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at')
 local id, from, attempt = f[1], f[2], tonumber(f[3])
 if f[5] and f[5] ~= '' then
   local holder = redis.call('HGET', K_INPUTS, f[5])
@@ -42,7 +42,9 @@ local next_attempt = attempt + 1
 redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'step', '', 'updated_at', fmt(now),
   'not_before', fmt(now), 'cleanup_needed', '0')
 if f[5] and f[5] ~= '' then redis.call('HSETNX', K_INPUTS, f[5], id) end
-redis.call('ZADD', k_ready, ready_score(f[4], now), id)
+-- the new attempt keeps the job's place in line (its age is its enqueue time), so jobs
+-- parked behind it on its resource do not overtake it
+redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[6]) or now), id)
 emit('retry', id, next_attempt, from, 'QUEUED', who, mode .. ': ' .. reason)
 wake()
 return { 'OK', next_attempt }
