@@ -164,14 +164,6 @@ async fn renew_all(hb: &Heartbeat) {
     }
 }
 
-fn worker_key(queue: &Queue, id: &str) -> String {
-    queue.keys().worker(id)
-}
-
-fn workers_key(queue: &Queue) -> String {
-    queue.keys().workers()
-}
-
 async fn register(hb: &Heartbeat, started: u128) {
     let info = serde_json::json!({
         "id": hb.shared.id,
@@ -192,13 +184,13 @@ async fn register(hb: &Heartbeat, started: u128) {
         };
         let result: redis::RedisResult<()> = redis::pipe()
             .cmd("SET")
-            .arg(worker_key(queue, &hb.shared.id))
+            .arg(queue.keys().worker(&hb.shared.id))
             .arg(&info)
             .arg("PX")
             .arg(ttl)
             .ignore()
             .cmd("SADD")
-            .arg(workers_key(queue))
+            .arg(queue.keys().workers())
             .arg(&hb.shared.id)
             .ignore()
             .query_async(&mut conn)
@@ -216,10 +208,10 @@ async fn deregister(hb: &Heartbeat) {
         };
         let _: redis::RedisResult<()> = redis::pipe()
             .cmd("DEL")
-            .arg(worker_key(queue, &hb.shared.id))
+            .arg(queue.keys().worker(&hb.shared.id))
             .ignore()
             .cmd("SREM")
-            .arg(workers_key(queue))
+            .arg(queue.keys().workers())
             .arg(&hb.shared.id)
             .ignore()
             .query_async(&mut conn)

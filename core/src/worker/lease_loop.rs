@@ -117,6 +117,8 @@ impl LeaseLoop {
         let mut tx = Some(Settler { tx });
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<CallDone>();
         let mut in_flight = 0usize;
+        // a call outcome received while waiting, applied at the top of the loop
+        let mut arrived: Option<CallDone> = None;
         let mut backoff = Duration::from_millis(100);
         let mut idle = false;
         let mut next_due: Option<i64> = None;
@@ -130,7 +132,11 @@ impl LeaseLoop {
                 tx = None;
             }
             // outcomes of calls that finished
+            let mut outcomes: Vec<CallDone> = arrived.take().into_iter().collect();
             while let Ok(done) = done_rx.try_recv() {
+                outcomes.push(done);
+            }
+            for done in outcomes {
                 in_flight -= 1;
                 match done {
                     CallDone::Settled {
@@ -149,9 +155,7 @@ impl LeaseLoop {
             }
             if in_flight >= MAX_IN_FLIGHT {
                 // requests keep arriving on the channel meanwhile: the next batch grows
-                if let Some(done) = done_rx.recv().await {
-                    let _ = done_tx.send(done);
-                }
+                arrived = done_rx.recv().await;
                 continue;
             }
             // let the job tasks just woken by the last replies run to their next
@@ -209,11 +213,7 @@ impl LeaseLoop {
                             }
                         }
                     },
-                    d = done_rx.recv(), if in_flight > 0 => {
-                        if let Some(d) = d {
-                            let _ = done_tx.send(d);
-                        }
-                    }
+                    d = done_rx.recv(), if in_flight > 0 => arrived = d,
                     p = this.slots.clone().acquire_owned(), if leasing && !idle => drop(p),
                     w = wait_done, if leasing && idle => {
                         waiting = None;
