@@ -24,7 +24,7 @@ local function checkpoint(jk, lk, token, step, output, next_step, ttl, lock_ttl,
     if steps ~= '' then steps = steps .. ',' end
     steps = steps .. step .. '@' .. fmt(now)
     redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
-      'lease_deadline', fmt(deadline), 'updated_at', fmt(now))
+      'lease_deadline', fmt(deadline), 'updated_at', now_s())
   end
   redis.call('ZADD', K_LEASES, 'XX', fmt(deadline), f[1])
   if has_lock then redis.call('SET', lk, f[1], 'PX', lock_ttl) end

@@ -61,11 +61,11 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
   if outcome == 'FAILED' then
     extra.error = { kind = kind, message = message, retryable = retryable }
   end
-  set('attempt:' .. attempt, cjson.encode(record_of(j, outcome, now, extra)))
-  set('updated_at', fmt(now))
+  set('attempt:' .. attempt, record_of(j, outcome, now, extra))
+  set('updated_at', now_s())
   set('step', '')
   release_lock_at(lk, pk, res, id)
-  redis.call('ZREM', K_LEASES, id)
+  unlease(id)
   redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
   emit('finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
 
@@ -99,7 +99,7 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
   if ik and ik ~= '' and redis.call('HGET', K_INPUTS, ik) == id then
     redis.call('HDEL', K_INPUTS, ik)
   end
-  redis.call('ZADD', K_DONE, fmt(now), id)
+  index_done(now_s(), id)
   purge(now, PURGE_PER_END)
   return { 'OK', outcome }
 end

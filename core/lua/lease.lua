@@ -23,16 +23,42 @@ local function lease(ready_keys, delayed_keys, worker, ttl, lock_ttl, n, tokens)
     end
   end
 
-  local out = { -1, fmt(now), 0 }
+  local out = { -1, now_s(), 0 }
   local taken, scanned, parked = 0, 0, 0
-  local deadline = now + ttl
-  while taken < n and scanned < n * 4 + 16 do
+  local limit = n * 4 + 16
+  -- jobs taken by this call: id, job key, HMGET fields
+  local ids, jks, fields = {}, {}, {}
+
+  -- Looks at one job popped from a ready set (`score` kept for parking it):
+  -- takes it (and its resource's lock) when it is QUEUED and the lock is free.
+  local function consider(id, score)
     scanned = scanned + 1
-    local best_key, best_id, best_score = nil, nil, nil
+    local jk = job_key(id)
+    local f = redis.call('HMGET', jk, 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before')
+    if f[1] ~= 'QUEUED' then return end -- a stale index entry; dropping it is the repair
+    local res = f[2] or ''
+    if res ~= '' then
+      local holder = redis.call('GET', lock_key(res))
+      if holder and holder ~= id then
+        redis.call('ZADD', parked_key(res), score, id)
+        redis.call('SADD', K_PARKED, res)
+        parked = parked + 1
+        return
+      end
+      redis.call('SET', lock_key(res), id, 'PX', lock_ttl)
+    end
+    taken = taken + 1
+    ids[taken], jks[taken], fields[taken] = id, jk, f
+  end
+
+  while taken < n and scanned < limit do
     if pairs_n == 1 then
-      local h = redis.call('ZPOPMIN', ready_keys[1])
-      if h[1] then best_key, best_id, best_score = ready_keys[1], h[1], h[2] end
+      -- one pipeline: pop as many as are still wanted at once
+      local h = redis.call('ZPOPMIN', ready_keys[1], math.min(n - taken, limit - scanned))
+      if not h[1] then break end
+      for i = 1, #h, 2 do consider(h[i], h[i + 1]) end
     else
+      local best_key, best_id, best_score = nil, nil, nil
       for p = 1, pairs_n do
         local h = redis.call('ZRANGE', ready_keys[p], 0, 0, 'WITHSCORES')
         if h[1] then
@@ -42,45 +68,43 @@ local function lease(ready_keys, delayed_keys, worker, ttl, lock_ttl, n, tokens)
           end
         end
       end
-      if best_key then redis.call('ZREM', best_key, best_id) end
+      if not best_key then break end
+      redis.call('ZREM', best_key, best_id)
+      consider(best_id, fmt(best_score))
     end
-    if not best_key then break end
-    local id = best_id
-    local jk = job_key(id)
-    local f = redis.call('HMGET', jk, 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before')
-    if f[1] == 'QUEUED' then
-      local res = f[2] or ''
-      local holder = false
-      if res ~= '' then holder = redis.call('GET', lock_key(res)) end
-      if holder and holder ~= id then
-        redis.call('ZADD', parked_key(res), best_score, id)
-        redis.call('SADD', K_PARKED, res)
-        parked = parked + 1
-      else
-        if res ~= '' then redis.call('SET', lock_key(res), id, 'PX', lock_ttl) end
-        local fence = redis.call('INCR', K_FENCE)
-        taken = taken + 1
-        local token = tokens[taken]
-        redis.call('HSET', jk, 'state', 'LEASED', 'token', token, 'fence', fence, 'worker', worker,
-          'lease_deadline', fmt(deadline), 'leased_at', fmt(now), 'updated_at', fmt(now), 'steps', '')
-        redis.call('ZADD', K_LEASES, fmt(deadline), id)
-        emit('lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
-        local last = f[6] or ''
-        local last_out = ''
-        if last ~= '' then last_out = redis.call('HGET', jk, 'out:' .. last) or '' end
-        out[#out + 1] = id
-        out[#out + 1] = token
-        out[#out + 1] = fence
-        out[#out + 1] = f[3]
-        out[#out + 1] = f[4]
-        out[#out + 1] = f[5]
-        out[#out + 1] = res
-        out[#out + 1] = last
-        out[#out + 1] = last_out
-        out[#out + 1] = f[7] or ''
-      end
+  end
+
+  if taken > 0 then
+    -- fencing tokens for the taken jobs in one step, in the order they were taken
+    local fence = redis.call('INCRBY', K_FENCE, taken) - taken
+    local deadline = fmt(now + ttl)
+    local index = {}
+    for t = 1, taken do
+      fence = fence + 1
+      local id, jk, f, token = ids[t], jks[t], fields[t], tokens[t]
+      redis.call('HSET', jk, 'state', 'LEASED', 'token', token, 'fence', fmt(fence), 'worker', worker,
+        'lease_deadline', deadline, 'leased_at', now_s(), 'updated_at', now_s(), 'steps', '')
+      index[2 * t - 1] = deadline
+      index[2 * t] = id
+      emit('lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
+      local last = f[6] or ''
+      local last_out = ''
+      if last ~= '' then last_out = redis.call('HGET', jk, 'out:' .. last) or '' end
+      local o = #out
+      out[o + 1] = id
+      out[o + 2] = token
+      out[o + 3] = fence
+      out[o + 4] = f[3]
+      out[o + 5] = f[4]
+      out[o + 6] = f[5]
+      out[o + 7] = f[2] or ''
+      out[o + 8] = last
+      out[o + 9] = last_out
+      out[o + 10] = f[7] or ''
     end
-    -- any other state: a stale index entry; dropping it is the repair
+    for i = 1, #index, 2000 do
+      redis.call('ZADD', K_LEASES, unpack(index, i, math.min(i + 1999, #index)))
+    end
   end
 
   local next_due = nil

@@ -39,13 +39,56 @@ local function fmt(n)
 end
 
 -- Redis TIME in ms, read once per script run (a script runs atomically).
-local NOW_MS = nil
+local NOW_MS, NOW_S = nil, nil
 local function now_ms()
   if NOW_MS == nil then
     local t = redis.call('TIME')
     NOW_MS = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    NOW_S = fmt(NOW_MS)
   end
   return NOW_MS
+end
+
+-- The same time as text (formatted once per run).
+local function now_s()
+  now_ms()
+  return NOW_S
+end
+
+-- Index writes of terminal transitions, collected while `settle` runs its
+-- operations and applied with one command each (flush_indexes) before it
+-- leases or purges; single-job scripts write them at once.
+local DEFER_INDEXES = false
+local UNLEASED, DONE_ADDS = {}, {}
+
+-- Removes `id` from the lease index.
+local function unlease(id)
+  if DEFER_INDEXES then
+    UNLEASED[#UNLEASED + 1] = id
+  else
+    redis.call('ZREM', K_LEASES, id)
+  end
+end
+
+-- Adds `id` to the terminal-jobs index at time `at` (text).
+local function index_done(at, id)
+  if DEFER_INDEXES then
+    DONE_ADDS[#DONE_ADDS + 1] = at
+    DONE_ADDS[#DONE_ADDS + 1] = id
+  else
+    redis.call('ZADD', K_DONE, at, id)
+  end
+end
+
+-- Applies the collected index writes (in chunks that unpack can take).
+local function flush_indexes()
+  for i = 1, #UNLEASED, 1000 do
+    redis.call('ZREM', K_LEASES, unpack(UNLEASED, i, math.min(i + 999, #UNLEASED)))
+  end
+  for i = 1, #DONE_ADDS, 2000 do
+    redis.call('ZADD', K_DONE, unpack(DONE_ADDS, i, math.min(i + 1999, #DONE_ADDS)))
+  end
+  UNLEASED, DONE_ADDS = {}, {}
 end
 
 -- Old terminal jobs deleted when a transition ends a job (settle sets it to 0
@@ -143,9 +186,9 @@ local function purge(now, budget)
   return removed
 end
 
--- Appends attempt `n`'s final record; refuses to rewrite one that exists.
+-- Appends attempt `n`'s final record (JSON text); refuses to rewrite one that exists.
 local function append_attempt(jk, n, record)
-  return redis.call('HSETNX', jk, 'attempt:' .. n, cjson.encode(record)) == 1
+  return redis.call('HSETNX', jk, 'attempt:' .. n, record) == 1
 end
 
 -- The job fields the transitions read, fetched with one HMGET.
@@ -161,28 +204,50 @@ local function load_job(jk)
   return j
 end
 
--- Builds the final record of the job's current attempt from its loaded fields.
+-- A JSON string. Names the client checked need escaping only in rare cases
+-- (quotes, backslashes, control or non-ASCII bytes): those go through cjson.
+local function jstr(s)
+  if string.find(s, '[%c"\\\128-\255]') then return cjson.encode(s) end
+  return '"' .. s .. '"'
+end
+
+-- A JSON number from a field's text, or nil when it is not a number.
+local function jnum(v)
+  local n = tonumber(v or '')
+  if n == nil or n ~= n or n == math.huge or n == -math.huge then return nil end
+  return fmt(n)
+end
+
+-- The final record of the job's current attempt (JSON text), from its loaded
+-- fields: n, state, worker, fence, leased_at, started_at, ended_at, steps
+-- ([{step, at}], omitted when none), cleanup_needed, cancel {reason, at, by},
+-- then the `extra` keys (reason, error, resolution). Written by hand rather
+-- than with cjson: this runs for every job that ends, and building the table
+-- for cjson cost as much as the rest of the transition.
 local function record_of(j, final_state, now, extra)
-  local steps = {}
+  local p = { '{"state":', jstr(final_state), ',"worker":', jstr(j.worker or ''), ',"fence":',
+    jnum(j.fence) or '0', ',"ended_at":', fmt(now), ',"cleanup_needed":', (j.cleanup_needed == '1') and 'true' or 'false' }
+  local n, la, sa = jnum(j.attempt), jnum(j.leased_at), jnum(j.started_at)
+  if n then p[#p + 1] = ',"n":' .. n end
+  if la then p[#p + 1] = ',"leased_at":' .. la end
+  if sa then p[#p + 1] = ',"started_at":' .. sa end
   if j.steps and j.steps ~= '' then
+    local steps = {}
     for entry in string.gmatch(j.steps, '[^,]+') do
       local name, at = string.match(entry, '^(.*)@(%d+)$')
-      if name then steps[#steps + 1] = { step = name, at = tonumber(at) } end
+      if name then steps[#steps + 1] = '{"step":' .. jstr(name) .. ',"at":' .. (jnum(at) or '0') .. '}' end
     end
+    if #steps > 0 then p[#p + 1] = ',"steps":[' .. table.concat(steps, ',') .. ']' end
   end
-  local rec = {
-    n = tonumber(j.attempt), state = final_state, worker = j.worker or '', fence = tonumber(j.fence or '0') or 0,
-    leased_at = tonumber(j.leased_at or ''), started_at = tonumber(j.started_at or ''), ended_at = now,
-    steps = steps, cleanup_needed = (j.cleanup_needed == '1'),
-  }
-  if #steps == 0 then rec.steps = nil end -- cjson would write {} for an empty list
   if j.cancel_reason and j.cancel_reason ~= '' then
-    rec.cancel = { reason = j.cancel_reason, at = tonumber(j.cancel_at or ''), by = j.cancel_by or '' }
+    p[#p + 1] = ',"cancel":' .. cjson.encode({ reason = j.cancel_reason, at = tonumber(j.cancel_at or ''),
+      by = j.cancel_by or '' })
   end
   if extra then
-    for k, v in pairs(extra) do rec[k] = v end
+    for k, v in pairs(extra) do p[#p + 1] = ',' .. jstr(k) .. ':' .. cjson.encode(v) end
   end
-  return rec
+  p[#p + 1] = '}'
+  return table.concat(p)
 end
 
 -- Builds the final record of the job's current attempt, reading the job.

@@ -1,55 +1,96 @@
 -- settle: a worker's holder operations on many jobs (start, checkpoint, finish,
 -- release) and its next lease, in one call. Each operation is the same
 -- transition function its own script runs, compared by the job's lease token;
--- one refused operation does not affect the others.
--- KEYS[10..] per operation 5 keys: job, lock:<resource>, parked:<resource> (the job
---            key for both when none), ready:<pipeline>, delayed:<pipeline>;
+-- one refused operation does not affect the others. Operations are encoded
+-- with only the keys and values their kind needs.
+-- KEYS[10..] per operation: job; lock:<resource>, parked:<resource> when it has a
+--            resource; ready:<pipeline>, delayed:<pipeline> for a release and for a
+--            finish whose outcome is not SUCCEEDED (the ones that may queue the job again);
 --            then pairs (ready:<pipeline>, delayed:<pipeline>) of the pipelines to lease
 -- ARGV[4] worker  ARGV[5] lease ttl ms  ARGV[6] lock ttl ms  ARGV[7] operations
 -- ARGV[8] pipelines to lease  ARGV[9] jobs to lease (0: no lease)
--- then per operation 13 values: kind, token, resource, v1 .. v10
---   start:      v1 first step
---   checkpoint: v1 step, v2 output, v3 next step
---   finish:     v1 outcome, v2 error kind, v3 message, v4 '1' retryable, v5 backoff ms,
---               v6 '1' cleanup needed, v7 reason, v8 '1' interrupted,
---               v9 last step to checkpoint first ('' for none), v10 its output
+-- then per operation: kind, token, resource ('' when none), then by kind
+--   start:      first step
+--   checkpoint: step, output, next step ('' when last)
+--   finish:     outcome, last step to checkpoint first ('' for none), its output, and
+--               unless the outcome is SUCCEEDED: error kind, message, '1' retryable,
+--               backoff ms, '1' cleanup needed, reason, '1' interrupted
 --   release:    (nothing)
 -- then one token per job to lease
 -- Reply: one reply per operation, as its own script would give, then the lease reply
---        ({} when nothing was asked).
+--        ({} when nothing was asked). A malformed operation list is an error reply.
 local worker, ttl, lock_ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local n_ops, n_pipelines, n_lease = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 PURGE_PER_END = 0
+DEFER_INDEXES = true
 local out = {}
-for i = 1, n_ops do
-  local k = 9 + (i - 1) * 5
-  local a = 9 + (i - 1) * 13
-  local jk, lk, pk, k_ready, k_delayed = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
-  local kind, token, res = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local v = function(j) return ARGV[a + 3 + j] end
-  local has_lock = res ~= ''
-  if kind == 'start' then
-    out[i] = start(jk, lk, pk, token, v(1), res)
-  elseif kind == 'checkpoint' then
-    out[i] = checkpoint(jk, lk, token, v(1), v(2), v(3), ttl, lock_ttl, has_lock)
-  elseif kind == 'finish' then
-    out[i] = finish(jk, k_ready, k_delayed, lk, pk, token, v(1), v(2), v(3), v(4) == '1', tonumber(v(5)),
-      v(6) == '1', v(7), res, v(8) == '1', v(9), v(10))
-  elseif kind == 'release' then
-    out[i] = release(jk, k_ready, lk, pk, token, res)
-  else
-    out[i] = { 'BAD_ARG', 'operation ' .. tostring(kind) }
+
+-- Walks the operations (KEYS and ARGV from index 10) and, when `run`, applies
+-- each; returns the next KEYS and ARGV indexes, or nil when the list is malformed.
+local function walk(run)
+  local k, a = 10, 10
+  for i = 1, n_ops do
+    local kind, token, res = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+    if res == nil then return nil end
+    a = a + 3
+    local jk = KEYS[k]
+    k = k + 1
+    local lk, pk, k_ready, k_delayed = jk, jk, jk, jk
+    if res ~= '' then
+      lk, pk = KEYS[k], KEYS[k + 1]
+      k = k + 2
+    end
+    local values
+    if kind == 'start' then
+      values = 1
+    elseif kind == 'checkpoint' then
+      values = 3
+    elseif kind == 'finish' then
+      values = (ARGV[a] == 'SUCCEEDED') and 3 or 10
+    elseif kind == 'release' then
+      values = 0
+    else
+      return nil
+    end
+    if kind == 'release' or values == 10 then
+      k_ready, k_delayed = KEYS[k], KEYS[k + 1]
+      k = k + 2
+    end
+    if k - 1 > #KEYS or a + values - 1 > #ARGV then return nil end
+    if run then
+      if kind == 'start' then
+        out[i] = start(jk, lk, pk, token, ARGV[a], res)
+      elseif kind == 'checkpoint' then
+        out[i] = checkpoint(jk, lk, token, ARGV[a], ARGV[a + 1], ARGV[a + 2], ttl, lock_ttl, res ~= '')
+      elseif kind == 'release' then
+        out[i] = release(jk, k_ready, lk, pk, token, res)
+      elseif values == 3 then
+        out[i] = finish(jk, k_ready, k_delayed, lk, pk, token, 'SUCCEEDED', '', '', false, 0, false, '', res, false,
+          ARGV[a + 1], ARGV[a + 2])
+      else
+        out[i] = finish(jk, k_ready, k_delayed, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] == '1',
+          tonumber(ARGV[a + 6]) or 0, ARGV[a + 7] == '1', ARGV[a + 8], res, ARGV[a + 9] == '1', ARGV[a + 1],
+          ARGV[a + 2])
+      end
+    end
+    a = a + values
   end
+  return k, a
 end
+
+-- check the whole list before writing anything
+local k, a = walk(false)
+if not k then return redis.error_reply('BAD_ARG settle operations do not match their keys and values') end
+walk(true)
+flush_indexes()
+DEFER_INDEXES = false
 if n_lease > 0 then
   local ready_keys, delayed_keys, tokens = {}, {}, {}
-  local k = 9 + n_ops * 5
   for p = 1, n_pipelines do
-    ready_keys[p] = KEYS[k + 2 * p - 1]
-    delayed_keys[p] = KEYS[k + 2 * p]
+    ready_keys[p] = KEYS[k + 2 * p - 2]
+    delayed_keys[p] = KEYS[k + 2 * p - 1]
   end
-  local a = 9 + n_ops * 13
-  for j = 1, n_lease do tokens[j] = ARGV[a + j] end
+  for j = 1, n_lease do tokens[j] = ARGV[a + j - 1] end
   out[n_ops + 1] = lease(ready_keys, delayed_keys, worker, ttl, lock_ttl, n_lease, tokens)
 else
   out[n_ops + 1] = {}

@@ -7,13 +7,16 @@
 -- Reply: {'OK', 'RUNNING'} | {'OK', 'CANCELLED', reason} | refusal
 -- As a function: start(jk, lk, pk, token, step, res).
 local function start(jk, lk, pk, token, step, res)
-  local j = load_job(jk)
-  local refusal = refuse_job(j, { LEASED = true, RUNNING = true }, token)
-  if refusal then return refusal end
-  if j.state == 'RUNNING' then return { 'OK', 'RUNNING' } end
+  local f = redis.call('HMGET', jk, 'state', 'token', 'cancel_reason', 'id', 'attempt', 'worker')
+  local state = f[1]
+  if not state then return { 'NOT_FOUND' } end
+  if state ~= 'LEASED' and state ~= 'RUNNING' then return { 'REFUSED', state } end
+  if f[2] ~= token then return { 'LOST', state } end
+  if state == 'RUNNING' then return { 'OK', 'RUNNING' } end
   local now = now_ms()
-  local id = j.id
-  if j.cancel_reason and j.cancel_reason ~= '' then
+  local id = f[4]
+  if f[3] and f[3] ~= '' then
+    local j = load_job(jk)
     append_attempt(jk, j.attempt, record_of(j, 'CANCELLED', now, nil))
     release_lock_at(lk, pk, res, id)
     redis.call('ZREM', K_LEASES, id)
@@ -23,7 +26,7 @@ local function start(jk, lk, pk, token, step, res)
     purge(now, PURGE_PER_END)
     return { 'OK', 'CANCELLED', j.cancel_reason }
   end
-  redis.call('HSET', jk, 'state', 'RUNNING', 'started_at', fmt(now), 'updated_at', fmt(now), 'step', step)
-  emit('start', id, j.attempt, 'LEASED', 'RUNNING', j.worker, '')
+  redis.call('HSET', jk, 'state', 'RUNNING', 'started_at', now_s(), 'updated_at', now_s(), 'step', step)
+  emit('start', id, f[5], 'LEASED', 'RUNNING', f[6], '')
   return { 'OK', 'RUNNING' }
 end

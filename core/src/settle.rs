@@ -155,12 +155,13 @@ impl Queue {
         for op in ops {
             let l = op.lease();
             let job = l.job.as_str();
-            let [lock, parked] = self.lock_keys(job, l.resource.as_deref());
-            inv.key(keys.job(job))
-                .key(lock)
-                .key(parked)
-                .key(keys.ready(&l.pipeline))
-                .key(keys.delayed(&l.pipeline));
+            let resource = l.resource.as_deref().filter(|r| !r.is_empty());
+            let backoff_ms;
+            // only the keys and values this kind of operation needs (see settle.lua)
+            inv.key(keys.job(job));
+            if let Some(res) = resource {
+                inv.key(keys.lock(res)).key(keys.parked(res));
+            }
             inv.arg(match op {
                 HolderOp::Start { .. } => "start",
                 HolderOp::Checkpoint { .. } => "checkpoint",
@@ -168,70 +169,72 @@ impl Queue {
                 HolderOp::Release { .. } => "release",
             })
             .arg(&l.token)
-            .arg(l.resource.as_deref().unwrap_or(""));
-            let mut values: [&str; 10] = [""; 10];
-            let backoff_ms;
+            .arg(resource.unwrap_or(""));
             match op {
-                HolderOp::Start { first_step, .. } => values[0] = first_step,
+                HolderOp::Start { first_step, .. } => {
+                    inv.arg(*first_step);
+                }
                 HolderOp::Checkpoint {
                     step,
                     output,
                     next_step,
                     ..
                 } => {
-                    values[0] = step;
-                    values[1] = output;
-                    values[2] = next_step.unwrap_or("");
+                    inv.arg(*step).arg(*output).arg(next_step.unwrap_or(""));
                 }
                 HolderOp::Finish {
                     outcome, last_step, ..
                 } => {
-                    values[0] = outcome.state().as_str();
-                    match outcome {
-                        Outcome::Succeeded => {}
+                    let (last, last_output) = last_step.unwrap_or(("", ""));
+                    inv.arg(outcome.state().as_str()).arg(last).arg(last_output);
+                    // kind, message, retryable, backoff ms, cleanup needed, reason, interrupted
+                    let rest: Option<[&str; 7]> = match outcome {
+                        Outcome::Succeeded => None,
                         Outcome::Failed {
                             error,
                             backoff,
                             cleanup_needed,
                         } => {
-                            values[1] = &error.kind;
-                            values[2] = &error.message;
-                            values[3] = bool_arg(error.retryable);
                             backoff_ms = millis(*backoff).to_string();
-                            values[4] = &backoff_ms;
-                            values[5] = bool_arg(*cleanup_needed);
+                            Some([
+                                &error.kind,
+                                &error.message,
+                                bool_arg(error.retryable),
+                                &backoff_ms,
+                                bool_arg(*cleanup_needed),
+                                "",
+                                "",
+                            ])
                         }
                         Outcome::Interrupted {
                             reason,
                             cleanup_needed,
-                        } => {
-                            values[1] = "interrupted";
-                            values[2] = reason;
-                            values[3] = "1";
-                            values[5] = bool_arg(*cleanup_needed);
-                            values[6] = reason;
-                            values[7] = "1";
-                        }
+                        } => Some([
+                            "interrupted",
+                            reason,
+                            "1",
+                            "0",
+                            bool_arg(*cleanup_needed),
+                            reason,
+                            "1",
+                        ]),
                         Outcome::Cancelled {
                             reason,
                             cleanup_needed,
-                        } => {
-                            values[5] = bool_arg(*cleanup_needed);
-                            values[6] = reason;
+                        } => Some(["", "", "", "0", bool_arg(*cleanup_needed), reason, ""]),
+                    };
+                    if let Some(rest) = rest {
+                        inv.key(keys.ready(&l.pipeline))
+                            .key(keys.delayed(&l.pipeline));
+                        for v in rest {
+                            inv.arg(v);
                         }
                     }
-                    if values[4].is_empty() {
-                        values[4] = "0";
-                    }
-                    if let Some((step, output)) = last_step {
-                        values[8] = step;
-                        values[9] = output;
-                    }
                 }
-                HolderOp::Release { .. } => {}
-            }
-            for v in values {
-                inv.arg(v);
+                HolderOp::Release { .. } => {
+                    inv.key(keys.ready(&l.pipeline))
+                        .key(keys.delayed(&l.pipeline));
+                }
             }
         }
         for p in pipelines {

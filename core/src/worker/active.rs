@@ -1,6 +1,7 @@
 //! The jobs a worker holds right now, shared between their tasks and the heartbeat.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -29,6 +30,9 @@ pub(crate) struct ActiveJob {
     pub(crate) queue: String,
     pub(crate) shared: Arc<StepShared>,
     why: Mutex<Option<StopWhy>>,
+    /// Set once the job's final operation (finish or release) is sent: a renewal
+    /// that then finds the lease gone is racing that operation, not losing the job.
+    ending: AtomicBool,
     /// Local (monotonic) time by which the lease is surely expired unless renewed.
     deadline: Mutex<Instant>,
     /// The process's metrics.
@@ -57,6 +61,7 @@ impl ActiveJob {
             queue,
             shared,
             why: Mutex::new(None),
+            ending: AtomicBool::new(false),
             deadline: Mutex::new(deadline),
             metrics,
         })
@@ -89,6 +94,16 @@ impl ActiveJob {
     /// Why the job is stopping, if it is.
     pub(crate) fn why(&self) -> Option<StopWhy> {
         self.why.lock().ok().and_then(|w| w.clone())
+    }
+
+    /// Records that the job's final operation is being sent.
+    pub(crate) fn mark_ending(&self) {
+        self.ending.store(true, Ordering::Relaxed);
+    }
+
+    /// True once the job's final operation has been sent.
+    pub(crate) fn is_ending(&self) -> bool {
+        self.ending.load(Ordering::Relaxed)
     }
 
     /// True once the lease is known to be gone.

@@ -116,6 +116,11 @@ async fn renew_all(hb: &Heartbeat) {
                     };
                     let metrics = &hb.shared.metrics;
                     for (job, status) in chunk.iter().zip(statuses) {
+                        if matches!(status, Renewal::Lost { .. }) && job.is_ending() {
+                            // the job's finish or release landed first: its own reply reports it
+                            debug!(job = %job.lease.job, "lease already ended by the job's final operation");
+                            continue;
+                        }
                         match &status {
                             Renewal::Lost { .. } => {
                                 metrics.leases_lost.get_or_create(&labels).inc()

@@ -43,6 +43,9 @@ where
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
     let mut backoff = Duration::from_millis(50);
+    if what == "finish" || what == "release" {
+        active.mark_ending();
+    }
     loop {
         match op().await {
             Ok(v) => return Ok(v),

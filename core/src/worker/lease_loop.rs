@@ -125,9 +125,6 @@ impl LeaseLoop {
         let mut pending: Vec<Pending> = Vec::new();
         let mut closed = false;
         loop {
-            if closed && in_flight == 0 {
-                return;
-            }
             if stop.is_cancelled() {
                 tx = None;
             }
@@ -152,6 +149,11 @@ impl LeaseLoop {
                         backoff = (backoff * 2).min(Duration::from_secs(5));
                     }
                 }
+            }
+            // checked after the outcomes: with the channel closed and no call in
+            // flight, the wait below would have nothing left to wait for
+            if closed && in_flight == 0 && pending.is_empty() {
+                return;
             }
             if in_flight >= MAX_IN_FLIGHT {
                 // requests keep arriving on the channel meanwhile: the next batch grows
