@@ -94,6 +94,10 @@ const MAX_BATCH: usize = 256;
 /// busy while the worker collects the next batch.
 const MAX_IN_FLIGHT: usize = 2;
 
+/// While a call is in flight, the next one waits for at least
+/// concurrency / SECOND_CALL_DIVISOR operations (fewer, larger calls).
+const SECOND_CALL_DIVISOR: usize = 4;
+
 /// What a finished settle call tells the loop.
 enum CallDone {
     Settled {
@@ -170,6 +174,19 @@ impl LeaseLoop {
                     Ok(p) => pending.push(p),
                     Err(_) => break,
                 }
+            }
+            // A second call in flight only for a batch worth its fixed cost:
+            // otherwise wait for more requests or for the first call to return.
+            if in_flight > 0 && !closed && pending.len() < this.batch.div_ceil(SECOND_CALL_DIVISOR)
+            {
+                tokio::select! {
+                    r = rx.recv() => match r {
+                        Some(p) => pending.push(p),
+                        None => closed = true,
+                    },
+                    d = done_rx.recv() => arrived = d,
+                }
+                continue;
             }
             let mut permits = Vec::new();
             if tx.is_some() {
