@@ -32,6 +32,8 @@
 //!   start, persisted as the step's output (`out:probe` in the job hash);
 //! * workload `hold`: a 1-step pipeline whose step sleeps `BENCH_HOLD_MS`
 //!   (default 600000), so its jobs hold their leases (recovery test);
+//! * `BENCH_PREFETCH`: jobs leased ahead of free slots (`WorkerBuilder::prefetch`,
+//!   default: the runtime's automatic prefetch; `0` turns it off);
 //! * `BENCH_LEASE_TTL_MS`, `BENCH_SWEEP_MS`: the worker's lease TTL and sweep
 //!   interval (defaults: the runtime's, 30 s and 5 s);
 //! * `BENCH_QUEUE_POOL`: the connection pool size (default: the runtime's);
@@ -214,6 +216,9 @@ async fn worker(args: &[String]) -> Result<(), BoxError> {
     let mut builder = Worker::builder(redis_url())
         .config(config())
         .concurrency(concurrency);
+    if let Some(n) = env_u64("BENCH_PREFETCH") {
+        builder = builder.prefetch(n as usize);
+    }
     if let Some(ms) = env_u64("BENCH_LEASE_TTL_MS") {
         builder = builder.lease_ttl(Duration::from_millis(ms));
     }

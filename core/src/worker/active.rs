@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
 use crate::id::JobId;
@@ -33,6 +34,10 @@ pub(crate) struct ActiveJob {
     /// Set once the job's final operation (finish or release) is sent: a renewal
     /// that then finds the lease gone is racing that operation, not losing the job.
     ending: AtomicBool,
+    /// The job's run slot while it runs (see `Shared::run_slots`).
+    run_permit: Mutex<Option<OwnedSemaphorePermit>>,
+    /// When the job started running (its start was accepted).
+    running_since: Mutex<Option<Instant>>,
     /// Local (monotonic) time by which the lease is surely expired unless renewed.
     deadline: Mutex<Instant>,
     /// The process's metrics.
@@ -62,6 +67,8 @@ impl ActiveJob {
             shared,
             why: Mutex::new(None),
             ending: AtomicBool::new(false),
+            run_permit: Mutex::new(None),
+            running_since: Mutex::new(None),
             deadline: Mutex::new(deadline),
             metrics,
         })
@@ -96,9 +103,35 @@ impl ActiveJob {
         self.why.lock().ok().and_then(|w| w.clone())
     }
 
-    /// Records that the job's final operation is being sent.
+    /// Keeps the job's run slot until its final operation is sent.
+    pub(crate) fn hold_run_slot(&self, permit: Option<OwnedSemaphorePermit>) {
+        if let Ok(mut p) = self.run_permit.lock() {
+            *p = permit;
+        }
+    }
+
+    /// Records that the job is running from now.
+    pub(crate) fn mark_running(&self) {
+        if let Ok(mut t) = self.running_since.lock() {
+            *t = Some(Instant::now());
+        }
+    }
+
+    /// How long the job has been running, if it started.
+    pub(crate) fn running_for(&self) -> Option<std::time::Duration> {
+        self.running_since
+            .lock()
+            .ok()
+            .and_then(|t| t.map(|t| t.elapsed()))
+    }
+
+    /// Records that the job's final operation is being sent, and frees its run
+    /// slot: a prefetched job can start in the same round trip.
     pub(crate) fn mark_ending(&self) {
         self.ending.store(true, Ordering::Relaxed);
+        if let Ok(mut p) = self.run_permit.lock() {
+            p.take();
+        }
     }
 
     /// True once the job's final operation has been sent.

@@ -106,12 +106,23 @@ pub(crate) async fn run(
     execute(&shared, runner.as_ref(), &settler, &active)
         .instrument(span)
         .await;
+    active.hold_run_slot(None);
+    if let Some(ran) = active.running_for() {
+        shared.record_run(ran);
+    }
     gauge.dec();
     shared.active.remove(&active.lease.job);
 }
 
 async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: &Arc<ActiveJob>) {
     let lease = &active.lease;
+    // a run slot first (a prefetched job waits here, LEASED); a shutdown hands it
+    // back, and a cancel or a lost lease goes on to the start, which ends it
+    let mut run_permit = tokio::select! {
+        p = shared.run_slots.clone().acquire_owned() => p.ok(),
+        _ = shared.stop_leasing.cancelled() => None,
+        _ = active.token().cancelled() => None,
+    };
     if shared.stop_leasing.is_cancelled() {
         // never started: hand it back
         if let Ok(state) = holder_call(active, "release", || queue.release(lease)).await {
@@ -160,6 +171,11 @@ async fn execute(shared: &Shared, runner: &dyn Runner, queue: &Settler, active: 
         }
         Ok(Started::Running) => active.count("LEASED", "RUNNING"),
     }
+    if run_permit.is_none() {
+        run_permit = shared.run_slots.clone().acquire_owned().await.ok();
+    }
+    active.hold_run_slot(run_permit);
+    active.mark_running();
     let fail_permanently = |error: StepError| async move {
         finish(
             queue,

@@ -80,6 +80,11 @@ pub(crate) struct LeaseLoop {
     pub(crate) shared: Arc<Shared>,
     pub(crate) group: LeaseGroup,
     pub(crate) slots: Arc<Semaphore>,
+    /// Lease slots for jobs taken ahead of free `slots` (prefetch).
+    pub(crate) prefetch_slots: Arc<Semaphore>,
+    /// Whether prefetching follows the jobs' run times (the default) rather
+    /// than always using every `prefetch_slots` permit.
+    pub(crate) prefetch_auto: bool,
     pub(crate) jobs: TaskTracker,
     pub(crate) source: RedisSource,
     pub(crate) max_idle_wait: Duration,
@@ -109,6 +114,12 @@ enum CallDone {
 }
 
 impl LeaseLoop {
+    /// Whether to lease ahead of free slots now.
+    fn prefetching(&self) -> bool {
+        self.prefetch_slots.available_permits() > 0
+            && (!self.prefetch_auto || self.shared.jobs_are_short())
+    }
+
     pub(crate) async fn run(self) {
         let this = Arc::new(self);
         let stop = this.shared.stop_leasing.clone();
@@ -189,11 +200,20 @@ impl LeaseLoop {
                 continue;
             }
             let mut permits = Vec::new();
+            let prefetching = this.prefetching();
             if tx.is_some() {
-                while permits.len() < this.batch {
-                    match this.slots.clone().try_acquire_owned() {
-                        Ok(p) => permits.push(p),
-                        Err(_) => break,
+                for slots in [
+                    Some(&this.slots),
+                    prefetching.then_some(&this.prefetch_slots),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    while permits.len() < this.batch {
+                        match slots.clone().try_acquire_owned() {
+                            Ok(p) => permits.push(p),
+                            Err(_) => break,
+                        }
                     }
                 }
             }
@@ -234,6 +254,7 @@ impl LeaseLoop {
                     },
                     d = done_rx.recv(), if in_flight > 0 => arrived = d,
                     p = this.slots.clone().acquire_owned(), if leasing && !idle => drop(p),
+                    p = this.prefetch_slots.clone().acquire_owned(), if leasing && !idle && prefetching => drop(p),
                     w = wait_done, if leasing && idle => {
                         waiting = None;
                         waiter = w;

@@ -10,6 +10,7 @@ mod runner;
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +41,34 @@ pub(crate) struct Shared {
     pub(crate) cancel_grace: Duration,
     /// The process's metrics.
     pub(crate) metrics: Arc<Metrics>,
+    /// One permit per job allowed to run at once (the concurrency); a leased job
+    /// takes one before it starts and gives it back when it sends its final operation.
+    pub(crate) run_slots: Arc<Semaphore>,
+    /// Moving average of how long a job runs (start to final operation), in
+    /// µs; `u64::MAX` until one has run. Automatic prefetch uses it.
+    pub(crate) job_run_us: AtomicU64,
+}
+
+/// Jobs that run shorter than this on average are prefetched by default.
+pub(crate) const SHORT_JOB: Duration = Duration::from_millis(25);
+
+impl Shared {
+    /// Adds one job's run time to the moving average.
+    pub(crate) fn record_run(&self, ran: Duration) {
+        let sample = ran.as_micros().min(u64::MAX as u128 - 1) as u64;
+        let old = self.job_run_us.load(Ordering::Relaxed);
+        let new = if old == u64::MAX {
+            sample
+        } else {
+            old - old / 8 + sample / 8
+        };
+        self.job_run_us.store(new, Ordering::Relaxed);
+    }
+
+    /// Whether jobs have been short enough, on average, to lease ahead of free slots.
+    pub(crate) fn jobs_are_short(&self) -> bool {
+        self.job_run_us.load(Ordering::Relaxed) < SHORT_JOB.as_micros() as u64
+    }
 }
 
 /// Where a worker's Redis is.
@@ -56,6 +85,7 @@ pub struct WorkerBuilder {
     source: RedisSource,
     config: QueueConfig,
     concurrency: usize,
+    prefetch: Option<usize>,
     lease_ttl: Duration,
     renew_interval: Option<Duration>,
     sweep_interval: Duration,
@@ -72,6 +102,7 @@ impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerBuilder")
             .field("concurrency", &self.concurrency)
+            .field("prefetch", &self.prefetch)
             .field("lease_ttl", &self.lease_ttl)
             .field(
                 "pipelines",
@@ -90,6 +121,19 @@ impl WorkerBuilder {
     /// Jobs run at once (default 10).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
+        self
+    }
+    /// Jobs leased ahead of free slots, always (default: automatic, see below).
+    ///
+    /// A prefetched job waits LEASED on this worker until a running job sends its
+    /// final operation, then starts in that same round trip, so a worker of many
+    /// short jobs pays one call per job instead of two. It is handed back on
+    /// shutdown and requeued by the sweeper if the worker dies, but another
+    /// replica with free slots cannot take it meanwhile. By default a worker
+    /// prefetches up to its concurrency only while its jobs run shorter than
+    /// 25 ms on average, and not at all for longer jobs; `prefetch(0)` turns it off.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = Some(n);
         self
     }
     /// Lease time-to-live for pipelines that do not set one (default 30 s).
@@ -204,6 +248,7 @@ impl WorkerBuilder {
             id: instance_id(),
             source: self.source,
             concurrency: self.concurrency,
+            prefetch: self.prefetch,
             renew_interval,
             sweep_interval: self.sweep_interval,
             sweep_batch: self.sweep_batch,
@@ -244,6 +289,7 @@ pub struct Worker {
     id: String,
     source: RedisSource,
     concurrency: usize,
+    prefetch: Option<usize>,
     renew_interval: Duration,
     sweep_interval: Duration,
     sweep_batch: usize,
@@ -297,6 +343,7 @@ impl Worker {
             source,
             config: QueueConfig::default(),
             concurrency: 10,
+            prefetch: None,
             lease_ttl: Duration::from_secs(30),
             renew_interval: None,
             sweep_interval: Duration::from_secs(5),
@@ -347,6 +394,8 @@ impl Worker {
             stop_at_boundary: CancellationToken::new(),
             cancel_grace: self.cancel_grace,
             metrics: self.metrics.clone(),
+            run_slots: Arc::new(Semaphore::new(self.concurrency)),
+            job_run_us: AtomicU64::new(u64::MAX),
         });
         let queues = self.queues();
         let runners: Vec<(String, Arc<dyn Runner>)> = self
@@ -364,7 +413,10 @@ impl Worker {
             .flat_map(|g| g.runners.iter().map(|r| r.name()))
             .collect();
         info!(worker = %self.id, ?pipelines, concurrency = self.concurrency, "worker starting");
+        // lease slots: one per job that may run, plus the prefetched ones
         let slots = Arc::new(Semaphore::new(self.concurrency));
+        let extra = self.prefetch.unwrap_or(self.concurrency);
+        let prefetch_slots = Arc::new(Semaphore::new(extra));
         let jobs = TaskTracker::new();
         let stop_background = CancellationToken::new();
         if let Some(addr) = self.metrics_addr {
@@ -383,10 +435,12 @@ impl Worker {
                 shared: shared.clone(),
                 group,
                 slots: slots.clone(),
+                prefetch_slots: prefetch_slots.clone(),
+                prefetch_auto: self.prefetch.is_none(),
                 jobs: jobs.clone(),
                 source: self.source.clone(),
                 max_idle_wait: self.max_idle_wait,
-                batch: self.concurrency,
+                batch: self.concurrency + extra,
             };
             loops.spawn(ctx.run());
         }

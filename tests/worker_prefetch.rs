@@ -1,0 +1,245 @@
+//! Prefetch: a worker leases jobs ahead of its free slots only when told to, or
+//! (the default) while its jobs are short; it never runs more than its
+//! concurrency at once, and hands prefetched jobs back when it shuts down.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::{pipeline, Client, JobId, JobState, QueueConfig, StepContext, StepError, Worker};
+use leasehold_testkit::{wait_until_async, RedisServer};
+use serde::{Deserialize, Serialize};
+
+const WAIT: Duration = Duration::from_secs(30);
+const LEASES: &str = "leasehold:{pf}:leases";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Item {
+    i: u64,
+}
+
+/// Steps running now and the most seen at once.
+#[derive(Default)]
+struct Gauge {
+    now: AtomicUsize,
+    max: AtomicUsize,
+}
+
+/// One step that sleeps `ms`, counting how many run at once.
+#[derive(Clone)]
+struct Sleepy {
+    ms: u64,
+    gauge: Arc<Gauge>,
+}
+
+#[pipeline(name = "sleepy", queue = "pf", max_attempts = 1)]
+impl Sleepy {
+    #[step]
+    async fn nap(&self, _ctx: &StepContext, _input: &Item) -> Result<(), StepError> {
+        let now = self.gauge.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.gauge.max.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        self.gauge.now.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+fn held(redis: &RedisServer) -> i64 {
+    match redis.cmd(&["ZCARD", LEASES]) {
+        leasehold::redis::Value::Int(n) => n,
+        other => panic!("ZCARD: {other:?}"),
+    }
+}
+
+async fn enqueue(client: &Client, n: u64) -> Vec<JobId> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(
+            client
+                .enqueue::<Sleepy>(&Item { i })
+                .await
+                .expect("enqueue")
+                .id,
+        );
+    }
+    ids
+}
+
+async fn states(client: &Client, ids: &[JobId]) -> Vec<(JobState, usize)> {
+    let queue = client.queue_for::<Sleepy>().expect("queue");
+    let mut out = Vec::new();
+    for id in ids {
+        let job = queue.job(id).await.expect("read").expect("job exists");
+        out.push((job.state, job.attempts.len()));
+    }
+    out
+}
+
+async fn all_succeeded(client: &Client, ids: &[JobId]) -> bool {
+    states(client, ids)
+        .await
+        .iter()
+        .all(|(s, _)| *s == JobState::Succeeded)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_jobs_are_not_prefetched_by_default() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url(), QueueConfig::default())
+        .await
+        .expect("client");
+    let ids = enqueue(&client, 8).await;
+    let gauge = Arc::new(Gauge::default());
+    let worker = Worker::builder(redis.url())
+        .pipeline(Sleepy {
+            ms: 120,
+            gauge: gauge.clone(),
+        })
+        .concurrency(2)
+        .build()
+        .await
+        .expect("worker");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    // watch the lease index while the jobs run: never more held than slots
+    let mut most = 0;
+    let deadline = std::time::Instant::now() + WAIT;
+    while !all_succeeded(&client, &ids).await {
+        most = most.max(held(&redis));
+        assert!(std::time::Instant::now() < deadline, "jobs did not finish");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let _ = stop.send(());
+    run.await.expect("join").expect("worker ran");
+    assert!(most >= 1, "the sampler never saw a held job");
+    assert!(
+        most <= 2,
+        "a worker of 120 ms jobs held {most} jobs with 2 slots (prefetched)"
+    );
+    assert!(gauge.max.load(Ordering::SeqCst) <= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_prefetch_holds_ahead_but_runs_at_most_concurrency() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url(), QueueConfig::default())
+        .await
+        .expect("client");
+    let ids = enqueue(&client, 8).await;
+    let gauge = Arc::new(Gauge::default());
+    let worker = Worker::builder(redis.url())
+        .pipeline(Sleepy {
+            ms: 150,
+            gauge: gauge.clone(),
+        })
+        .concurrency(2)
+        .prefetch(2)
+        .build()
+        .await
+        .expect("worker");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    // four held: two running, two waiting LEASED for a slot
+    wait_until_async(WAIT, "4 jobs held", || async { held(&redis) == 4 }).await;
+    let snapshot = states(&client, &ids).await;
+    let leased = snapshot
+        .iter()
+        .filter(|(s, _)| *s == JobState::Leased)
+        .count();
+    let running = snapshot
+        .iter()
+        .filter(|(s, _)| *s == JobState::Running)
+        .count();
+    assert!(running <= 2, "{running} running with 2 slots: {snapshot:?}");
+    assert!(
+        leased >= 1,
+        "no prefetched job waits LEASED while 4 are held: {snapshot:?}"
+    );
+    wait_until_async(WAIT, "all jobs succeeded", || all_succeeded(&client, &ids)).await;
+    let _ = stop.send(());
+    run.await.expect("join").expect("worker ran");
+    assert_eq!(gauge.max.load(Ordering::SeqCst), 2, "steps running at once");
+    for (state, attempts) in states(&client, &ids).await {
+        assert_eq!((state, attempts), (JobState::Succeeded, 1));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_hands_back_prefetched_jobs_unstarted() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url(), QueueConfig::default())
+        .await
+        .expect("client");
+    let ids = enqueue(&client, 3).await;
+    let gauge = Arc::new(Gauge::default());
+    let worker = Worker::builder(redis.url())
+        .pipeline(Sleepy {
+            ms: 400,
+            gauge: gauge.clone(),
+        })
+        .concurrency(1)
+        .prefetch(2)
+        .shutdown_grace(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("worker");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    wait_until_async(WAIT, "one running and two prefetched", || async {
+        held(&redis) == 3 && gauge.now.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let _ = stop.send(());
+    run.await.expect("join").expect("worker ran");
+    let after = states(&client, &ids).await;
+    // the prefetched two never started: back in line, attempt 1, no attempt record
+    let handed_back = after
+        .iter()
+        .filter(|(s, attempts)| *s == JobState::Queued && *attempts == 0)
+        .count();
+    assert_eq!(handed_back, 2, "{after:?}");
+    assert_eq!(gauge.max.load(Ordering::SeqCst), 1);
+    assert_eq!(held(&redis), 0, "leases left behind: {after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_jobs_are_prefetched_by_default() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url(), QueueConfig::default())
+        .await
+        .expect("client");
+    let items: Vec<Item> = (0..3000).map(|i| Item { i }).collect();
+    client
+        .enqueue_many::<Sleepy>(&items)
+        .await
+        .expect("enqueue");
+    let gauge = Arc::new(Gauge::default());
+    let worker = Worker::builder(redis.url())
+        .pipeline(Sleepy {
+            ms: 0,
+            gauge: gauge.clone(),
+        })
+        .concurrency(1)
+        .build()
+        .await
+        .expect("worker");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    // once jobs are seen to be short, one more than the single slot is held
+    wait_until_async(WAIT, "a job leased ahead of the busy slot", || async {
+        held(&redis) >= 2
+    })
+    .await;
+    let _ = stop.send(());
+    run.await.expect("join").expect("worker ran");
+    assert_eq!(gauge.max.load(Ordering::SeqCst), 1, "steps running at once");
+    assert_eq!(held(&redis), 0, "leases left behind after shutdown");
+}
