@@ -17,16 +17,16 @@ local function checkpoint(jk, lk, token, step, output, next_step, ttl, lock_ttl,
   local holder = has_lock and redis.call('GET', lk)
   if holder and holder ~= f[1] then return { 'LOST', 'RUNNING' } end
   local steps = f[2] or ''
-  local deadline = now + ttl
+  local deadline = fmt(now + ttl)
   if string.find(',' .. steps, ',' .. step .. '@', 1, true) then
-    redis.call('HSET', jk, 'lease_deadline', fmt(deadline))
+    redis.call('HSET', jk, 'lease_deadline', deadline)
   else
     if steps ~= '' then steps = steps .. ',' end
     steps = steps .. step .. '@' .. fmt(now)
     redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
-      'lease_deadline', fmt(deadline), 'updated_at', now_s())
+      'lease_deadline', deadline, 'updated_at', now_s())
   end
-  redis.call('ZADD', K_LEASES, 'XX', fmt(deadline), f[1])
+  relet(deadline, f[1])
   if has_lock then redis.call('SET', lk, f[1], 'PX', lock_ttl) end
   return { 'OK', f[3] or '' }
 end

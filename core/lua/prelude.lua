@@ -59,7 +59,17 @@ end
 -- operations and applied with one command each (flush_indexes) before it
 -- leases or purges; single-job scripts write them at once.
 local DEFER_INDEXES = false
-local UNLEASED, DONE_ADDS = {}, {}
+local UNLEASED, DONE_ADDS, RENEWED = {}, {}, {}
+
+-- Moves `id`'s deadline in the lease index to `deadline` (text), if it is there.
+local function relet(deadline, id)
+  if DEFER_INDEXES then
+    RENEWED[#RENEWED + 1] = deadline
+    RENEWED[#RENEWED + 1] = id
+  else
+    redis.call('ZADD', K_LEASES, 'XX', deadline, id)
+  end
+end
 
 -- Removes `id` from the lease index.
 local function unlease(id)
@@ -82,13 +92,16 @@ end
 
 -- Applies the collected index writes (in chunks that unpack can take).
 local function flush_indexes()
+  for i = 1, #RENEWED, 2000 do
+    redis.call('ZADD', K_LEASES, 'XX', unpack(RENEWED, i, math.min(i + 1999, #RENEWED)))
+  end
   for i = 1, #UNLEASED, 1000 do
     redis.call('ZREM', K_LEASES, unpack(UNLEASED, i, math.min(i + 999, #UNLEASED)))
   end
   for i = 1, #DONE_ADDS, 2000 do
     redis.call('ZADD', K_DONE, unpack(DONE_ADDS, i, math.min(i + 1999, #DONE_ADDS)))
   end
-  UNLEASED, DONE_ADDS = {}, {}
+  UNLEASED, DONE_ADDS, RENEWED = {}, {}, {}
 end
 
 -- Old terminal jobs deleted when a transition ends a job (settle sets it to 0
@@ -106,10 +119,26 @@ local function ready_score(priority, ms)
   return fmt((255 - (tonumber(priority) or 0)) * PRIORITY_SPAN + ms)
 end
 
+-- Whether emit trims the stream itself; settle trims it once per call instead.
+local EMIT_TRIMS = true
+local EMITTED = false
+
 local function emit(op, id, attempt, from, to, worker, reason)
-  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAX, '*',
-    'op', op, 'job', id, 'attempt', tostring(attempt), 'from', from, 'to', to,
-    'by', worker or '', 'reason', reason or '')
+  EMITTED = true
+  if EMIT_TRIMS then
+    redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAX, '*',
+      'op', op, 'job', id, 'attempt', tostring(attempt), 'from', from, 'to', to,
+      'by', worker or '', 'reason', reason or '')
+  else
+    redis.call('XADD', K_EVENTS, '*',
+      'op', op, 'job', id, 'attempt', tostring(attempt), 'from', from, 'to', to,
+      'by', worker or '', 'reason', reason or '')
+  end
+end
+
+-- Trims the events stream to its cap once, after emits that did not.
+local function trim_events()
+  if EMITTED then redis.call('XTRIM', K_EVENTS, 'MAXLEN', '~', EVENTS_MAX) end
 end
 
 -- Pushes up to `n` (at most 16) wake-up tokens for idle workers blocked on the list.

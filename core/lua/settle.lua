@@ -23,6 +23,7 @@ local worker, ttl, lock_ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local n_ops, n_pipelines, n_lease = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 PURGE_PER_END = 0
 DEFER_INDEXES = true
+EMIT_TRIMS = false
 local out = {}
 
 -- Walks the operations (KEYS and ARGV from index 10) and, when `run`, applies
@@ -80,7 +81,9 @@ end
 
 -- check the whole list before writing anything
 local k, a = walk(false)
-if not k then return redis.error_reply('BAD_ARG settle operations do not match their keys and values') end
+if not k or (n_lease > 0 and (k + 2 * n_pipelines - 1 > #KEYS or a + n_lease - 1 > #ARGV)) then
+  return redis.error_reply('BAD_ARG settle operations do not match their keys and values')
+end
 walk(true)
 flush_indexes()
 DEFER_INDEXES = false
@@ -96,4 +99,5 @@ else
   out[n_ops + 1] = {}
 end
 purge(now_ms(), 8)
+trim_events()
 return out
