@@ -26,6 +26,15 @@ DEFER_INDEXES = true
 EMIT_TRIMS = false
 local out = {}
 
+-- Runs one operation; an error raised inside it (a job field corrupted in
+-- Redis, say) becomes that operation's reply instead of failing the whole call.
+local function guarded(fn, ...)
+  local ok, reply = pcall(fn, ...)
+  if ok then return reply end
+  if type(reply) == 'table' then reply = reply.err or 'error' end
+  return { 'OP_ERROR', tostring(reply) }
+end
+
 -- Walks the operations (KEYS and ARGV from index 10) and, when `run`, applies
 -- each; returns the next KEYS and ARGV indexes, or nil when the list is malformed.
 local function walk(run)
@@ -60,16 +69,16 @@ local function walk(run)
     if k - 1 > #KEYS or a + values - 1 > #ARGV then return nil end
     if run then
       if kind == 'start' then
-        out[i] = start(jk, lk, pk, token, ARGV[a], res)
+        out[i] = guarded(start, jk, lk, pk, token, ARGV[a], res)
       elseif kind == 'checkpoint' then
-        out[i] = checkpoint(jk, lk, token, ARGV[a], ARGV[a + 1], ARGV[a + 2], ttl, lock_ttl, res ~= '')
+        out[i] = guarded(checkpoint, jk, lk, token, ARGV[a], ARGV[a + 1], ARGV[a + 2], ttl, lock_ttl, res ~= '')
       elseif kind == 'release' then
-        out[i] = release(jk, k_ready, lk, pk, token, res)
+        out[i] = guarded(release, jk, k_ready, lk, pk, token, res)
       elseif values == 3 then
-        out[i] = finish(jk, k_ready, k_delayed, lk, pk, token, 'SUCCEEDED', '', '', false, 0, false, '', res, false,
+        out[i] = guarded(finish, jk, k_ready, k_delayed, lk, pk, token, 'SUCCEEDED', '', '', false, 0, false, '', res, false,
           ARGV[a + 1], ARGV[a + 2])
       else
-        out[i] = finish(jk, k_ready, k_delayed, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] == '1',
+        out[i] = guarded(finish, jk, k_ready, k_delayed, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] == '1',
           tonumber(ARGV[a + 6]) or 0, ARGV[a + 7] == '1', ARGV[a + 8], res, ARGV[a + 9] == '1', ARGV[a + 1],
           ARGV[a + 2])
       end

@@ -44,6 +44,21 @@ pub struct Leased {
     pub now: Millis,
     /// Jobs this call found waiting for a locked resource and parked.
     pub parked: u64,
+    /// Jobs this call leased whose fields could not be read (corrupted in
+    /// Redis). They stay LEASED, untouched, until their lease expires and the
+    /// sweeper requeues them; `leasehold show` names the bad field. Only the
+    /// worker's batched calls report these: [`Queue::lease`](crate::Queue::lease)
+    /// answers such a call with the error itself.
+    pub unreadable: Vec<UnreadableLease>,
+}
+
+/// A job leased by a batched call whose fields could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableLease {
+    /// The job's id as Redis gave it.
+    pub job: String,
+    /// What could not be read.
+    pub problem: String,
 }
 
 /// What `start` did.

@@ -53,7 +53,8 @@ pub use inspect::{
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;
 pub use lease::{
-    Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport, SweptJob,
+    Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport,
+    SweptJob, UnreadableLease,
 };
 pub use metrics::Metrics;
 pub use pipeline::{

@@ -15,7 +15,8 @@ use crate::id::JobId;
 use crate::job_spec::NewJob;
 use crate::keys::{check_name, QueueKeys};
 use crate::lease::{
-    Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport, SweptJob,
+    Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport,
+    SweptJob, UnreadableLease,
 };
 use crate::pipeline::PipelineSpec;
 use crate::record::Job;
@@ -286,6 +287,13 @@ impl Queue {
                     problem: detail,
                 })
             }),
+            "OP_ERROR" => reply.text().and_then(|detail| {
+                Err(Error::Corrupt {
+                    key: self.keys.job(job),
+                    field: "(a field the operation reads)".into(),
+                    problem: format!("{script} failed on this job: {detail}"),
+                })
+            }),
             "BAD_ARG" => reply
                 .text()
                 .and_then(|what| Err(Error::InvalidArgument(format!("{script}: bad {what}")))),
@@ -394,7 +402,7 @@ impl Queue {
             inv.arg(uuid::Uuid::new_v4().simple().to_string());
         }
         let mut reply = Reply::new("lease", self.invoke(&inv).await?)?;
-        read_leased(&mut reply, ttl)
+        read_leased(&mut reply, ttl, false)
     }
 
     fn lock_key_or_job(&self, lease: &Lease) -> String {
@@ -925,33 +933,64 @@ impl Queue {
 }
 
 /// Reads a lease reply: the header, then ten values per leased job.
-pub(crate) fn read_leased(reply: &mut Reply, ttl: Duration) -> Result<Leased> {
+/// Values per leased job in a lease reply.
+const LEASE_ENTRY: usize = 10;
+
+/// Reads a lease reply. With `lenient`, a job whose values cannot be read is
+/// reported in [`Leased::unreadable`] instead of failing the whole reply.
+pub(crate) fn read_leased(reply: &mut Reply, ttl: Duration, lenient: bool) -> Result<Leased> {
     let next_due: i64 = reply.int()?;
     let now: i64 = reply.int()?;
     let parked: u64 = reply.int()?;
     let mut leases = Vec::new();
+    let mut unreadable = Vec::new();
     while reply.remaining() > 0 {
-        leases.push(Lease {
-            job: JobId::parse(&reply.text()?)?,
-            token: reply.text()?,
-            fence: reply.int()?,
-            attempt: reply.int()?,
-            pipeline: reply.text()?,
-            input: reply.text()?,
-            resource: reply.opt_text()?,
-            last_step: reply.opt_text()?,
-            last_output: reply.opt_text()?,
-            ttl,
-            not_before: reply
-                .opt_text()?
-                .and_then(|t| t.parse().ok())
-                .unwrap_or(now),
-        });
+        let mut entry = reply.take(LEASE_ENTRY);
+        let job = entry.peek_text().unwrap_or_default();
+        match read_lease_entry(&mut entry, ttl, now) {
+            Ok(lease) => leases.push(lease),
+            Err(e) if lenient => unreadable.push(UnreadableLease {
+                job,
+                problem: e.to_string(),
+            }),
+            Err(e) => return Err(e),
+        }
     }
     Ok(Leased {
         leases,
         next_due: (next_due >= 0).then_some(next_due),
         now,
         parked,
+        unreadable,
+    })
+}
+
+/// One leased job's values: id, token, fence, attempt, pipeline, input,
+/// resource, last step, its output, not-before.
+fn read_lease_entry(reply: &mut Reply, ttl: Duration, now: i64) -> Result<Lease> {
+    if reply.remaining() != LEASE_ENTRY {
+        return Err(Error::Protocol {
+            script: "lease",
+            detail: format!(
+                "a leased job has {} values, not {LEASE_ENTRY}",
+                reply.remaining()
+            ),
+        });
+    }
+    Ok(Lease {
+        job: JobId::parse(&reply.text()?)?,
+        token: reply.text()?,
+        fence: reply.int()?,
+        attempt: reply.int()?,
+        pipeline: reply.text()?,
+        input: reply.text()?,
+        resource: reply.opt_text()?,
+        last_step: reply.opt_text()?,
+        last_output: reply.opt_text()?,
+        ttl,
+        not_before: reply
+            .opt_text()?
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(now),
     })
 }

@@ -60,6 +60,27 @@ impl Reply {
             .map_err(|_| self.protocol(format!("item {} is not a number: {text:?}", self.position)))
     }
 
+    /// The next `n` items (fewer at the end) as a reply of their own.
+    pub(crate) fn take(&mut self, n: usize) -> Reply {
+        let items: Vec<Value> = self.items.by_ref().take(n).collect();
+        self.position += items.len();
+        Reply {
+            script: self.script,
+            items: items.into_iter(),
+            position: 0,
+        }
+    }
+
+    /// The next item as text, without consuming it (`None` if it is not text).
+    pub(crate) fn peek_text(&self) -> Option<String> {
+        match self.items.as_slice().first() {
+            Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+            Some(Value::SimpleString(s)) => Some(s.clone()),
+            Some(Value::Int(i)) => Some(i.to_string()),
+            _ => None,
+        }
+    }
+
     /// The next item as text; `None` when empty.
     pub(crate) fn opt_text(&mut self) -> Result<Option<String>, Error> {
         let text = self.text()?;

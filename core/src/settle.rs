@@ -274,7 +274,7 @@ impl Queue {
         }
         let leased = match items.next() {
             Some(Value::Array(a)) if a.is_empty() => Leased::default(),
-            Some(item) => read_leased(&mut Reply::new("settle", item)?, ttl)?,
+            Some(item) => read_leased(&mut Reply::new("settle", item)?, ttl, true)?,
             None => Leased::default(),
         };
         Ok(Settled { replies, leased })

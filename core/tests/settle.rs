@@ -211,3 +211,85 @@ async fn a_cancel_pending_is_reported_by_a_batched_checkpoint() {
         &HolderReply::Checkpointed(Some("stop".into()))
     );
 }
+
+/// A job whose fields were corrupted in Redis fails only its own operation
+/// (and, when leased, is reported apart) instead of failing the whole call.
+#[tokio::test]
+async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
+    let srv = RedisServer::start();
+    let q = Queue::connect(&srv.url(), "c", QueueConfig::default())
+        .await
+        .unwrap();
+    let jobs: Vec<NewJob> = (0..2)
+        .map(|i| NewJob::from_json("p", format!("{{\"i\":{i}}}")))
+        .collect();
+    q.enqueue_bulk(jobs).await.unwrap();
+    let req = LeaseRequest {
+        worker: "w1",
+        pipelines: &["p"],
+        n: 2,
+    };
+    let leases = q.settle(&[], Some(req), TTL).await.unwrap().leased.leases;
+    assert_eq!(leases.len(), 2);
+    let starts: Vec<HolderOp> = leases
+        .iter()
+        .map(|l| HolderOp::Start {
+            lease: l,
+            first_step: "a",
+        })
+        .collect();
+    q.settle(&starts, None, TTL).await.unwrap();
+    let (bad, good) = (&leases[0], &leases[1]);
+    let bad_key = q.keys().job(bad.job.as_str());
+    srv.cmd(&["HSET", &bad_key, "attempt", "x"]);
+
+    // two more waiting jobs, one of them corrupted too
+    let fresh = q
+        .enqueue_bulk(
+            (2..4)
+                .map(|i| NewJob::from_json("p", format!("{{\"i\":{i}}}")))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let waiting_bad = q.keys().job(fresh[0].id.as_str());
+    srv.cmd(&["HSET", &waiting_bad, "attempt", "x"]);
+
+    let ops = [bad, good].map(|l| HolderOp::Finish {
+        lease: l,
+        outcome: &Outcome::Succeeded,
+        last_step: None,
+    });
+    let settled = q.settle(&ops, Some(req), TTL).await.unwrap();
+    match &settled.replies[0] {
+        Err(Error::Corrupt { key, problem, .. }) => {
+            assert_eq!(key, &bad_key);
+            assert!(problem.contains("failed on this job"), "{problem}");
+        }
+        other => panic!("the corrupted job's finish answered {other:?}"),
+    }
+    assert!(
+        matches!(
+            settled.replies[1],
+            Ok(HolderReply::Finished(Finished::Ended(JobState::Succeeded)))
+        ),
+        "{:?}",
+        settled.replies[1]
+    );
+    // the corrupted running job is left as it was
+    let state: String = match srv.cmd(&["HGET", &bad_key, "state"]) {
+        leasehold_core::redis::Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(state, "RUNNING");
+    // the lease part: the readable job is handed out, the corrupted one reported
+    assert_eq!(settled.leased.leases.len(), 1);
+    assert_eq!(settled.leased.leases[0].job, fresh[1].id);
+    assert_eq!(settled.leased.unreadable.len(), 1);
+    assert_eq!(settled.leased.unreadable[0].job, fresh[0].id.as_str());
+    assert!(
+        settled.leased.unreadable[0].problem.contains("number"),
+        "{:?}",
+        settled.leased.unreadable[0]
+    );
+}

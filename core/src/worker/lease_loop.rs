@@ -7,7 +7,7 @@ use std::time::Duration;
 use deadpool_redis::redis::{self, aio::MultiplexedConnection, AsyncConnectionConfig};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 use super::runner::Runner;
 use super::{job, RedisSource, Shared};
@@ -322,6 +322,10 @@ impl LeaseLoop {
                     let _ = p.reply.send(reply);
                 }
                 let leased = settled.leased;
+                for bad in &leased.unreadable {
+                    error!(queue = %self.group.queue.name(), job = %bad.job, problem = %bad.problem,
+                        "leased a job whose fields cannot be read: left LEASED for the sweeper; `leasehold show` names the field");
+                }
                 let found_nothing = want > 0 && leased.leases.is_empty();
                 let next_due = leased.next_due;
                 if let Some(settler) = &settler {
