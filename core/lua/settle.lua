@@ -30,7 +30,7 @@ local out = {}
 -- Redis, say) becomes that operation's reply instead of failing the whole call.
 -- Writes the operation made before the error stay (a script is not a
 -- transaction); the transitions read and check everything before they write,
--- so the errors bad data can cause come before any write.
+-- so the known case (a non-numeric attempt number) fails before any write.
 local function guarded(fn, ...)
   local ok, reply = pcall(fn, ...)
   if ok then return reply end
