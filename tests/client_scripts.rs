@@ -1579,3 +1579,59 @@ async fn resolve_moves_stale_to_each_terminal_state_with_a_mandatory_reason() {
     );
     assert_eq!(before, srv.dump("*"));
 }
+
+/// Cleanup hooks of resolved STALE jobs are claimed, not popped: a claim its
+/// worker never marks done (it died mid-hook) goes back on the list when it
+/// expires, so every hook runs at least once; jobs of pipelines a worker does not
+/// serve stay for others; a purged job is dropped.
+#[tokio::test]
+async fn cleanup_claims_run_every_hook_at_least_once() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "cl").await;
+    let k = q.keys().clone();
+    let a = enqueue(&q, job("p", 1)).await;
+    make_stale(&srv, &q, &a, "p").await;
+    let b = enqueue(&q, job("other", 2)).await;
+    make_stale(&srv, &q, &b, "other").await;
+    q.resolve(&a, JobState::Failed, "op", "rolled back")
+        .await
+        .unwrap();
+    q.resolve(&b, JobState::Cancelled, "op", "dropped")
+        .await
+        .unwrap();
+    let list =
+        |srv: &RedisServer| -> Vec<String> { get(srv, &["LRANGE", &k.cleanup(), "0", "-1"]) };
+    assert_eq!(list(&srv), [a.to_string(), b.to_string()]);
+
+    // a worker serving only `p` claims a, and leaves b for a worker serving `other`
+    let short = Duration::from_millis(300);
+    let claimed = q.claim_cleanups(16, &["p"], short).await.unwrap();
+    assert_eq!(claimed, [a.to_string()]);
+    assert_eq!(list(&srv), [b.to_string()]);
+    assert_eq!(zmembers(&srv, &k.cleaning()), [a.to_string()]);
+    // while the claim holds, nobody else gets a
+    assert!(q
+        .claim_cleanups(16, &["p"], short)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // the claimer never says done: once its claim expires, a is handed out again
+    wait_until_async(WAIT, "the expired claim handed out again", || async {
+        q.claim_cleanups(16, &["p"], TTL).await.unwrap() == [a.to_string()]
+    })
+    .await;
+    q.cleanup_done(a.as_str()).await.unwrap();
+    assert!(zmembers(&srv, &k.cleaning()).is_empty());
+    assert_eq!(list(&srv), [b.to_string()]);
+
+    // a job purged before its hook ran leaves nothing to clean up: dropped
+    let _: i64 = get(&srv, &["DEL", &k.job(b.as_str())]);
+    assert!(q
+        .claim_cleanups(16, &["other"], TTL)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(list(&srv).is_empty());
+    assert!(zmembers(&srv, &k.cleaning()).is_empty());
+}

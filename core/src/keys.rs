@@ -96,6 +96,11 @@ impl QueueKeys {
     pub fn cleanup(&self) -> String {
         format!("{}:cleanup", self.base)
     }
+    /// Sorted set: job id → deadline (ms) of a worker's claim on its cleanup hook
+    /// (taken from the cleanup list; back on the list when the claim expires).
+    pub fn cleaning(&self) -> String {
+        format!("{}:cleaning", self.base)
+    }
     /// Hash: pipeline name → its spec (JSON: steps, max attempts, STALE lock policy), written by workers.
     pub fn pipelines(&self) -> String {
         format!("{}:pipelines", self.base)

@@ -894,29 +894,40 @@ impl Queue {
         .transpose()
     }
 
-    /// Takes up to `n` jobs from the cleanup list (STALE jobs resolved as FAILED or CANCELLED).
-    pub async fn take_cleanups(&self, n: usize) -> Result<Vec<JobId>> {
-        let mut conn = self.conn().await?;
-        let ids: Option<Vec<String>> = self
-            .timed(
-                redis::cmd("LPOP")
-                    .arg(self.keys.cleanup())
-                    .arg(n.max(1))
-                    .query_async(&mut conn),
-            )
-            .await?;
-        ids.unwrap_or_default()
-            .iter()
-            .map(|id| JobId::parse(id))
-            .collect()
+    /// Claims up to `n` jobs from the cleanup list (STALE jobs resolved as FAILED
+    /// or CANCELLED) whose pipeline is one of `pipelines`, for `ttl`. Mark each
+    /// done with [`Queue::cleanup_done`] once its hook ran; a claim not marked
+    /// done by then goes back on the list (its worker died), so a hook runs at
+    /// least once. Ids come back as Redis holds them.
+    pub async fn claim_cleanups(
+        &self,
+        n: usize,
+        pipelines: &[&str],
+        ttl: Duration,
+    ) -> Result<Vec<String>> {
+        if pipelines.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut inv = self.invocation(&scripts::CLAIM_CLEANUP);
+        inv.key(self.keys.cleanup())
+            .key(self.keys.cleaning())
+            .arg(n.max(1))
+            .arg(millis(ttl));
+        for p in pipelines {
+            inv.arg(*p);
+        }
+        let mut reply = Reply::new("claim_cleanup", self.invoke(&inv).await?)?;
+        let mut ids = Vec::with_capacity(reply.remaining());
+        while reply.remaining() > 0 {
+            ids.push(reply.text()?);
+        }
+        Ok(ids)
     }
 
-    /// Puts a job back on the cleanup list (for a worker that serves its pipeline).
-    pub async fn return_cleanup(&self, id: &JobId) -> Result<()> {
+    /// Ends the claim on a job's cleanup hook (it ran, or can never run).
+    pub async fn cleanup_done(&self, id: &str) -> Result<()> {
         let mut conn = self.conn().await?;
-        let _: i64 = self
-            .timed(conn.rpush(self.keys.cleanup(), id.as_str()))
-            .await?;
+        let _: i64 = self.timed(conn.zrem(self.keys.cleaning(), id)).await?;
         Ok(())
     }
 

@@ -76,6 +76,7 @@ pub(crate) static RETRY: LazyLock<Script> = script!("retry.lua");
 pub(crate) static RESOLVE: LazyLock<Script> = script!("resolve.lua");
 /// purge.lua
 pub(crate) static PURGE: LazyLock<Script> = script!("purge.lua");
+pub(crate) static CLAIM_CLEANUP: LazyLock<Script> = script!("claim_cleanup.lua");
 /// settle.lua: many holder operations (start, checkpoint, finish, release) and one
 /// lease in one call, composed from the same transition functions.
 pub(crate) static SETTLE: LazyLock<Script> = LazyLock::new(|| {
@@ -97,7 +98,7 @@ pub(crate) static SETTLE: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// Every script with its name, for preloading and tests.
-pub(crate) fn all() -> [(&'static str, &'static Script); 13] {
+pub(crate) fn all() -> [(&'static str, &'static Script); 14] {
     [
         ("enqueue", &ENQUEUE),
         ("lease", &LEASE),
@@ -111,6 +112,7 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 13] {
         ("retry", &RETRY),
         ("resolve", &RESOLVE),
         ("purge", &PURGE),
+        ("claim_cleanup", &CLAIM_CLEANUP),
         ("settle", &SETTLE),
     ]
 }

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use deadpool_redis::redis;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::active::StopWhy;
 use super::job;
 use super::runner::Runner;
 use super::Shared;
+use crate::id::JobId;
 use crate::lease::{Lease, Renewal};
 use crate::metrics::{QueueLabels, RecoveryLabels};
 use crate::queue::Queue;
@@ -224,42 +225,61 @@ async fn deregister(hb: &Heartbeat) {
     }
 }
 
-/// Runs cleanup hooks of STALE jobs resolved by an operator, for served pipelines.
+/// Runs cleanup hooks of STALE jobs resolved by an operator, for served pipelines:
+/// claims them (at most 16 per tick), runs each hook in a task of its own, and
+/// marks the claim done after it. A claim left behind by a worker that died
+/// expires and the hook runs again elsewhere.
 async fn take_cleanups(hb: &Heartbeat, queue: &Queue) {
-    let ids = match queue.take_cleanups(16).await {
+    let served: Vec<&str> = hb
+        .runners
+        .iter()
+        .filter(|(q, _)| q == queue.name())
+        .map(|(_, r)| r.name())
+        .collect();
+    let ids = match queue.claim_cleanups(16, &served, job::CLEANUP_CLAIM).await {
         Ok(ids) => ids,
         Err(e) => {
-            debug!(queue = %queue.name(), error = %e, "cannot read the cleanup list");
+            debug!(queue = %queue.name(), error = %e, "cannot claim from the cleanup list");
             return;
         }
     };
-    for id in ids {
-        let pipeline = match queue.job(&id).await {
-            Ok(Some(job)) => job.pipeline,
-            Ok(None) => continue,
+    for raw in ids {
+        let id = match JobId::parse(&raw) {
+            Ok(id) => id,
             Err(e) => {
-                warn!(job = %id, error = %e, "cannot read a resolved job; its cleanup is skipped");
+                error!(queue = %queue.name(), job = %raw, error = %e, "the cleanup list holds a malformed job id; dropped");
+                let _ = queue.cleanup_done(&raw).await;
                 continue;
             }
         };
-        let runner = hb
+        let pipeline = match queue.job(&id).await {
+            Ok(Some(job)) => job.pipeline,
+            Ok(None) => {
+                let _ = queue.cleanup_done(&raw).await;
+                continue;
+            }
+            Err(e) => {
+                warn!(job = %id, error = %e, "cannot read a resolved job; its cleanup will be tried again");
+                continue;
+            }
+        };
+        let Some(runner) = hb
             .runners
             .iter()
             .find(|(q, r)| q == queue.name() && r.name() == pipeline)
-            .map(|(_, r)| r.clone());
-        match runner {
-            Some(runner) => {
-                let queue = queue.clone();
-                hb.tasks.spawn(async move {
-                    job::cleanup_after_resolve(runner.as_ref(), &queue, &id).await;
-                });
-            }
-            None => {
-                // another worker serves this pipeline: leave it for them
-                if let Err(e) = queue.return_cleanup(&id).await {
-                    warn!(job = %id, error = %e, "cannot return a cleanup to the list");
+            .map(|(_, r)| r.clone())
+        else {
+            // claimed for a pipeline this worker serves: cannot happen unless the
+            // job's pipeline field changed since; leave the claim to expire
+            continue;
+        };
+        let queue = queue.clone();
+        hb.tasks.spawn(async move {
+            if job::cleanup_after_resolve(runner.as_ref(), &queue, &id).await {
+                if let Err(e) = queue.cleanup_done(&raw).await {
+                    warn!(job = %id, error = %e, "cannot end the cleanup claim; the hook may run again after it expires");
                 }
             }
-        }
+        });
     }
 }

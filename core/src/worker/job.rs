@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tracing::{debug, info, info_span, warn, Instrument};
+use tracing::{debug, error, info, info_span, warn, Instrument};
 
 use super::active::{ActiveJob, StopWhy};
 use super::lease_loop::{Request, Settler};
@@ -553,25 +553,38 @@ async fn run_step(
     }
 }
 
-/// Runs the cleanup hook of a STALE job an operator resolved as FAILED or CANCELLED.
+/// How long a worker's claim on a cleanup hook lasts: longer than the hook may
+/// run ([`CLEANUP_HOOK_LIMIT`]), so a live worker's hook never runs twice.
+pub(crate) const CLEANUP_CLAIM: Duration = Duration::from_secs(600);
+
+/// Longest a cleanup hook of a resolved STALE job may run.
+const CLEANUP_HOOK_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs the cleanup hook of a STALE job an operator resolved as FAILED or
+/// CANCELLED. Returns `false` when the job could not be read (Redis away): the
+/// claim is then left to expire and the hook is tried again.
 pub(crate) async fn cleanup_after_resolve(
     runner: &dyn Runner,
     queue: &Queue,
     id: &crate::id::JobId,
-) {
+) -> bool {
     let job = match queue.job(id).await {
         Ok(Some(job)) => job,
-        Ok(None) => return,
+        Ok(None) => return true,
+        Err(e) if e.is_transient() => {
+            warn!(job = %id, error = %e, "cannot read a resolved job for its cleanup; it will be tried again");
+            return false;
+        }
         Err(e) => {
-            warn!(job = %id, error = %e, "cannot read a resolved job for its cleanup");
-            return;
+            error!(job = %id, error = %e, "a resolved job cannot be read: its cleanup hook cannot run");
+            return true;
         }
     };
     let input = match runner.decode(&job.input.to_string()) {
         Ok(input) => input,
         Err(e) => {
-            warn!(job = %id, error = %e, "cannot decode a resolved job's input for its cleanup");
-            return;
+            error!(job = %id, error = %e, "cannot decode a resolved job's input: its cleanup hook cannot run");
+            return true;
         }
     };
     let record = job.attempts.iter().rev().find(|a| a.resolution.is_some());
@@ -592,11 +605,12 @@ pub(crate) async fn cleanup_after_resolve(
         cut_mid_step: true,
     };
     let hook = AssertUnwindSafe(runner.cleanup(&ctx, input.as_ref())).catch_unwind();
-    match tokio::time::timeout(Duration::from_secs(300), hook).await {
+    match tokio::time::timeout(CLEANUP_HOOK_LIMIT, hook).await {
         Ok(Ok(())) => info!(job = %id, "cleanup hook ran after the STALE job was resolved"),
         Ok(Err(_)) => warn!(job = %id, "cleanup hook panicked"),
         Err(_) => warn!(job = %id, "cleanup hook did not finish within 300 s"),
     }
+    true
 }
 
 impl Settler {
