@@ -1602,9 +1602,13 @@ async fn cleanup_claims_run_every_hook_at_least_once() {
     let list =
         |srv: &RedisServer| -> Vec<String> { get(srv, &["LRANGE", &k.cleanup(), "0", "-1"]) };
     assert_eq!(list(&srv), [a.to_string(), b.to_string()]);
+    let inspector = leasehold::Inspector::new(q.clone());
+    let status = inspector.status().await.unwrap();
+    assert_eq!((status.cleanups_waiting, status.cleanups_claimed), (2, 0));
 
     // a worker serving only `p` claims a, and leaves b for a worker serving `other`
-    let short = Duration::from_millis(300);
+    // (a claim of 2 s: long enough for the checks below on a loaded machine)
+    let short = Duration::from_secs(2);
     let claimed = q.claim_cleanups(16, &["p"], short).await.unwrap();
     assert_eq!(claimed, [a.to_string()]);
     assert_eq!(list(&srv), [b.to_string()]);
@@ -1615,6 +1619,8 @@ async fn cleanup_claims_run_every_hook_at_least_once() {
         .await
         .unwrap()
         .is_empty());
+    let status = inspector.status().await.unwrap();
+    assert_eq!((status.cleanups_waiting, status.cleanups_claimed), (1, 1));
 
     // the claimer never says done: once its claim expires, a is handed out again
     wait_until_async(WAIT, "the expired claim handed out again", || async {

@@ -130,6 +130,13 @@ pub fn status(all: &[QueueStatus]) -> String {
                 s.expired_leases
             );
         }
+        if s.cleanups_waiting + s.cleanups_claimed > 0 {
+            let _ = writeln!(
+                out,
+                "  cleanup hooks of resolved STALE jobs: {} waiting for a worker serving their pipeline, {} claimed",
+                s.cleanups_waiting, s.cleanups_claimed
+            );
+        }
         let workers: Vec<String> = s
             .workers
             .iter()

@@ -393,6 +393,13 @@ pub struct QueueStatus {
     pub oldest_waiting: Option<OldestWaiting>,
     /// Leases past their deadline that no sweep has handled yet (their worker is probably gone).
     pub expired_leases: u64,
+    /// Cleanup hooks of resolved STALE jobs waiting for a worker that serves their pipeline.
+    #[serde(default)]
+    pub cleanups_waiting: u64,
+    /// Cleanup hooks a worker has claimed and not finished (running, or their worker died
+    /// and the claim has not expired yet).
+    #[serde(default)]
+    pub cleanups_claimed: u64,
     /// Live workers.
     pub workers: Vec<WorkerInfo>,
     /// Worker ids whose registration had expired (removed from the set).
@@ -1017,6 +1024,8 @@ impl Inspector {
         pipe.cmd("ZCOUNT").arg(keys.leases()).arg("-inf").arg(now);
         pipe.cmd("ZCARD").arg(keys.stale());
         pipe.cmd("ZCARD").arg(keys.done());
+        pipe.cmd("LLEN").arg(keys.cleanup());
+        pipe.cmd("ZCARD").arg(keys.cleaning());
         let numbers: Vec<u64> = self.timed(pipe.query_async(&mut conn)).await?;
         let mut it = numbers.into_iter();
         let mut next = || it.next().unwrap_or(0);
@@ -1033,6 +1042,8 @@ impl Inspector {
         let expired_leases = next();
         let stale_total = next();
         let terminal_total = next();
+        let cleanups_waiting = next();
+        let cleanups_claimed = next();
 
         let parked_resources: Vec<String> = self
             .timed(
@@ -1113,6 +1124,8 @@ impl Inspector {
             parked,
             oldest_waiting,
             expired_leases,
+            cleanups_waiting,
+            cleanups_claimed,
             workers: workers.live,
             pruned_workers: workers.pruned,
             locks,

@@ -170,6 +170,10 @@ fn queue_card(s: &QueueStatus) -> Markup {
                 }
                 dt { "Locks held" }
                 dd { (s.locks.len()) }
+                @if s.cleanups_waiting + s.cleanups_claimed > 0 {
+                    dt { "Cleanup hooks" }
+                    dd { (s.cleanups_waiting) " waiting, " (s.cleanups_claimed) " claimed (resolved STALE jobs)" }
+                }
                 @if s.expired_leases > 0 {
                     dt.warn { "Expired leases" }
                     dd.warn { (s.expired_leases) " not swept yet (their workers are probably gone; the next sweep recovers them)" }
