@@ -597,11 +597,22 @@ fn section_pickup(b: &mut Bench) {
         pipe.cmd("HMGET")
             .arg(format!("leasehold:{{bench}}:job:{id}"))
             .arg("created_at")
-            .arg("attempt:1")
             .arg("out:probe");
     }
-    let rows: Vec<(Option<i64>, Option<String>, Option<String>)> =
-        pipe.query(&mut b.con).expect("rows");
+    let fields: Vec<(Option<i64>, Option<String>)> = pipe.query(&mut b.con).expect("rows");
+    // attempt records live in the queue's attempts hash, field `<id>:<n>`
+    let mut pipe = redis::pipe();
+    for id in &ids {
+        pipe.cmd("HGET")
+            .arg("leasehold:{bench}:attempts")
+            .arg(format!("{id}:1"));
+    }
+    let records: Vec<Option<String>> = pipe.query(&mut b.con).expect("records");
+    let rows: Vec<(Option<i64>, Option<String>, Option<String>)> = fields
+        .into_iter()
+        .zip(records)
+        .map(|((created, probe), record)| (created, record, probe))
+        .collect();
     let mut ms = Vec::new();
     let mut leased_ms = Vec::new();
     let mut us = Vec::new();

@@ -1025,6 +1025,8 @@ async fn check(model: &mut Model, queue: &Queue) -> Checked {
         format!("inputs hash {inputs:?}, the model has {model_inputs:?}")
     })?;
 
+    let all_records: HashMap<String, String> =
+        conn.hgetall(keys.attempts()).await.map_err(redis_err)?;
     for (i, j) in model.jobs.iter_mut().enumerate() {
         let id = j.id.to_string();
         let hash: HashMap<String, String> = conn.hgetall(keys.job(&id)).await.map_err(redis_err)?;
@@ -1057,10 +1059,16 @@ async fn check(model: &mut Model, queue: &Queue) -> Checked {
                 )
             })?;
         }
-        // (c) attempt records are append-only and exactly those of ended attempts.
+        // (c) attempt records (in the queue's attempts hash, `<id>:<n>`) are
+        // append-only and exactly those of ended attempts.
         let mut numbers = BTreeSet::new();
-        for (name, value) in &hash {
-            let Some(n) = name.strip_prefix("attempt:") else {
+        ensure(
+            !hash.keys().any(|name| name.starts_with("attempt:")),
+            || format!("job {i}: an attempt record in the job hash"),
+        )?;
+        let prefix = format!("{id}:");
+        for (name, value) in &all_records {
+            let Some(n) = name.strip_prefix(&prefix) else {
                 continue;
             };
             let n: u32 = n

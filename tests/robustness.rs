@@ -183,6 +183,12 @@ async fn count_retention_keeps_redis_bounded_over_thousands_of_jobs() {
     assert_eq!(get::<u64>(&srv, &["HLEN", &q.keys().inputs()]), 0);
     assert_eq!(get::<u64>(&srv, &["ZCARD", &q.keys().leases()]), 0);
     assert!(get::<u64>(&srv, &["LLEN", &q.keys().wake()]) <= 64);
+    // attempt records go with their jobs: one per kept job (one attempt each)
+    let records: usize = get(&srv, &["HLEN", &q.keys().attempts()]);
+    assert_eq!(
+        records, jobs_6k,
+        "attempt records of purged jobs are left behind"
+    );
     // The event stream is capped (approximately: whole stream nodes are trimmed).
     assert!(
         xlen_2k <= events_max + 200 && xlen_6k <= events_max + 200,
@@ -443,15 +449,18 @@ async fn corrupt_attempt_record_is_a_typed_error_and_is_never_overwritten() {
     let q = connect(&srv, "bad").await;
     let l = running_job(&q, 1).await;
     let key = q.keys().job(l.job.as_str());
-    let _: i64 = get(&srv, &["HSET", &key, "attempt:1", "garbage"]);
-    assert_corrupt(&q.job(&l.job).await.unwrap_err(), &key, "attempt:1");
+    // attempt records live in the queue's attempts hash, field `<id>:<n>`
+    let attempts = q.keys().attempts();
+    let field = format!("{}:1", l.job);
+    let _: i64 = get(&srv, &["HSET", &attempts, &field, "garbage"]);
+    assert_corrupt(&q.job(&l.job).await.unwrap_err(), &attempts, &field);
     // finish must append attempt 1's record, which exists: refused, nothing written.
     let before = srv.dump("*");
     let err = q.finish(&l, &Outcome::Succeeded).await.unwrap_err();
     assert_corrupt(&err, &key, "attempt");
-    assert!(err.to_string().contains("attempt:1"), "{err}");
+    assert!(err.to_string().contains(&field), "{err}");
     assert_eq!(before, srv.dump("*"));
-    assert_eq!(get::<String>(&srv, &["HGET", &key, "attempt:1"]), "garbage");
+    assert_eq!(get::<String>(&srv, &["HGET", &attempts, &field]), "garbage");
 }
 
 #[tokio::test]

@@ -627,9 +627,9 @@ const CANCEL_REASON: &str = "stop \"now\" \\ ünï\nplease";
 const CANCEL_BY: &str = r#"op"er\ätor"#;
 const FINISH_REASON: &str = "honoured \"cancel\" \\ ünï\nafter load";
 
-/// The raw `attempt:1` JSON of a job, parsed, with its key set.
+/// The raw JSON of a job's attempt 1 (attempts hash, field `<id>:1`), parsed, with its key set.
 fn raw_record(srv: &RedisServer, q: &Queue, id: &JobId) -> (serde_json::Value, BTreeSet<String>) {
-    let text = hget(srv, &q.keys().job(id.as_str()), "attempt:1").expect("attempt:1 is written");
+    let text = hget(srv, &q.keys().attempts(), &format!("{id}:1")).expect("attempt 1 is written");
     let value: serde_json::Value = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("attempt:1 is not JSON ({e}): {text}"));
     let keys = value

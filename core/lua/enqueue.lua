@@ -1,9 +1,9 @@
 -- enqueue: creates jobs in QUEUED (ready, or delayed until not-before).
--- KEYS[10] ready:<pipeline>  KEYS[11] delayed:<pipeline>  KEYS[12..] job keys, one per job
+-- KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>  KEYS[13..] job keys, one per job
 -- ARGV[4] queue  ARGV[5] pipeline  ARGV[6] job count
 -- then per job 8 values: id, input, input_key, resource, priority, delay_ms, max_attempts, stale_lock
 -- Reply: flat list of (id, 'created' | 'existing') pairs.
-local k_ready, k_delayed = KEYS[10], KEYS[11]
+local k_ready, k_delayed = KEYS[11], KEYS[12]
 local queue, pipeline, n = ARGV[4], ARGV[5], tonumber(ARGV[6])
 local now = now_ms()
 local out = {}
@@ -15,12 +15,12 @@ for i = 1, n do
   local existing = false
   if input_key ~= '' then existing = redis.call('HGET', K_INPUTS, input_key) end
   -- an id given by the caller is idempotent too: never overwrite a job
-  if not existing and redis.call('EXISTS', KEYS[11 + i]) == 1 then existing = id end
+  if not existing and redis.call('EXISTS', KEYS[12 + i]) == 1 then existing = id end
   if existing then
     out[#out + 1] = existing
     out[#out + 1] = 'existing'
   else
-    local jk = KEYS[11 + i]
+    local jk = KEYS[12 + i]
     local not_before = now + delay_ms
     redis.call('HSET', jk, 'id', id, 'queue', queue, 'pipeline', pipeline, 'input', input,
       'input_key', input_key, 'resource', resource, 'priority', priority, 'max_attempts', max_attempts,

@@ -3,8 +3,8 @@
 -- attempt record, releases the resource lock. A retryable failure with attempts
 -- left creates the next attempt in QUEUED, delayed by the caller's backoff,
 -- unless a cancel was requested (then the attempt ends FAILED).
--- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>
--- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
+-- KEYS[11] job  KEYS[12] ready:<pipeline>  KEYS[13] delayed:<pipeline>
+-- KEYS[14] lock:<resource>  KEYS[15] parked:<resource> (the job key for both when none)
 -- ARGV[4] token  ARGV[5] outcome  ARGV[6] error kind  ARGV[7] error message  ARGV[8] '1' retryable
 -- ARGV[9] backoff ms  ARGV[10] '1' cleanup needed  ARGV[11] reason  ARGV[12] resource ('' when none)
 -- ARGV[13] '1' when the attempt was interrupted by a worker shutdown: a new attempt is
@@ -30,8 +30,8 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
   local now = now_ms()
   local f = { j.id, j.attempt, j.max_attempts, j.worker, j.state, j.priority, j.input_key, j.cancel_reason }
   local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
-  if redis.call('HEXISTS', jk, 'attempt:' .. attempt) == 1 then
-    return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
+  if redis.call('HEXISTS', K_ATTEMPTS, attempt_field(id, attempt)) == 1 then
+    return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
   end
   -- every field this call sets, written with one HSET at the end
   local sets = {}
@@ -61,7 +61,7 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
   if outcome == 'FAILED' then
     extra.error = { kind = kind, message = message, retryable = retryable }
   end
-  set('attempt:' .. attempt, record_of(j, outcome, now, extra))
+  redis.call('HSET', K_ATTEMPTS, attempt_field(id, attempt), record_of(j, outcome, now, extra))
   set('updated_at', now_s())
   set('step', '')
   release_lock_at(lk, pk, res, id)

@@ -1,7 +1,7 @@
 -- lease: QUEUED -> LEASED for up to n jobs of the served pipelines, in one call.
 -- Promotes due delayed jobs first. A job whose resource is locked by another job
 -- is parked on that resource (no polling) until the lock is released.
--- KEYS[10..] pairs of (ready:<pipeline>, delayed:<pipeline>) for each served pipeline
+-- KEYS[11..] pairs of (ready:<pipeline>, delayed:<pipeline>) for each served pipeline
 -- ARGV[4] worker id  ARGV[5] lease ttl ms  ARGV[6] lock ttl ms  ARGV[7] n  ARGV[8..] n tokens
 -- Reply: { next_due_ms or -1, now ms, jobs parked on a locked resource by this call,
 --          then per leased job 10 values:

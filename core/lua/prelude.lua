@@ -11,11 +11,12 @@
 --   KEYS[7] done      zset  terminal job id -> end time (ms), for retention
 --   KEYS[8] stale     zset  STALE job id -> time it went STALE (ms)
 --   KEYS[9] wake      list  wake-up tokens for idle workers
+--   KEYS[10] attempts hash  '<job id>:<n>' -> final record of attempt n (JSON), written once
 -- ARGV layout shared by every script:
 --   ARGV[1] events stream max length (approximate)
 --   ARGV[2] retention: terminal jobs kept per queue (0 = no count limit)
 --   ARGV[3] retention: terminal job max age in ms (0 = no age limit)
--- Script-specific KEYS start at 10, script-specific ARGV at 4.
+-- Script-specific KEYS start at 11, script-specific ARGV at 4.
 --
 -- Keys of jobs a script discovers through an index are named from KEYS[1] and
 -- therefore carry the same hash tag: the jobs (and their ready sets, locks and
@@ -26,6 +27,7 @@
 
 local BASE, K_LEASES, K_FENCE, K_EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_INPUTS, K_PARKED, K_DONE, K_STALE, K_WAKE = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local K_ATTEMPTS = KEYS[10]
 local EVENTS_MAX = ARGV[1]
 local KEEP_COUNT = tonumber(ARGV[2]) or 0
 local KEEP_AGE_MS = tonumber(ARGV[3]) or 0
@@ -188,6 +190,28 @@ local function release_lock(res, id)
   release_lock_at(lock_key(res), parked_key(res), res, id)
 end
 
+-- The field of attempt `n` of job `id` in the attempts hash.
+local function attempt_field(id, n)
+  return id .. ':' .. n
+end
+
+-- Appends attempt `n`'s final record (JSON text) of job `id`; refuses to
+-- rewrite one that exists.
+local function append_attempt(id, n, record)
+  return redis.call('HSETNX', K_ATTEMPTS, attempt_field(id, n), record) == 1
+end
+
+-- Deletes job `jk` (`id`) and its attempt records.
+local function delete_job(jk, id)
+  local n = tonumber(redis.call('HGET', jk, 'attempt') or '') or 0
+  if n > 0 then
+    local fields = {}
+    for i = 1, math.min(n, 1000) do fields[i] = attempt_field(id, i) end
+    redis.call('HDEL', K_ATTEMPTS, unpack(fields))
+  end
+  redis.call('DEL', jk)
+end
+
 -- Deletes terminal jobs beyond the retention policy; at most `budget` jobs.
 local function purge(now, budget)
   local removed = 0
@@ -195,7 +219,7 @@ local function purge(now, budget)
   if KEEP_AGE_MS > 0 then
     local old = redis.call('ZRANGEBYSCORE', K_DONE, '-inf', fmt(now - KEEP_AGE_MS), 'LIMIT', 0, budget)
     for _, id in ipairs(old) do
-      redis.call('DEL', job_key(id))
+      delete_job(job_key(id), id)
       redis.call('ZREM', K_DONE, id)
       removed = removed + 1
     end
@@ -206,7 +230,7 @@ local function purge(now, budget)
     if excess > 0 then
       local victims = redis.call('ZRANGE', K_DONE, 0, excess - 1)
       for _, id in ipairs(victims) do
-        redis.call('DEL', job_key(id))
+        delete_job(job_key(id), id)
         redis.call('ZREM', K_DONE, id)
         removed = removed + 1
       end
@@ -215,10 +239,6 @@ local function purge(now, budget)
   return removed
 end
 
--- Appends attempt `n`'s final record (JSON text); refuses to rewrite one that exists.
-local function append_attempt(jk, n, record)
-  return redis.call('HSETNX', jk, 'attempt:' .. n, record) == 1
-end
 
 -- The job fields the transitions read, fetched with one HMGET.
 local JOB_FIELDS = { 'state', 'token', 'id', 'attempt', 'max_attempts', 'worker', 'fence', 'priority',

@@ -1,7 +1,7 @@
 -- release: LEASED -> QUEUED, the holder hands an unstarted job back (shutdown);
 -- LEASED -> CANCELLED instead when a cancel was requested meanwhile.
--- KEYS[10] job  KEYS[11] ready:<pipeline>
--- KEYS[12] lock:<resource>  KEYS[13] parked:<resource> (the job key for both when none)
+-- KEYS[11] job  KEYS[12] ready:<pipeline>
+-- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
 -- ARGV[4] token  ARGV[5] resource ('' when none)
 -- Reply: {'OK', 'QUEUED' | 'CANCELLED'} | refusal
 -- As a function: release(jk, k_ready, lk, pk, token, res).
@@ -14,7 +14,7 @@ local function release(jk, k_ready, lk, pk, token, res)
   release_lock_at(lk, pk, res, id)
   redis.call('ZREM', K_LEASES, id)
   if f[6] and f[6] ~= '' then
-    append_attempt(jk, f[2], attempt_record(jk, 'CANCELLED', now, { reason = 'released by its worker with a cancel pending' }))
+    append_attempt(id, f[2], attempt_record(jk, 'CANCELLED', now, { reason = 'released by its worker with a cancel pending' }))
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
     make_terminal(jk, id, 'CANCELLED', now)
     emit('release', id, f[2], 'LEASED', 'CANCELLED', f[3], 'released with a cancel pending: ' .. f[6])

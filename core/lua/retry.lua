@@ -2,13 +2,13 @@
 -- FAILED, CANCELLED or STALE. The old attempt's record is kept (a STALE attempt is
 -- recorded as STALE now). 'resume' keeps the last completed step and its output so
 -- the new attempt continues after it; 'start' clears them.
--- KEYS[10] job  KEYS[11] ready:<pipeline>
--- KEYS[12] lock:<resource>  KEYS[13] parked:<resource> (the job key for both when none)
+-- KEYS[11] job  KEYS[12] ready:<pipeline>
+-- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
 -- A job whose input key is now held by another non-terminal job is refused
 -- ({'INPUT_KEY_TAKEN', other id}): the same input would be processed twice.
 -- ARGV[4] mode ('resume' | 'start')  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
 -- Reply: {'OK', new attempt} | refusal
-local jk, k_ready = KEYS[10], KEYS[11]
+local jk, k_ready = KEYS[11], KEYS[12]
 local mode, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local refusal = refuse_unless(jk, { FAILED = true, CANCELLED = true, STALE = true }, nil)
 if refusal then return refusal end
@@ -21,11 +21,11 @@ if f[5] and f[5] ~= '' then
 end
 if from == 'STALE' then
   local rec = attempt_record(jk, 'STALE', now, { resolution = { action = 'retry', by = who, reason = reason } })
-  if not append_attempt(jk, attempt, rec) then
-    return { 'CORRUPT', 'attempt:' .. attempt .. ' already recorded' }
+  if not append_attempt(id, attempt, rec) then
+    return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
   end
   redis.call('ZREM', K_STALE, id)
-  release_lock_at(KEYS[12], KEYS[13], res, id)
+  release_lock_at(KEYS[13], KEYS[14], res, id)
 else
   redis.call('ZREM', K_DONE, id)
 end

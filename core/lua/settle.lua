@@ -3,7 +3,7 @@
 -- transition function its own script runs, compared by the job's lease token;
 -- one refused operation does not affect the others. Operations are encoded
 -- with only the keys and values their kind needs.
--- KEYS[10..] per operation: job; lock:<resource>, parked:<resource> when it has a
+-- KEYS[11..] per operation: job; lock:<resource>, parked:<resource> when it has a
 --            resource; ready:<pipeline>, delayed:<pipeline> for a release and for a
 --            finish whose outcome is not SUCCEEDED (the ones that may queue the job again);
 --            then pairs (ready:<pipeline>, delayed:<pipeline>) of the pipelines to lease
@@ -38,10 +38,10 @@ local function guarded(fn, ...)
   return { 'OP_ERROR', tostring(reply) }
 end
 
--- Walks the operations (KEYS and ARGV from index 10) and, when `run`, applies
+-- Walks the operations (KEYS from index 11, ARGV from index 10) and, when `run`, applies
 -- each; returns the next KEYS and ARGV indexes, or nil when the list is malformed.
 local function walk(run)
-  local k, a = 10, 10
+  local k, a = 11, 10
   for i = 1, n_ops do
     local kind, token, res = ARGV[a], ARGV[a + 1], ARGV[a + 2]
     if res == nil then return nil end

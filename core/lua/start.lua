@@ -1,6 +1,6 @@
 -- start: LEASED -> RUNNING (the holder begins its first step), or
 -- LEASED -> CANCELLED when a cancel was requested before the start.
--- KEYS[10] job  KEYS[11] lock:<resource> (or the job key when none)  KEYS[12] parked:<resource> (or the job key)
+-- KEYS[11] job  KEYS[12] lock:<resource> (or the job key when none)  KEYS[13] parked:<resource> (or the job key)
 -- ARGV[4] token  ARGV[5] first step name  ARGV[6] resource ('' when none)
 -- A repeated start by the holder of a RUNNING job (its first reply was lost)
 -- answers RUNNING again and changes nothing.
@@ -17,7 +17,7 @@ local function start(jk, lk, pk, token, step, res)
   local id = f[4]
   if f[3] and f[3] ~= '' then
     local j = load_job(jk)
-    append_attempt(jk, j.attempt, record_of(j, 'CANCELLED', now, nil))
+    append_attempt(id, j.attempt, record_of(j, 'CANCELLED', now, nil))
     release_lock_at(lk, pk, res, id)
     redis.call('ZREM', K_LEASES, id)
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))

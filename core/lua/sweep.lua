@@ -38,7 +38,7 @@ for _, id in ipairs(expired) do
     redis.call('ZREM', K_LEASES, id)
     local why = 'lease expired (worker ' .. worker .. ')'
     if to == 'CANCELLED' then
-      append_attempt(jk, f[5], attempt_record(jk, 'CANCELLED', now, { reason = why }))
+      append_attempt(id, f[5], attempt_record(jk, 'CANCELLED', now, { reason = why }))
       release_lock(res, id)
       redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
       make_terminal(jk, id, 'CANCELLED', now)

@@ -816,8 +816,8 @@ impl Inspector {
                 for &i in &ended {
                     let s = &chunk_out[i];
                     pipe.cmd("HGET")
-                        .arg(self.keys().job(s.id.as_str()))
-                        .arg(format!("attempt:{}", s.attempt));
+                        .arg(self.keys().attempts())
+                        .arg(QueueKeys::attempt_field(s.id.as_str(), s.attempt));
                 }
                 let records: Vec<Option<String>> = self.timed(pipe.query_async(conn)).await?;
                 for (&i, record) in ended.iter().zip(records) {
@@ -825,8 +825,8 @@ impl Inspector {
                     let s = &mut chunk_out[i];
                     let rec: AttemptRecord =
                         serde_json::from_str(&text).map_err(|e| Error::Corrupt {
-                            key: self.keys().job(s.id.as_str()),
-                            field: format!("attempt:{}", s.attempt),
+                            key: self.keys().attempts(),
+                            field: QueueKeys::attempt_field(s.id.as_str(), s.attempt),
                             problem: format!("not an attempt record: {e}"),
                         })?;
                     if !rec.worker.is_empty() {

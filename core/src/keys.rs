@@ -45,8 +45,8 @@ impl QueueKeys {
         &self.base
     }
 
-    /// The nine fixed keys every script receives as KEYS[1..9], in order.
-    pub fn fixed(&self) -> [String; 9] {
+    /// The ten fixed keys every script receives as KEYS[1..10], in order.
+    pub fn fixed(&self) -> [String; 10] {
         [
             self.base.clone(),
             self.leases(),
@@ -57,6 +57,7 @@ impl QueueKeys {
             self.done(),
             self.stale(),
             self.wake(),
+            self.attempts(),
         ]
     }
 
@@ -95,6 +96,16 @@ impl QueueKeys {
     /// List: STALE jobs resolved as FAILED or CANCELLED whose cleanup hook has not run yet.
     pub fn cleanup(&self) -> String {
         format!("{}:cleanup", self.base)
+    }
+    /// Hash: `<job id>:<n>` → the final record of attempt `n` of that job (JSON),
+    /// written once when the attempt ends. Kept out of the job hash so that it
+    /// stays small (a listpack) and cheap to update.
+    pub fn attempts(&self) -> String {
+        format!("{}:attempts", self.base)
+    }
+    /// The field of attempt `n` of `job` in [`QueueKeys::attempts`].
+    pub fn attempt_field(job: &str, n: u32) -> String {
+        format!("{job}:{n}")
     }
     /// Sorted set: job id → deadline (ms) of a worker's claim on its cleanup hook
     /// (taken from the cleanup list; back on the list when the claim expires).

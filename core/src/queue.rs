@@ -19,7 +19,7 @@ use crate::lease::{
     SweptJob, UnreadableLease,
 };
 use crate::pipeline::PipelineSpec;
-use crate::record::Job;
+use crate::record::{AttemptRecord, Job};
 use crate::reply::Reply;
 use crate::scripts;
 use crate::state::JobState;
@@ -939,7 +939,41 @@ impl Queue {
         if map.is_empty() {
             return Ok(None);
         }
-        Job::from_fields(&key, map).map(Some)
+        // the attempt records live in the queue's attempts hash, `<id>:<n>` for n = 1..attempt
+        let attempt: u32 = map
+            .get("attempt")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
+        let mut job = Job::from_fields(&key, map)?;
+        if attempt > 0 {
+            let attempts_key = self.keys.attempts();
+            let fields: Vec<String> = (1..=attempt.min(10_000))
+                .map(|n| QueueKeys::attempt_field(id.as_str(), n))
+                .collect();
+            let texts: Vec<Option<Vec<u8>>> = self
+                .timed(
+                    redis::cmd("HMGET")
+                        .arg(&attempts_key)
+                        .arg(&fields)
+                        .query_async(&mut conn),
+                )
+                .await?;
+            for (field, text) in fields.iter().zip(texts) {
+                let Some(text) = text else { continue };
+                let record: AttemptRecord =
+                    serde_json::from_slice(&text).map_err(|e| Error::Corrupt {
+                        key: attempts_key.clone(),
+                        field: field.clone(),
+                        problem: format!("not an attempt record: {e}"),
+                    })?;
+                if !job.attempts.iter().any(|a| a.n == record.n) {
+                    job.attempts.push(record);
+                }
+            }
+            job.attempts.sort_by_key(|a| a.n);
+        }
+        Ok(Some(job))
     }
 }
 
