@@ -169,8 +169,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(x) => println!("   unexpected: {x:?}"),
     }
     println!(
-        "\ninspect it yourself: redis-cli HGETALL 'leasehold:{{tour}}:job:{}'",
-        ids[0]
+        "\ninspect it yourself: redis-cli HGETALL 'leasehold:{{tour}}:job:{id}'\n\
+         and its attempt records: redis-cli HGET 'leasehold:{{tour}}:attempts' '{id}:1'",
+        id = ids[0]
     );
     Ok(())
 }
