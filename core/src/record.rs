@@ -272,6 +272,9 @@ impl Fields<'_> {
 
 impl Job {
     /// Builds a job from the fields of its hash (`HGETALL`). `key` names the hash in errors.
+    /// Attempt records live in the queue's attempts hash and are added by
+    /// [`Queue::job`](crate::Queue::job); `attempt:<n>` fields of the hash itself
+    /// (the layout before that hash existed) are still read.
     pub fn from_fields(key: &str, map: HashMap<String, Vec<u8>>) -> Result<Job, Error> {
         let f = Fields { key, map };
         let input_text = f.required("input")?;
