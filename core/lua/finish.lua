@@ -30,9 +30,6 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
   local now = now_ms()
   local f = { j.id, j.attempt, j.max_attempts, j.worker, j.state, j.priority, j.input_key, j.cancel_reason }
   local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
-  if redis.call('HEXISTS', K_ATTEMPTS, attempt_field(id, attempt)) == 1 then
-    return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
-  end
   -- every field this call sets, written with one HSET at the end
   local sets = {}
   local function set(field, value)
@@ -61,7 +58,10 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
   if outcome == 'FAILED' then
     extra.error = { kind = kind, message = message, retryable = retryable }
   end
-  redis.call('HSET', K_ATTEMPTS, attempt_field(id, attempt), record_of(j, outcome, now, extra))
+  -- the record first: nothing is written before it, so an existing one refuses the call cleanly
+  if not append_attempt(id, attempt, record_of(j, outcome, now, extra)) then
+    return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
+  end
   set('updated_at', now_s())
   set('step', '')
   release_lock_at(lk, pk, res, id)
