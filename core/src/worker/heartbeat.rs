@@ -252,17 +252,24 @@ async fn take_cleanups(hb: &Heartbeat, queue: &Queue) {
                 continue;
             }
         };
-        let pipeline = match queue.job(&id).await {
-            Ok(Some(job)) => job.pipeline,
+        // read once: the hook gets this copy
+        let job = match queue.job(&id).await {
+            Ok(Some(job)) => job,
             Ok(None) => {
                 let _ = queue.cleanup_done(&raw).await;
                 continue;
             }
-            Err(e) => {
+            Err(e) if e.is_transient() => {
                 warn!(job = %id, error = %e, "cannot read a resolved job; its cleanup will be tried again");
                 continue;
             }
+            Err(e) => {
+                error!(job = %id, error = %e, "a resolved job cannot be read: its cleanup hook cannot run");
+                let _ = queue.cleanup_done(&raw).await;
+                continue;
+            }
         };
+        let pipeline = job.pipeline.as_str();
         let Some(runner) = hb
             .runners
             .iter()
@@ -275,10 +282,9 @@ async fn take_cleanups(hb: &Heartbeat, queue: &Queue) {
         };
         let queue = queue.clone();
         hb.tasks.spawn(async move {
-            if job::cleanup_after_resolve(runner.as_ref(), &queue, &id).await {
-                if let Err(e) = queue.cleanup_done(&raw).await {
-                    warn!(job = %id, error = %e, "cannot end the cleanup claim; the hook may run again after it expires");
-                }
+            job::cleanup_after_resolve(runner.as_ref(), job).await;
+            if let Err(e) = queue.cleanup_done(&raw).await {
+                warn!(job = %id, error = %e, "cannot end the cleanup claim; the hook may run again after it expires");
             }
         });
     }

@@ -561,30 +561,14 @@ pub(crate) const CLEANUP_CLAIM: Duration = Duration::from_secs(600);
 const CLEANUP_HOOK_LIMIT: Duration = Duration::from_secs(300);
 
 /// Runs the cleanup hook of a STALE job an operator resolved as FAILED or
-/// CANCELLED. Returns `false` when the job could not be read (Redis away): the
-/// claim is then left to expire and the hook is tried again.
-pub(crate) async fn cleanup_after_resolve(
-    runner: &dyn Runner,
-    queue: &Queue,
-    id: &crate::id::JobId,
-) -> bool {
-    let job = match queue.job(id).await {
-        Ok(Some(job)) => job,
-        Ok(None) => return true,
-        Err(e) if e.is_transient() => {
-            warn!(job = %id, error = %e, "cannot read a resolved job for its cleanup; it will be tried again");
-            return false;
-        }
-        Err(e) => {
-            error!(job = %id, error = %e, "a resolved job cannot be read: its cleanup hook cannot run");
-            return true;
-        }
-    };
+/// CANCELLED, read by the caller.
+pub(crate) async fn cleanup_after_resolve(runner: &dyn Runner, job: crate::record::Job) {
+    let id = &job.id;
     let input = match runner.decode(&job.input.to_string()) {
         Ok(input) => input,
         Err(e) => {
             error!(job = %id, error = %e, "cannot decode a resolved job's input: its cleanup hook cannot run");
-            return true;
+            return;
         }
     };
     let record = job.attempts.iter().rev().find(|a| a.resolution.is_some());
@@ -610,7 +594,6 @@ pub(crate) async fn cleanup_after_resolve(
         Ok(Err(_)) => warn!(job = %id, "cleanup hook panicked"),
         Err(_) => warn!(job = %id, "cleanup hook did not finish within 300 s"),
     }
-    true
 }
 
 impl Settler {
