@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{pipeline, Client, JobId, JobState, QueueConfig, StepContext, StepError, Worker};
+use leasehold::{
+    pipeline, Client, JobId, JobState, QueueConfig, StepContext, StepError, Worker, WorkerBuilder,
+};
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 
@@ -82,27 +84,52 @@ async fn all_succeeded(client: &Client, ids: &[JobId]) -> bool {
         .all(|(s, _)| *s == JobState::Succeeded)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn long_jobs_are_not_prefetched_by_default() {
-    let redis = RedisServer::start();
-    let client = Client::connect(&redis.url(), QueueConfig::default())
-        .await
-        .expect("client");
-    let ids = enqueue(&client, 8).await;
+/// A worker of `Sleepy` jobs of `ms` ms, set up by `tune`, running in a task.
+struct Running {
+    gauge: Arc<Gauge>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    run: tokio::task::JoinHandle<leasehold::Result<()>>,
+}
+
+async fn start_worker(
+    redis: &RedisServer,
+    ms: u64,
+    tune: impl FnOnce(WorkerBuilder) -> WorkerBuilder,
+) -> Running {
     let gauge = Arc::new(Gauge::default());
-    let worker = Worker::builder(redis.url())
-        .pipeline(Sleepy {
-            ms: 120,
-            gauge: gauge.clone(),
-        })
-        .concurrency(2)
-        .build()
-        .await
-        .expect("worker");
+    let builder = Worker::builder(redis.url()).pipeline(Sleepy {
+        ms,
+        gauge: gauge.clone(),
+    });
+    let worker = tune(builder).build().await.expect("worker");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(worker.run_until(async {
         let _ = stopped.await;
     }));
+    Running { gauge, stop, run }
+}
+
+impl Running {
+    /// Stops the worker gracefully and waits for it.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.run.await.expect("join").expect("worker ran");
+    }
+}
+
+async fn connect(redis: &RedisServer) -> Client {
+    Client::connect(&redis.url(), QueueConfig::default())
+        .await
+        .expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_jobs_are_not_prefetched_by_default() {
+    let redis = RedisServer::start();
+    let client = connect(&redis).await;
+    let ids = enqueue(&client, 8).await;
+    let worker = start_worker(&redis, 120, |b| b.concurrency(2)).await;
+    let gauge = worker.gauge.clone();
     // watch the lease index while the jobs run: never more held than slots
     let mut most = 0;
     let deadline = std::time::Instant::now() + WAIT;
@@ -111,8 +138,7 @@ async fn long_jobs_are_not_prefetched_by_default() {
         assert!(std::time::Instant::now() < deadline, "jobs did not finish");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let _ = stop.send(());
-    run.await.expect("join").expect("worker ran");
+    worker.stop().await;
     assert!(most >= 1, "the sampler never saw a held job");
     assert!(
         most <= 2,
@@ -124,25 +150,10 @@ async fn long_jobs_are_not_prefetched_by_default() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixed_prefetch_holds_ahead_but_runs_at_most_concurrency() {
     let redis = RedisServer::start();
-    let client = Client::connect(&redis.url(), QueueConfig::default())
-        .await
-        .expect("client");
+    let client = connect(&redis).await;
     let ids = enqueue(&client, 8).await;
-    let gauge = Arc::new(Gauge::default());
-    let worker = Worker::builder(redis.url())
-        .pipeline(Sleepy {
-            ms: 150,
-            gauge: gauge.clone(),
-        })
-        .concurrency(2)
-        .prefetch(2)
-        .build()
-        .await
-        .expect("worker");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let worker = start_worker(&redis, 150, |b| b.concurrency(2).prefetch(2)).await;
+    let gauge = worker.gauge.clone();
     // four held: two running, two waiting LEASED for a slot
     wait_until_async(WAIT, "4 jobs held", || async { held(&redis) == 4 }).await;
     let snapshot = states(&client, &ids).await;
@@ -160,8 +171,7 @@ async fn fixed_prefetch_holds_ahead_but_runs_at_most_concurrency() {
         "no prefetched job waits LEASED while 4 are held: {snapshot:?}"
     );
     wait_until_async(WAIT, "all jobs succeeded", || all_succeeded(&client, &ids)).await;
-    let _ = stop.send(());
-    run.await.expect("join").expect("worker ran");
+    worker.stop().await;
     assert_eq!(gauge.max.load(Ordering::SeqCst), 2, "steps running at once");
     for (state, attempts) in states(&client, &ids).await {
         assert_eq!((state, attempts), (JobState::Succeeded, 1));
@@ -171,32 +181,20 @@ async fn fixed_prefetch_holds_ahead_but_runs_at_most_concurrency() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_hands_back_prefetched_jobs_unstarted() {
     let redis = RedisServer::start();
-    let client = Client::connect(&redis.url(), QueueConfig::default())
-        .await
-        .expect("client");
+    let client = connect(&redis).await;
     let ids = enqueue(&client, 3).await;
-    let gauge = Arc::new(Gauge::default());
-    let worker = Worker::builder(redis.url())
-        .pipeline(Sleepy {
-            ms: 400,
-            gauge: gauge.clone(),
-        })
-        .concurrency(1)
-        .prefetch(2)
-        .shutdown_grace(Duration::from_secs(10))
-        .build()
-        .await
-        .expect("worker");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let worker = start_worker(&redis, 400, |b| {
+        b.concurrency(1)
+            .prefetch(2)
+            .shutdown_grace(Duration::from_secs(10))
+    })
+    .await;
+    let gauge = worker.gauge.clone();
     wait_until_async(WAIT, "one running and two prefetched", || async {
         held(&redis) == 3 && gauge.now.load(Ordering::SeqCst) == 1
     })
     .await;
-    let _ = stop.send(());
-    run.await.expect("join").expect("worker ran");
+    worker.stop().await;
     let after = states(&client, &ids).await;
     // the prefetched two never started: back in line, attempt 1, no attempt record
     let handed_back = after
@@ -211,35 +209,20 @@ async fn shutdown_hands_back_prefetched_jobs_unstarted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_jobs_are_prefetched_by_default() {
     let redis = RedisServer::start();
-    let client = Client::connect(&redis.url(), QueueConfig::default())
-        .await
-        .expect("client");
+    let client = connect(&redis).await;
     let items: Vec<Item> = (0..3000).map(|i| Item { i }).collect();
     client
         .enqueue_many::<Sleepy>(&items)
         .await
         .expect("enqueue");
-    let gauge = Arc::new(Gauge::default());
-    let worker = Worker::builder(redis.url())
-        .pipeline(Sleepy {
-            ms: 0,
-            gauge: gauge.clone(),
-        })
-        .concurrency(1)
-        .build()
-        .await
-        .expect("worker");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let worker = start_worker(&redis, 0, |b| b.concurrency(1)).await;
+    let gauge = worker.gauge.clone();
     // once jobs are seen to be short, one more than the single slot is held
     wait_until_async(WAIT, "a job leased ahead of the busy slot", || async {
         held(&redis) >= 2
     })
     .await;
-    let _ = stop.send(());
-    run.await.expect("join").expect("worker ran");
+    worker.stop().await;
     assert_eq!(gauge.max.load(Ordering::SeqCst), 1, "steps running at once");
     assert_eq!(held(&redis), 0, "leases left behind after shutdown");
 }
