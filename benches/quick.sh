@@ -2,7 +2,7 @@
 # Quick A/B throughput check (not part of CI): a private redis-server on port 6411,
 # N jobs bulk-enqueued, one `bench_peer worker`, jobs/s until ZCARD done = N, Redis CPU
 # and commands per job from INFO. VERBOSE=1 adds INFO commandstats.
-# usage: benches/quick.sh <w1|w2> <concurrency> [N] [path to bench_peer]
+# usage: benches/quick.sh <w1|w2> <concurrency> [N] [path to bench_peer]   (KEEP=1 leaves Redis running)
 #   cargo build --release --example bench_peer && benches/quick.sh w1 10 20000 target/release/examples/bench_peer
 WL=${1:-w1}; C=${2:-10}; N=${3:-20000}; BIN=${4:-target/release/examples/bench_peer}
 PORT=6411
@@ -26,4 +26,4 @@ calls=$($R info commandstats | awk -F'[=,:]' '/^cmdstat_/{s+=$3} END{print s}')
 ev=$($R info commandstats | awk -F'[=,:]' '/^cmdstat_evalsha/{print $3}')
 echo "$WL C=$C N=$N jobs/s=$(echo "$N/($t1-$t0)" | bc) redis_cpu_us/job=$(echo "($cpu1-$cpu0)*1000000/$N" | bc) evalsha/job=$(echo "scale=2;$ev/$N"|bc) inner_cmds/job=$(echo "scale=1;$calls/$N"|bc) worker_cpu_s=$wcpu"
 if [ -n "$VERBOSE" ]; then $R info commandstats | sort -t= -k2 -n -r | head -20; $R memory usage "leasehold:{bench}:job:$($R zrange 'leasehold:{bench}:done' 0 0)"; $R object encoding "leasehold:{bench}:job:$($R zrange 'leasehold:{bench}:done' 0 0)"; fi
-$R shutdown nosave >/dev/null 2>&1
+[ -n "$KEEP" ] || $R shutdown nosave >/dev/null 2>&1

@@ -457,7 +457,7 @@ async fn settle_with_a_malformed_operation_list_writes_nothing() {
             inv.key(key);
         }
         if n_lease > 0 {
-            inv.key(k.ready("p")).key(k.delayed("p"));
+            inv.key(k.ready("p")).key(k.delayed("p")).key(k.wake("p"));
         }
         for a in args {
             inv.arg(a);
@@ -500,7 +500,7 @@ async fn settle_with_a_malformed_operation_list_writes_nothing() {
     // a failing finish needs 10 values after kind, token and resource; 4 are
     // given (plus the one lease token after them)
     let (keys, args) = after_start(
-        &[jk_free.clone(), k.ready("p"), k.delayed("p")],
+        &[jk_free.clone(), k.ready("p"), k.delayed("p"), k.wake("p")],
         &["finish", "", "FAILED", "", "", "kind"],
         tok_free,
     );
@@ -532,8 +532,8 @@ async fn settle_with_a_malformed_operation_list_writes_nothing() {
         n_lease: 1,
         tokens: 1,
     });
-    // a release of a job with a resource needs job, lock, parked, ready and
-    // delayed keys; the KEYS end after the first three (no lease). The
+    // a release of a job with a resource needs job, lock, parked, ready,
+    // delayed and wake keys; the KEYS end after the first three (no lease). The
     // well-formed first operation here starts the free job.
     cases.push(Malformed {
         what: "too few keys for a release",

@@ -1,10 +1,10 @@
 -- cancel: QUEUED -> CANCELLED at once; LEASED or RUNNING: records the request
 -- for the lease holder to honour (reported by renew, checkpoint and start).
--- KEYS[11] job  KEYS[12] ready:<pipeline>  KEYS[13] delayed:<pipeline>  KEYS[14] parked:<resource> (or the job key)
+-- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>  KEYS[13] parked:<resource> (or the job key)
 -- ARGV[4] reason  ARGV[5] who  ARGV[6] resource ('' when none)
 -- Reply: {'CANCELLED'} | {'REQUESTED', state} | {'ALREADY_REQUESTED', state, reason}
 --        | {'TERMINAL', state} | {'REFUSED', 'STALE'} | {'NOT_FOUND'}
-local jk, k_ready, k_delayed = KEYS[11], KEYS[12], KEYS[13]
+local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
 local reason, who, res = ARGV[4], ARGV[5], ARGV[6]
 local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason')
 local state, id = f[1], f[2]
@@ -16,8 +16,8 @@ if state == 'QUEUED' then
   redis.call('ZREM', k_ready, id)
   redis.call('ZREM', k_delayed, id)
   if res ~= '' then
-    redis.call('ZREM', KEYS[14], id)
-    if redis.call('EXISTS', KEYS[14]) == 0 then redis.call('SREM', K_PARKED, res) end
+    redis.call('ZREM', KEYS[13], id)
+    if redis.call('EXISTS', KEYS[13]) == 0 then redis.call('SREM', K_PARKED, res) end
   end
   redis.call('HSET', jk, 'cancel_reason', reason, 'cancel_at', fmt(now), 'cancel_by', who)
   append_attempt(id, f[3], attempt_record(jk, 'CANCELLED', now, nil))

@@ -1,6 +1,6 @@
 -- checkpoint: records a completed step and its output, renews the lease, and
 -- reports a pending cancel request. RUNNING stays RUNNING.
--- KEYS[11] job  KEYS[12] lock:<resource> (or the job key when none)
+-- KEYS[10] job  KEYS[11] lock:<resource> (or the job key when none)
 -- ARGV[4] token  ARGV[5] completed step  ARGV[6] output (JSON)  ARGV[7] next step ('' when last)
 -- ARGV[8] lease ttl ms  ARGV[9] lock ttl ms  ARGV[10] '1' when a lock is held
 -- A repeated checkpoint of a step already recorded in this attempt (its first

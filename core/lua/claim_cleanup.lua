@@ -2,13 +2,13 @@
 -- will run, for the pipelines it serves. A claim lives in `cleaning` until the
 -- worker marks it done; a claim that expires (its worker died mid-hook) goes back
 -- to the list first, so every hook runs at least once.
--- KEYS[11] cleanup (list of job ids)  KEYS[12] cleaning (zset job id -> claim deadline ms)
+-- KEYS[10] cleanup (list of job ids)  KEYS[11] cleaning (zset job id -> claim deadline ms)
 -- ARGV[4] n  ARGV[5] claim ttl ms  ARGV[6..] the pipelines the worker serves
 -- The pipeline of each job is read from its hash, named from KEYS[1] (a job
 -- discovered through the list). A job that no longer exists (purged) is dropped:
 -- there is nothing left to clean up for. One served by other workers is put back.
 -- Reply: { claimed job ids }
-local k_cleanup, k_cleaning = KEYS[11], KEYS[12]
+local k_cleanup, k_cleaning = KEYS[10], KEYS[11]
 local n, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 local served = {}
 for i = 6, #ARGV do served[ARGV[i]] = true end

@@ -1,9 +1,10 @@
 -- enqueue: creates jobs in QUEUED (ready, or delayed until not-before).
--- KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>  KEYS[13..] job keys, one per job
+-- KEYS[10] ready:<pipeline>  KEYS[11] delayed:<pipeline>  KEYS[12] wake:<pipeline>
+-- KEYS[13..] job keys, one per job
 -- ARGV[4] queue  ARGV[5] pipeline  ARGV[6] job count
 -- then per job 8 values: id, input, input_key, resource, priority, delay_ms, max_attempts, stale_lock
 -- Reply: flat list of (id, 'created' | 'existing') pairs.
-local k_ready, k_delayed = KEYS[11], KEYS[12]
+local k_ready, k_delayed, k_wake = KEYS[10], KEYS[11], KEYS[12]
 local queue, pipeline, n = ARGV[4], ARGV[5], tonumber(ARGV[6])
 local now = now_ms()
 local out = {}
@@ -38,5 +39,6 @@ for i = 1, n do
     out[#out + 1] = 'created'
   end
 end
-if created > 0 then wake(created) end
+-- a delayed job wakes a worker too, so that it learns the new next-due time
+if created > 0 then wake(k_wake, created) end
 return out

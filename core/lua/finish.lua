@@ -3,18 +3,18 @@
 -- attempt record, releases the resource lock. A retryable failure with attempts
 -- left creates the next attempt in QUEUED, delayed by the caller's backoff,
 -- unless a cancel was requested (then the attempt ends FAILED).
--- KEYS[11] job  KEYS[12] ready:<pipeline>  KEYS[13] delayed:<pipeline>
+-- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>  KEYS[13] wake:<pipeline>
 -- KEYS[14] lock:<resource>  KEYS[15] parked:<resource> (the job key for both when none)
 -- ARGV[4] token  ARGV[5] outcome  ARGV[6] error kind  ARGV[7] error message  ARGV[8] '1' retryable
 -- ARGV[9] backoff ms  ARGV[10] '1' cleanup needed  ARGV[11] reason  ARGV[12] resource ('' when none)
 -- ARGV[13] '1' when the attempt was interrupted by a worker shutdown: a new attempt is
 --          always made (it does not count against max attempts' purpose: nothing failed)
 -- Reply: {'OK', outcome} (CANCELLED for an interrupted attempt with a cancel pending) | {'RETRY', next attempt, not_before ms} | refusal
--- As a function: finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, message,
+-- As a function: finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message,
 -- retryable, backoff, cleanup, reason, res, interrupted, last_step, last_output), the flags
 -- as booleans; `last_step` (with its output) is a step completed just before the end,
 -- recorded as its checkpoint would ('' for none).
-local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
+local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
     reason, res, interrupted, last_step, last_output)
   local allowed
   if outcome == 'CANCELLED' then
@@ -89,7 +89,7 @@ local function finish(jk, k_ready, k_delayed, lk, pk, token, outcome, kind, mess
     local why = 'automatic retry, backoff ' .. fmt(backoff) .. ' ms'
     if interrupted then why = 'new attempt after a worker shutdown' end
     emit('retry', id, next_attempt, 'FAILED', 'QUEUED', worker, why)
-    wake()
+    wake(k_wake)
     return { 'RETRY', next_attempt, fmt(not_before) }
   end
   if cleanup then set('cleanup_needed', '1') end

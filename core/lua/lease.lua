@@ -1,14 +1,17 @@
 -- lease: QUEUED -> LEASED for up to n jobs of the served pipelines, in one call.
 -- Promotes due delayed jobs first. A job whose resource is locked by another job
 -- is parked on that resource (no polling) until the lock is released.
--- KEYS[11..] pairs of (ready:<pipeline>, delayed:<pipeline>) for each served pipeline
+-- KEYS[10..] triples of (ready:<pipeline>, delayed:<pipeline>, wake:<pipeline>) for each
+--            served pipeline. A call that empties the ready sets deletes the pipelines'
+--            wake-up tokens: they were pushed for jobs that are now taken, and an idle
+--            worker woken by one would only find nothing.
 -- ARGV[4] worker id  ARGV[5] lease ttl ms  ARGV[6] lock ttl ms  ARGV[7] n  ARGV[8..] n tokens
 -- Reply: { next_due_ms or -1, now ms, jobs parked on a locked resource by this call,
 --          then per leased job 10 values:
 --          id, token, fence, attempt, pipeline, input, resource, last_step, last_output, not_before }
--- As a function: lease(ready_keys, delayed_keys, worker, ttl, lock_ttl, n, tokens), the
+-- As a function: lease(ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n, tokens), the
 -- key and token arguments as lists.
-local function lease(ready_keys, delayed_keys, worker, ttl, lock_ttl, n, tokens)
+local function lease(ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n, tokens)
   local now = now_ms()
   local pairs_n = #ready_keys
 
@@ -51,10 +54,14 @@ local function lease(ready_keys, delayed_keys, worker, ttl, lock_ttl, n, tokens)
     ids[taken], jks[taken], fields[taken] = id, jk, f
   end
 
+  -- whether every ready set was found empty
+  local drained = false
   while taken < n and scanned < limit do
     if pairs_n == 1 then
       -- one pipeline: pop as many as are still wanted at once
-      local h = redis.call('ZPOPMIN', ready_keys[1], math.min(n - taken, limit - scanned))
+      local want = math.min(n - taken, limit - scanned)
+      local h = redis.call('ZPOPMIN', ready_keys[1], want)
+      if #h < 2 * want then drained = true end
       if not h[1] then break end
       for i = 1, #h, 2 do consider(h[i], h[i + 1]) end
     else
@@ -68,10 +75,17 @@ local function lease(ready_keys, delayed_keys, worker, ttl, lock_ttl, n, tokens)
           end
         end
       end
-      if not best_key then break end
+      if not best_key then
+        drained = true
+        break
+      end
       redis.call('ZREM', best_key, best_id)
       consider(best_id, fmt(best_score))
     end
+  end
+
+  if drained then
+    for p = 1, pairs_n do redis.call('DEL', wake_keys[p]) end
   end
 
   if taken > 0 then

@@ -10,24 +10,23 @@
 --   KEYS[6] parked    set   resources that have jobs waiting for their lock
 --   KEYS[7] done      zset  terminal job id -> end time (ms), for retention
 --   KEYS[8] stale     zset  STALE job id -> time it went STALE (ms)
---   KEYS[9] wake      list  wake-up tokens for idle workers
---   KEYS[10] attempts hash  '<job id>:<n>' -> final record of attempt n (JSON), written once
+--   KEYS[9] attempts  hash  '<job id>:<n>' -> final record of attempt n (JSON), written once
 -- ARGV layout shared by every script:
 --   ARGV[1] events stream max length (approximate)
 --   ARGV[2] retention: terminal jobs kept per queue (0 = no count limit)
 --   ARGV[3] retention: terminal job max age in ms (0 = no age limit)
--- Script-specific KEYS start at 11, script-specific ARGV at 4.
+-- Script-specific KEYS start at 10, script-specific ARGV at 4.
 --
 -- Keys of jobs a script discovers through an index are named from KEYS[1] and
 -- therefore carry the same hash tag: the jobs (and their ready sets, locks and
--- parked sets) that lease and sweep find, the old terminal jobs retention
+-- parked sets and wake lists) that lease and sweep find, the old terminal jobs retention
 -- deletes (purge, also run at the end of terminal transitions), and the jobs
 -- woken from a parked set. Every key of the job a single-job script is about
 -- is passed in KEYS.
 
 local BASE, K_LEASES, K_FENCE, K_EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_INPUTS, K_PARKED, K_DONE, K_STALE, K_WAKE = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local K_ATTEMPTS = KEYS[10]
+local K_INPUTS, K_PARKED, K_DONE, K_STALE = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_ATTEMPTS = KEYS[9]
 local EVENTS_MAX = ARGV[1]
 local KEEP_COUNT = tonumber(ARGV[2]) or 0
 local KEEP_AGE_MS = tonumber(ARGV[3]) or 0
@@ -115,6 +114,7 @@ local function lock_key(res) return BASE .. ':lock:' .. res end
 local function parked_key(res) return BASE .. ':parked:' .. res end
 local function ready_key(p) return BASE .. ':ready:' .. p end
 local function delayed_key(p) return BASE .. ':delayed:' .. p end
+local function wake_key(p) return BASE .. ':wake:' .. p end
 
 -- Ready-set score: higher priority first, then older first.
 local function ready_score(priority, ms)
@@ -143,13 +143,15 @@ local function trim_events()
   if EMITTED then redis.call('XTRIM', K_EVENTS, 'MAXLEN', '~', EVENTS_MAX) end
 end
 
--- Pushes up to `n` (at most 16) wake-up tokens for idle workers blocked on the list.
-local function wake(n)
+-- Pushes up to `n` (at most 16) wake-up tokens for idle workers of one pipeline,
+-- blocked on its wake list `k` (wake:<pipeline>). A lease that leaves the
+-- pipeline's ready set empty deletes the tokens nobody needed (see lease).
+local function wake(k, n)
   n = math.min(n or 1, 16)
   local tokens = {}
   for i = 1, n do tokens[i] = '1' end
-  redis.call('RPUSH', K_WAKE, unpack(tokens))
-  redis.call('LTRIM', K_WAKE, -64, -1)
+  redis.call('RPUSH', k, unpack(tokens))
+  redis.call('LTRIM', k, -64, -1)
 end
 
 local TERMINAL = { SUCCEEDED = true, FAILED = true, CANCELLED = true }
@@ -157,16 +159,20 @@ local TERMINAL = { SUCCEEDED = true, FAILED = true, CANCELLED = true }
 -- Moves every job parked on `res` (sorted set `pk`) back to its ready set.
 local function unpark_at(pk, res)
   local waiting = redis.call('ZRANGE', pk, 0, -1, 'WITHSCORES')
+  local woken = {}
   for i = 1, #waiting, 2 do
     local id = waiting[i]
     local p = redis.call('HGET', job_key(id), 'pipeline')
     if p then
       redis.call('ZADD', ready_key(p), waiting[i + 1], id)
+      if not woken[p] then
+        woken[p] = true
+        wake(wake_key(p))
+      end
     end
   end
   redis.call('DEL', pk)
   redis.call('SREM', K_PARKED, res)
-  if #waiting > 0 then wake() end
 end
 
 -- Same, for scripts that discover the resource through an index (sweep).

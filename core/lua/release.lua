@@ -1,11 +1,11 @@
 -- release: LEASED -> QUEUED, the holder hands an unstarted job back (shutdown);
 -- LEASED -> CANCELLED instead when a cancel was requested meanwhile.
--- KEYS[11] job  KEYS[12] ready:<pipeline>
+-- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] wake:<pipeline>
 -- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
 -- ARGV[4] token  ARGV[5] resource ('' when none)
 -- Reply: {'OK', 'QUEUED' | 'CANCELLED'} | refusal
--- As a function: release(jk, k_ready, lk, pk, token, res).
-local function release(jk, k_ready, lk, pk, token, res)
+-- As a function: release(jk, k_ready, k_wake, lk, pk, token, res).
+local function release(jk, k_ready, k_wake, lk, pk, token, res)
   local refusal = refuse_unless(jk, { LEASED = true }, token)
   if refusal then return refusal end
   local now = now_ms()
@@ -25,6 +25,6 @@ local function release(jk, k_ready, lk, pk, token, res)
   redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
   redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[5]) or now), id)
   emit('release', id, f[2], 'LEASED', 'QUEUED', f[3], 'released by its worker')
-  wake()
+  wake(k_wake)
   return { 'OK', 'QUEUED' }
 end

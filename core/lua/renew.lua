@@ -1,14 +1,14 @@
 -- renew: extends many leases in one call (the worker's heartbeat).
--- KEYS[11..] pairs of (job key, lock key or the job key when none), one pair per lease
+-- KEYS[10..] pairs of (job key, lock key or the job key when none), one pair per lease
 -- ARGV[4] lease ttl ms  ARGV[5] lock ttl ms  ARGV[6..] pairs of (token, '1' when a lock is held)
 -- Reply: per lease, 'OK' | 'CANCEL:<reason>' | 'LOST:<state>' (wrong token, swept, or gone)
 local ttl, lock_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local deadline = fmt(now + ttl)
 local out = {}
-local n = (#KEYS - 10) / 2
+local n = (#KEYS - 9) / 2
 for i = 1, n do
-  local jk, lk = KEYS[9 + 2 * i], KEYS[10 + 2 * i]
+  local jk, lk = KEYS[8 + 2 * i], KEYS[9 + 2 * i]
   local token, has_lock = ARGV[4 + 2 * i], ARGV[5 + 2 * i] == '1'
   local f = redis.call('HMGET', jk, 'state', 'token', 'id', 'cancel_reason')
   -- A lock that vanished (expired, evicted) and was taken by another job is

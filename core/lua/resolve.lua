@@ -2,11 +2,11 @@
 -- reason, recorded in the attempt's final record. Releases the resource lock.
 -- Resolving as FAILED or CANCELLED queues the job on the cleanup list, where a
 -- worker serving its pipeline runs the pipeline's cleanup hook.
--- KEYS[11] job  KEYS[12] cleanup list
--- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
+-- KEYS[10] job  KEYS[11] cleanup list
+-- KEYS[12] lock:<resource>  KEYS[13] parked:<resource> (the job key for both when none)
 -- ARGV[4] resolved state  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
 -- Reply: {'OK', state} | refusal | {'BAD_ARG', what}
-local jk = KEYS[11]
+local jk = KEYS[10]
 local as, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 if not TERMINAL[as] then return { 'BAD_ARG', 'resolved state' } end
 if reason == '' then return { 'BAD_ARG', 'reason' } end
@@ -20,12 +20,12 @@ if not append_attempt(id, f[2], rec) then
   return { 'CORRUPT', 'attempt ' .. f[2] .. ' already recorded (' .. attempt_field(id, f[2]) .. ' in the attempts hash)' }
 end
 redis.call('ZREM', K_STALE, id)
-release_lock_at(KEYS[13], KEYS[14], res, id)
+release_lock_at(KEYS[12], KEYS[13], res, id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
 make_terminal(jk, id, as, now)
 emit('resolve', id, f[2], 'STALE', as, who, reason)
 if as ~= 'SUCCEEDED' then
-  redis.call('RPUSH', KEYS[12], id)
+  redis.call('RPUSH', KEYS[11], id)
 end
 purge(now, 4)
 return { 'OK', as }

@@ -2,13 +2,13 @@
 -- FAILED, CANCELLED or STALE. The old attempt's record is kept (a STALE attempt is
 -- recorded as STALE now). 'resume' keeps the last completed step and its output so
 -- the new attempt continues after it; 'start' clears them.
--- KEYS[11] job  KEYS[12] ready:<pipeline>
+-- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] wake:<pipeline>
 -- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
 -- A job whose input key is now held by another non-terminal job is refused
 -- ({'INPUT_KEY_TAKEN', other id}): the same input would be processed twice.
 -- ARGV[4] mode ('resume' | 'start')  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
 -- Reply: {'OK', new attempt} | refusal
-local jk, k_ready = KEYS[11], KEYS[12]
+local jk, k_ready, k_wake = KEYS[10], KEYS[11], KEYS[12]
 local mode, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local refusal = refuse_unless(jk, { FAILED = true, CANCELLED = true, STALE = true }, nil)
 if refusal then return refusal end
@@ -46,5 +46,5 @@ if f[5] and f[5] ~= '' then redis.call('HSETNX', K_INPUTS, f[5], id) end
 -- parked behind it on its resource do not overtake it
 redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[6]) or now), id)
 emit('retry', id, next_attempt, from, 'QUEUED', who, mode .. ': ' .. reason)
-wake()
+wake(k_wake)
 return { 'OK', next_attempt }

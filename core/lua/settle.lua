@@ -3,10 +3,11 @@
 -- transition function its own script runs, compared by the job's lease token;
 -- one refused operation does not affect the others. Operations are encoded
 -- with only the keys and values their kind needs.
--- KEYS[11..] per operation: job; lock:<resource>, parked:<resource> when it has a
---            resource; ready:<pipeline>, delayed:<pipeline> for a release and for a
---            finish whose outcome is not SUCCEEDED (the ones that may queue the job again);
---            then pairs (ready:<pipeline>, delayed:<pipeline>) of the pipelines to lease
+-- KEYS[10..] per operation: job; lock:<resource>, parked:<resource> when it has a
+--            resource; ready:<pipeline>, delayed:<pipeline>, wake:<pipeline> for a release
+--            and for a finish whose outcome is not SUCCEEDED (the ones that may queue the
+--            job again); then triples (ready:<pipeline>, delayed:<pipeline>, wake:<pipeline>)
+--            of the pipelines to lease
 -- ARGV[4] worker  ARGV[5] lease ttl ms  ARGV[6] lock ttl ms  ARGV[7] operations
 -- ARGV[8] pipelines to lease  ARGV[9] jobs to lease (0: no lease)
 -- then per operation: kind, token, resource ('' when none), then by kind
@@ -38,17 +39,17 @@ local function guarded(fn, ...)
   return { 'OP_ERROR', tostring(reply) }
 end
 
--- Walks the operations (KEYS from index 11, ARGV from index 10) and, when `run`, applies
+-- Walks the operations (KEYS from index 10, ARGV from index 10) and, when `run`, applies
 -- each; returns the next KEYS and ARGV indexes, or nil when the list is malformed.
 local function walk(run)
-  local k, a = 11, 10
+  local k, a = 10, 10
   for i = 1, n_ops do
     local kind, token, res = ARGV[a], ARGV[a + 1], ARGV[a + 2]
     if res == nil then return nil end
     a = a + 3
     local jk = KEYS[k]
     k = k + 1
-    local lk, pk, k_ready, k_delayed = jk, jk, jk, jk
+    local lk, pk, k_ready, k_delayed, k_wake = jk, jk, jk, jk, jk
     if res ~= '' then
       lk, pk = KEYS[k], KEYS[k + 1]
       k = k + 2
@@ -66,8 +67,8 @@ local function walk(run)
       return nil
     end
     if kind == 'release' or values == 10 then
-      k_ready, k_delayed = KEYS[k], KEYS[k + 1]
-      k = k + 2
+      k_ready, k_delayed, k_wake = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+      k = k + 3
     end
     if k - 1 > #KEYS or a + values - 1 > #ARGV then return nil end
     if run then
@@ -76,12 +77,12 @@ local function walk(run)
       elseif kind == 'checkpoint' then
         out[i] = guarded(checkpoint, jk, lk, token, ARGV[a], ARGV[a + 1], ARGV[a + 2], ttl, lock_ttl, res ~= '')
       elseif kind == 'release' then
-        out[i] = guarded(release, jk, k_ready, lk, pk, token, res)
+        out[i] = guarded(release, jk, k_ready, k_wake, lk, pk, token, res)
       elseif values == 3 then
-        out[i] = guarded(finish, jk, k_ready, k_delayed, lk, pk, token, 'SUCCEEDED', '', '', false, 0, false, '', res, false,
+        out[i] = guarded(finish, jk, k_ready, k_delayed, k_wake, lk, pk, token, 'SUCCEEDED', '', '', false, 0, false, '', res, false,
           ARGV[a + 1], ARGV[a + 2])
       else
-        out[i] = guarded(finish, jk, k_ready, k_delayed, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] == '1',
+        out[i] = guarded(finish, jk, k_ready, k_delayed, k_wake, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] == '1',
           tonumber(ARGV[a + 6]) or 0, ARGV[a + 7] == '1', ARGV[a + 8], res, ARGV[a + 9] == '1', ARGV[a + 1],
           ARGV[a + 2])
       end
@@ -93,20 +94,21 @@ end
 
 -- check the whole list before writing anything
 local k, a = walk(false)
-if not k or (n_lease > 0 and (k + 2 * n_pipelines - 1 > #KEYS or a + n_lease - 1 > #ARGV)) then
+if not k or (n_lease > 0 and (k + 3 * n_pipelines - 1 > #KEYS or a + n_lease - 1 > #ARGV)) then
   return redis.error_reply('BAD_ARG settle operations do not match their keys and values')
 end
 walk(true)
 flush_indexes()
 DEFER_INDEXES = false
 if n_lease > 0 then
-  local ready_keys, delayed_keys, tokens = {}, {}, {}
+  local ready_keys, delayed_keys, wake_keys, tokens = {}, {}, {}, {}
   for p = 1, n_pipelines do
-    ready_keys[p] = KEYS[k + 2 * p - 2]
-    delayed_keys[p] = KEYS[k + 2 * p - 1]
+    ready_keys[p] = KEYS[k + 3 * p - 3]
+    delayed_keys[p] = KEYS[k + 3 * p - 2]
+    wake_keys[p] = KEYS[k + 3 * p - 1]
   end
   for j = 1, n_lease do tokens[j] = ARGV[a + j - 1] end
-  out[n_ops + 1] = lease(ready_keys, delayed_keys, worker, ttl, lock_ttl, n_lease, tokens)
+  out[n_ops + 1] = lease(ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n_lease, tokens)
 else
   out[n_ops + 1] = {}
 end

@@ -1,6 +1,6 @@
 -- start: LEASED -> RUNNING (the holder begins its first step), or
 -- LEASED -> CANCELLED when a cancel was requested before the start.
--- KEYS[11] job  KEYS[12] lock:<resource> (or the job key when none)  KEYS[13] parked:<resource> (or the job key)
+-- KEYS[10] job  KEYS[11] lock:<resource> (or the job key when none)  KEYS[12] parked:<resource> (or the job key)
 -- ARGV[4] token  ARGV[5] first step name  ARGV[6] resource ('' when none)
 -- A repeated start by the holder of a RUNNING job (its first reply was lost)
 -- answers RUNNING again and changes nothing.

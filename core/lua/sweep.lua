@@ -49,7 +49,7 @@ for _, id in ipairs(expired) do
       redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
       redis.call('ZADD', ready_key(f[4]), ready_score(f[7], tonumber(f[8]) or now), id)
       emit('sweep', id, f[5], 'LEASED', 'QUEUED', worker, why)
-      wake()
+      wake(wake_key(f[4]))
     elseif to == 'STALE' then
       -- keep worker and fence for the operator; the token goes, so the old holder is refused
       redis.call('HDEL', jk, 'token', 'lease_deadline')

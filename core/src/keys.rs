@@ -45,8 +45,8 @@ impl QueueKeys {
         &self.base
     }
 
-    /// The ten fixed keys every script receives as KEYS[1..10], in order.
-    pub fn fixed(&self) -> [String; 10] {
+    /// The nine fixed keys every script receives as KEYS[1..9], in order.
+    pub fn fixed(&self) -> [String; 9] {
         [
             self.base.clone(),
             self.leases(),
@@ -56,7 +56,6 @@ impl QueueKeys {
             self.parked_resources(),
             self.done(),
             self.stale(),
-            self.wake(),
             self.attempts(),
         ]
     }
@@ -88,10 +87,6 @@ impl QueueKeys {
     /// Sorted set: STALE job id → time it went STALE (ms).
     pub fn stale(&self) -> String {
         format!("{}:stale", self.base)
-    }
-    /// List: wake-up tokens for idle workers.
-    pub fn wake(&self) -> String {
-        format!("{}:wake", self.base)
     }
     /// List: STALE jobs resolved as FAILED or CANCELLED whose cleanup hook has not run yet.
     pub fn cleanup(&self) -> String {
@@ -131,6 +126,11 @@ impl QueueKeys {
     /// Sorted set: ready jobs of `pipeline`, by priority then age.
     pub fn ready(&self, pipeline: &str) -> String {
         format!("{}:ready:{pipeline}", self.base)
+    }
+    /// List: wake-up tokens for idle workers of `pipeline` (pushed when its jobs
+    /// become ready, deleted by a lease that empties its ready set).
+    pub fn wake(&self, pipeline: &str) -> String {
+        format!("{}:wake:{pipeline}", self.base)
     }
     /// Sorted set: delayed jobs of `pipeline`, by not-before time (ms).
     pub fn delayed(&self, pipeline: &str) -> String {

@@ -335,7 +335,8 @@ impl Queue {
             for chunk in group.chunks(1000) {
                 let mut inv = self.invocation(&scripts::ENQUEUE);
                 inv.key(self.keys.ready(&pipeline))
-                    .key(self.keys.delayed(&pipeline));
+                    .key(self.keys.delayed(&pipeline))
+                    .key(self.keys.wake(&pipeline));
                 inv.arg(self.name()).arg(&pipeline).arg(chunk.len());
                 let ids: Vec<JobId> = chunk
                     .iter()
@@ -395,7 +396,9 @@ impl Queue {
         let mut inv = self.invocation(&scripts::LEASE);
         for p in pipelines {
             check_name("pipeline name", p)?;
-            inv.key(self.keys.ready(p)).key(self.keys.delayed(p));
+            inv.key(self.keys.ready(p))
+                .key(self.keys.delayed(p))
+                .key(self.keys.wake(p));
         }
         inv.arg(worker).arg(millis(ttl)).arg(lock_ttl(ttl)).arg(n);
         for _ in 0..n {
@@ -554,6 +557,7 @@ impl Queue {
         inv.key(self.keys.job(lease.job.as_str()))
             .key(self.keys.ready(&lease.pipeline))
             .key(self.keys.delayed(&lease.pipeline))
+            .key(self.keys.wake(&lease.pipeline))
             .key(lock)
             .key(parked);
         inv.arg(&lease.token).arg(outcome.state().as_str());
@@ -641,6 +645,7 @@ impl Queue {
         let [lock, parked] = self.lock_keys(lease.job.as_str(), lease.resource.as_deref());
         inv.key(self.keys.job(lease.job.as_str()))
             .key(self.keys.ready(&lease.pipeline))
+            .key(self.keys.wake(&lease.pipeline))
             .key(lock)
             .key(parked);
         inv.arg(&lease.token)
@@ -785,6 +790,7 @@ impl Queue {
         let [lock, parked] = self.lock_keys(job.as_str(), resource.as_deref());
         inv.key(self.keys.job(job.as_str()))
             .key(self.keys.ready(&pipeline))
+            .key(self.keys.wake(&pipeline))
             .key(lock)
             .key(parked);
         inv.arg(match mode {

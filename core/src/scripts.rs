@@ -33,24 +33,25 @@ pub(crate) static ENQUEUE: LazyLock<Script> = script!("enqueue.lua");
 /// lease.lua
 pub(crate) static LEASE: LazyLock<Script> = script!(
     "lease.lua",
-    "local ready_keys, delayed_keys, tokens = {}, {}, {}
-for p = 1, (#KEYS - 10) / 2 do
-  ready_keys[p] = KEYS[9 + 2 * p]
-  delayed_keys[p] = KEYS[10 + 2 * p]
+    "local ready_keys, delayed_keys, wake_keys, tokens = {}, {}, {}, {}
+for p = 1, (#KEYS - 9) / 3 do
+  ready_keys[p] = KEYS[7 + 3 * p]
+  delayed_keys[p] = KEYS[8 + 3 * p]
+  wake_keys[p] = KEYS[9 + 3 * p]
 end
 local n = tonumber(ARGV[7])
 for i = 1, n do tokens[i] = ARGV[7 + i] end
-return lease(ready_keys, delayed_keys, ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), n, tokens)"
+return lease(ready_keys, delayed_keys, wake_keys, ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), n, tokens)"
 );
 /// start.lua
 pub(crate) static START: LazyLock<Script> = script!(
     "start.lua",
-    "return start(KEYS[11], KEYS[12], KEYS[13], ARGV[4], ARGV[5], ARGV[6])"
+    "return start(KEYS[10], KEYS[11], KEYS[12], ARGV[4], ARGV[5], ARGV[6])"
 );
 /// checkpoint.lua
 pub(crate) static CHECKPOINT: LazyLock<Script> = script!(
     "checkpoint.lua",
-    "return checkpoint(KEYS[11], KEYS[12], ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]),
+    "return checkpoint(KEYS[10], KEYS[11], ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]),
   tonumber(ARGV[9]), ARGV[10] == '1')"
 );
 /// renew.lua
@@ -58,13 +59,13 @@ pub(crate) static RENEW: LazyLock<Script> = script!("renew.lua");
 /// finish.lua
 pub(crate) static FINISH: LazyLock<Script> = script!(
     "finish.lua",
-    "return finish(KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], ARGV[4], ARGV[5], ARGV[6], ARGV[7],
+    "return finish(KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], ARGV[4], ARGV[5], ARGV[6], ARGV[7],
   ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1', ARGV[11], ARGV[12], ARGV[13] == '1', '', '')"
 );
 /// release.lua
 pub(crate) static RELEASE: LazyLock<Script> = script!(
     "release.lua",
-    "return release(KEYS[11], KEYS[12], KEYS[13], KEYS[14], ARGV[4], ARGV[5])"
+    "return release(KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], ARGV[4], ARGV[5])"
 );
 /// cancel.lua
 pub(crate) static CANCEL: LazyLock<Script> = script!("cancel.lua");

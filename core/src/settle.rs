@@ -225,7 +225,8 @@ impl Queue {
                     };
                     if let Some(rest) = rest {
                         inv.key(keys.ready(&l.pipeline))
-                            .key(keys.delayed(&l.pipeline));
+                            .key(keys.delayed(&l.pipeline))
+                            .key(keys.wake(&l.pipeline));
                         for v in rest {
                             inv.arg(v);
                         }
@@ -233,12 +234,15 @@ impl Queue {
                 }
                 HolderOp::Release { .. } => {
                     inv.key(keys.ready(&l.pipeline))
-                        .key(keys.delayed(&l.pipeline));
+                        .key(keys.delayed(&l.pipeline))
+                        .key(keys.wake(&l.pipeline));
                 }
             }
         }
         for p in pipelines {
-            inv.key(keys.ready(p)).key(keys.delayed(p));
+            inv.key(keys.ready(p))
+                .key(keys.delayed(p))
+                .key(keys.wake(p));
         }
         for _ in 0..n {
             inv.arg(uuid::Uuid::new_v4().simple().to_string());

@@ -100,8 +100,23 @@ const MAX_BATCH: usize = 256;
 const MAX_IN_FLIGHT: usize = 2;
 
 /// While a call is in flight, the next one waits for at least
-/// concurrency / SECOND_CALL_DIVISOR operations (fewer, larger calls).
+/// concurrency / SECOND_CALL_DIVISOR operations (fewer, larger calls)...
 const SECOND_CALL_DIVISOR: usize = 4;
+
+/// ...and, for small workers, for half their lease slots up to this many. A
+/// worker of concurrency 10 (20 slots with prefetch) otherwise sends a second
+/// call for 5 operations: 0.22 calls per no-op job against 0.18 with 8
+/// (`benches/quick.sh w1 10`). Waiting for 10 made it 0.17 but left a worker of
+/// 10 checkpointing jobs with one call in flight (W2 ~8% slower).
+const SECOND_CALL_FLOOR: usize = 8;
+
+/// How many operations a second call in flight waits for, for a worker of
+/// `batch` lease slots (running and prefetched).
+fn second_call_threshold(batch: usize) -> usize {
+    batch
+        .div_ceil(SECOND_CALL_DIVISOR)
+        .max((batch / 2).min(SECOND_CALL_FLOOR))
+}
 
 /// What a finished settle call tells the loop.
 enum CallDone {
@@ -114,6 +129,16 @@ enum CallDone {
 }
 
 impl LeaseLoop {
+    /// The wake lists an idle loop blocks on: one per pipeline of its group.
+    fn wake_keys(&self) -> Vec<String> {
+        let keys = self.group.queue.keys();
+        self.group
+            .runners
+            .iter()
+            .map(|r| keys.wake(r.name()))
+            .collect()
+    }
+
     /// Whether to lease ahead of free slots now.
     fn prefetching(&self) -> bool {
         self.prefetch_slots.available_permits() > 0
@@ -125,7 +150,7 @@ impl LeaseLoop {
         let stop = this.shared.stop_leasing.clone();
         // The blocking wait runs in a task of its own and is never dropped mid-call:
         // a BLPOP abandoned on its connection would still take the next wake-up token.
-        let mut waiter = Some(Waiter::new(&this.source, this.group.queue.keys().wake()));
+        let mut waiter = Some(Waiter::new(&this.source, this.wake_keys()));
         let mut waiting: Option<tokio::task::JoinHandle<Waiter>> = None;
         let (tx, mut rx) = mpsc::unbounded_channel::<Pending>();
         // dropped at shutdown, so the channel closes once every job task has ended
@@ -188,8 +213,7 @@ impl LeaseLoop {
             }
             // A second call in flight only for a batch worth its fixed cost:
             // otherwise wait for more requests or for the first call to return.
-            if in_flight > 0 && !closed && pending.len() < this.batch.div_ceil(SECOND_CALL_DIVISOR)
-            {
+            if in_flight > 0 && !closed && pending.len() < second_call_threshold(this.batch) {
                 tokio::select! {
                     r = rx.recv() => match r {
                         Some(p) => pending.push(p),
@@ -227,9 +251,9 @@ impl LeaseLoop {
                 };
                 let leasing = tx.is_some();
                 if leasing && idle && in_flight == 0 && waiting.is_none() {
-                    let mut w = waiter.take().unwrap_or_else(|| {
-                        Waiter::new(&this.source, this.group.queue.keys().wake())
-                    });
+                    let mut w = waiter
+                        .take()
+                        .unwrap_or_else(|| Waiter::new(&this.source, this.wake_keys()));
                     waiting = Some(tokio::spawn(async move {
                         w.wait(wait).await;
                         w
@@ -414,15 +438,16 @@ fn due_in(due: i64) -> Duration {
 /// Blocks on the queue's wake list with a connection of its own.
 struct Waiter {
     source: RedisSource,
-    key: String,
+    /// The wake lists of the group's pipelines.
+    keys: Vec<String>,
     conn: Option<MultiplexedConnection>,
 }
 
 impl Waiter {
-    fn new(source: &RedisSource, key: String) -> Self {
+    fn new(source: &RedisSource, keys: Vec<String>) -> Self {
         Waiter {
             source: source.clone(),
-            key,
+            keys,
             conn: None,
         }
     }
@@ -468,7 +493,7 @@ impl Waiter {
         };
         let secs = wait.as_secs_f64().max(0.01);
         let reply: std::result::Result<Option<(String, String)>, Error> = redis::cmd("BLPOP")
-            .arg(&self.key)
+            .arg(&self.keys)
             .arg(format!("{secs:.3}"))
             .query_async(conn)
             .await
@@ -478,5 +503,24 @@ impl Waiter {
             self.conn = None;
             tokio::time::sleep(wait.min(Duration::from_millis(500))).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::second_call_threshold;
+
+    #[test]
+    fn second_calls_wait_for_a_batch_worth_sending() {
+        // concurrency 1 with prefetch: one operation is enough
+        assert_eq!(second_call_threshold(1), 1);
+        assert_eq!(second_call_threshold(2), 1);
+        // concurrency 10 with prefetch 10: the floor
+        assert_eq!(second_call_threshold(20), 8);
+        // concurrency 4 with prefetch 4: half the slots
+        assert_eq!(second_call_threshold(8), 4);
+        // concurrency 50 with prefetch 50: a quarter
+        assert_eq!(second_call_threshold(100), 25);
+        assert_eq!(second_call_threshold(256), 64);
     }
 }
