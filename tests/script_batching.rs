@@ -817,9 +817,10 @@ async fn attempt_records_round_trip_names_and_messages_that_need_escaping() {
             "steps",
             "reason",
             "cancel",
-            "cleanup_needed",
         ])
     );
+    // no cleanup needed: the key is left out (false is the reader's default)
+    assert!(!rec.cleanup_needed);
     assert_eq!(raw["worker"], json!(WORKER));
     assert_eq!(raw["state"], json!("CANCELLED"));
     assert_eq!(raw["steps"][0]["step"], json!(STEP_1));

@@ -280,7 +280,10 @@ end
 -- for cjson cost as much as the rest of the transition.
 local function record_of(j, final_state, now, extra)
   local p = { '{"state":', jstr(final_state), ',"worker":', jstr(j.worker or ''), ',"fence":',
-    jnum(j.fence) or '0', ',"ended_at":', fmt(now), ',"cleanup_needed":', (j.cleanup_needed == '1') and 'true' or 'false' }
+    jnum(j.fence) or '0', ',"ended_at":', fmt(now) }
+  -- left out when false (the reader's default): every byte of a record is kept
+  -- for as long as its job
+  if j.cleanup_needed == '1' then p[#p + 1] = ',"cleanup_needed":true' end
   local n, la, sa = jnum(j.attempt), jnum(j.leased_at), jnum(j.started_at)
   if n then p[#p + 1] = ',"n":' .. n end
   if la then p[#p + 1] = ',"leased_at":' .. la end

@@ -27,7 +27,7 @@ pub struct QueueConfig {
     pub prefix: String,
     /// Retention of terminal jobs.
     pub retention: Retention,
-    /// Approximate maximum length of the queue's event stream.
+    /// Approximate maximum length of the queue's event stream (default 10,000).
     pub events_max_len: u64,
     /// How long to wait for a connection to Redis.
     pub connect_timeout: Duration,
@@ -42,7 +42,7 @@ impl Default for QueueConfig {
         QueueConfig {
             prefix: "leasehold".to_owned(),
             retention: Retention::default(),
-            events_max_len: 100_000,
+            events_max_len: 10_000,
             connect_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(10),
             pool_size: 16,
