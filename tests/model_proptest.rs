@@ -262,6 +262,9 @@ struct MJob {
     last: Option<(String, String)>,
     /// Attempt records seen so far, verbatim.
     records: BTreeMap<u32, String>,
+    /// Whether a worker's finish ended it SUCCEEDED (no record: the job hash
+    /// describes that attempt), rather than an operator's resolve.
+    finished_ok: bool,
 }
 
 impl MJob {
@@ -543,6 +546,7 @@ async fn step(
                             cancel: None,
                             last: None,
                             records: BTreeMap::new(),
+                            finished_ok: false,
                         });
                         if let Some(k) = t.input_key {
                             model.inputs.insert(k.to_owned(), i);
@@ -752,6 +756,7 @@ async fn step(
                     format!("finish: {finished:?}, the model expects {to} from attempt {attempt}")
                 })?;
                 model.transition(i, Op::Finish, to);
+                model.jobs[i].finished_ok = to == JobState::Succeeded;
             } else {
                 unchanged(srv, before)?;
             }
@@ -1060,7 +1065,9 @@ async fn check(model: &mut Model, queue: &Queue) -> Checked {
             })?;
         }
         // (c) attempt records (in the queue's attempts hash, `<id>:<n>`) are
-        // append-only and exactly those of ended attempts.
+        // append-only and exactly those of ended attempts, but for the last
+        // attempt of a success (the model's finishes give no reason), which the
+        // job hash itself describes.
         let mut numbers = BTreeSet::new();
         ensure(
             !hash.keys().any(|name| name.starts_with("attempt:")),
@@ -1087,7 +1094,8 @@ async fn check(model: &mut Model, queue: &Queue) -> Checked {
                 format!("job {i}: record {n} deleted")
             })?;
         }
-        let ended = if j.state.is_terminal() {
+        let plain_success = j.state == JobState::Succeeded && j.finished_ok;
+        let ended = if j.state.is_terminal() && !plain_success {
             j.attempt
         } else {
             j.attempt - 1
@@ -1099,7 +1107,21 @@ async fn check(model: &mut Model, queue: &Queue) -> Checked {
                 j.state, j.attempt
             )
         })?;
-        if j.state.is_terminal() {
+        if plain_success {
+            let bytes: HashMap<String, Vec<u8>> = hash
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
+                .collect();
+            let job = leasehold::Job::from_fields(&keys.job(&id), bytes)
+                .map_err(|e| format!("job {i}: {e}"))?;
+            let rec = job
+                .final_attempt_from_hash()
+                .ok_or_else(|| format!("job {i}: no final attempt in the job hash"))?;
+            ensure(
+                rec.n == j.attempt && rec.worker != "" && rec.fence > 0 && rec.leased_at.is_some(),
+                || format!("job {i}: final attempt from the hash {rec:?}"),
+            )?;
+        } else if j.state.is_terminal() {
             let rec: serde_json::Value = serde_json::from_str(&j.records[&j.attempt])
                 .map_err(|e| format!("job {i}: record not JSON: {e}"))?;
             ensure(

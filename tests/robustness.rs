@@ -93,10 +93,12 @@ async fn lease_one(q: &Queue) -> Lease {
     l.pop().unwrap()
 }
 
-/// Enqueues `n` jobs (each with its own input key) and runs them all to
-/// SUCCEEDED with `batch` leases at a time, started and finished
-/// concurrently. After every batch, `check` sees the server.
-async fn run_to_success(
+/// Enqueues `n` jobs (each with its own input key) and runs them all to their
+/// end with `batch` leases at a time, started and finished concurrently: every
+/// third job (input `n` divisible by 3) FAILED, so that its attempt has a
+/// record in the attempts hash, the others SUCCEEDED. After every batch,
+/// `check` sees the server.
+async fn run_to_end(
     srv: &RedisServer,
     q: &Queue,
     first: u64,
@@ -123,7 +125,21 @@ async fn run_to_success(
                 q.checkpoint(&l, "only", r#"{"ok":true}"#, None)
                     .await
                     .unwrap();
-                q.finish(&l, &Outcome::Succeeded).await.unwrap();
+                let input: serde_json::Value = serde_json::from_str(&l.input).unwrap();
+                let outcome = if input["n"].as_u64().unwrap().is_multiple_of(3) {
+                    Outcome::Failed {
+                        error: leasehold::AttemptError {
+                            kind: "test".into(),
+                            message: "every third job fails".into(),
+                            retryable: false,
+                        },
+                        backoff: Duration::ZERO,
+                        cleanup_needed: false,
+                    }
+                } else {
+                    Outcome::Succeeded
+                };
+                q.finish(&l, &outcome).await.unwrap();
             });
         }
         while let Some(r) = set.join_next().await {
@@ -156,12 +172,12 @@ async fn count_retention_keeps_redis_bounded_over_thousands_of_jobs() {
     };
 
     let started = Instant::now();
-    run_to_success(&srv, &q, 0, 2000, 100, &mut bound).await;
+    run_to_end(&srv, &q, 0, 2000, 100, &mut bound).await;
     let jobs_2k = job_keys(&srv, &q);
     let keys_2k: u64 = get(&srv, &["DBSIZE"]);
     let mem_2k = info_field(&srv, "memory", "used_memory");
     let xlen_2k: u64 = get(&srv, &["XLEN", &q.keys().events()]);
-    run_to_success(&srv, &q, 2000, 4000, 100, &mut bound).await;
+    run_to_end(&srv, &q, 2000, 4000, 100, &mut bound).await;
     let elapsed = started.elapsed();
     let jobs_6k = job_keys(&srv, &q);
     let keys_6k: u64 = get(&srv, &["DBSIZE"]);
@@ -183,10 +199,17 @@ async fn count_retention_keeps_redis_bounded_over_thousands_of_jobs() {
     assert_eq!(get::<u64>(&srv, &["HLEN", &q.keys().inputs()]), 0);
     assert_eq!(get::<u64>(&srv, &["ZCARD", &q.keys().leases()]), 0);
     assert!(get::<u64>(&srv, &["LLEN", &q.keys().wake("p")]) <= 64);
-    // attempt records go with their jobs: one per kept job (one attempt each)
+    // attempt records go with their jobs: one per kept FAILED job (a success
+    // keeps its attempt in its own hash)
     let records: usize = get(&srv, &["HLEN", &q.keys().attempts()]);
+    let kept: Vec<String> = get(&srv, &["ZRANGE", &q.keys().done(), "0", "-1"]);
+    let kept_failed = kept
+        .iter()
+        .filter(|id| get::<String>(&srv, &["HGET", &q.keys().job(id), "state"]) == "FAILED")
+        .count();
+    assert!(kept_failed > 0, "no FAILED job among the kept ones");
     assert_eq!(
-        records, jobs_6k,
+        records, kept_failed,
         "attempt records of purged jobs are left behind"
     );
     // The event stream is capped (approximately: whole stream nodes are trimmed).
@@ -213,7 +236,7 @@ async fn purge_deletes_at_most_its_batch_oldest_first() {
     let q = Queue::connect(&srv.url(), "purge", config(keep_all, 10_000))
         .await
         .unwrap();
-    run_to_success(&srv, &q, 0, 30, 30, |_| {}).await;
+    run_to_end(&srv, &q, 0, 30, 30, |_| {}).await;
     assert_eq!(job_keys(&srv, &q), 30);
     assert_eq!(
         q.purge(100).await.unwrap(),
@@ -252,7 +275,7 @@ async fn age_retention_deletes_old_terminal_jobs_only() {
     let q = Queue::connect(&srv.url(), "age", config(keep_hour, 10_000))
         .await
         .unwrap();
-    run_to_success(&srv, &q, 0, 10, 10, |_| {}).await;
+    run_to_end(&srv, &q, 0, 10, 10, |_| {}).await;
     // Non-terminal jobs are never purged, whatever their age.
     let running = enqueue(&q, job(99)).await;
     let waiting = enqueue(&q, job(100)).await;
@@ -454,13 +477,28 @@ async fn corrupt_attempt_record_is_a_typed_error_and_is_never_overwritten() {
     let field = format!("{}:1", l.job);
     let _: i64 = get(&srv, &["HSET", &attempts, &field, "garbage"]);
     assert_corrupt(&q.job(&l.job).await.unwrap_err(), &attempts, &field);
-    // finish must append attempt 1's record, which exists: refused, nothing written.
+    // a failed finish must append attempt 1's record, which exists: refused, nothing written
+    let failed = Outcome::Failed {
+        error: leasehold::AttemptError {
+            kind: "sink".into(),
+            message: "down".into(),
+            retryable: false,
+        },
+        backoff: Duration::ZERO,
+        cleanup_needed: false,
+    };
     let before = srv.dump("*");
-    let err = q.finish(&l, &Outcome::Succeeded).await.unwrap_err();
+    let err = q.finish(&l, &failed).await.unwrap_err();
     assert_corrupt(&err, &key, "attempt");
     assert!(err.to_string().contains(&field), "{err}");
     assert_eq!(before, srv.dump("*"));
     assert_eq!(get::<String>(&srv, &["HGET", &attempts, &field]), "garbage");
+    // a plain success writes no record (its attempt stays in the job hash): it
+    // ends the job, the bad record is left as it is and still read as an error
+    q.finish(&l, &Outcome::Succeeded).await.unwrap();
+    assert_eq!(get::<String>(&srv, &["HGET", &key, "state"]), "SUCCEEDED");
+    assert_eq!(get::<String>(&srv, &["HGET", &attempts, &field]), "garbage");
+    assert_corrupt(&q.job(&l.job).await.unwrap_err(), &attempts, &field);
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 -- finish: ends the current attempt as SUCCEEDED, FAILED or CANCELLED
 -- (RUNNING -> SUCCEEDED | FAILED | CANCELLED, LEASED -> CANCELLED), appends the
--- attempt record, releases the resource lock. A retryable failure with attempts
+-- attempt record (except for a plain success, whose attempt stays described by
+-- the job hash), releases the resource lock. A retryable failure with attempts
 -- left creates the next attempt in QUEUED, delayed by the caller's backoff,
 -- unless a cancel was requested (then the attempt ends FAILED).
 -- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>  KEYS[13] wake:<pipeline>
@@ -30,17 +31,22 @@ local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, ki
   local now = now_ms()
   local f = { j.id, j.attempt, j.max_attempts, j.worker, j.state, j.priority, j.input_key, j.cancel_reason }
   local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
+  if not attempt then
+    return { 'CORRUPT', 'attempt number ' .. tostring(f[2]) .. ' is not a number' }
+  end
   -- every field this call sets, written with one HSET at the end
   local sets = {}
   local function set(field, value)
     sets[#sets + 1] = field
     sets[#sets + 1] = value
   end
+  local steps_changed = false
   if last_step and last_step ~= '' and j.state == 'RUNNING' then
     local steps = j.steps or ''
     if not string.find(',' .. steps, ',' .. last_step .. '@', 1, true) then
       if steps ~= '' then steps = steps .. ',' end
       j.steps = steps .. last_step .. '@' .. fmt(now)
+      steps_changed = true
       set('last_step', last_step)
       set('out:' .. last_step, last_output)
     end
@@ -58,15 +64,27 @@ local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, ki
   if outcome == 'FAILED' then
     extra.error = { kind = kind, message = message, retryable = retryable }
   end
-  -- the record first: nothing is written before it, so an existing one refuses the call cleanly
-  if not append_attempt(id, attempt, record_of(j, outcome, now, extra)) then
+  -- A plain success (no reason given) keeps its attempt in the job hash, which
+  -- already holds all its record would (worker, fence, leased_at, started_at,
+  -- steps, a late cancel request; ended_at is updated_at): readers build the
+  -- record from it (Queue::job). Only the lease (token, deadline) goes. The job
+  -- never gets another attempt, so nothing ever needs to move it out.
+  local plain = outcome == 'SUCCEEDED' and reason == ''
+  if plain then
+    if steps_changed then set('steps', j.steps) end
+  elseif not append_attempt(id, attempt, record_of(j, outcome, now, extra)) then
+    -- the record first: nothing is written before it, so an existing one refuses the call cleanly
     return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
   end
   set('updated_at', now_s())
   set('step', '')
   release_lock_at(lk, pk, res, id)
   unlease(id)
-  redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+  if plain then
+    redis.call('HDEL', jk, 'token', 'lease_deadline')
+  else
+    redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+  end
   emit('finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
 
   -- A pending cancel request stops the job: no new attempt would honour it (the

@@ -937,7 +937,8 @@ impl Queue {
         Ok(())
     }
 
-    /// Reads a job, with every attempt record. `None` when it does not exist.
+    /// Reads a job, with every attempt record (the last one of a plain success
+    /// built from the job hash). `None` when it does not exist.
     pub async fn job(&self, id: &JobId) -> Result<Option<Job>> {
         let key = self.keys.job(id.as_str());
         let mut conn = self.conn().await?;
@@ -977,8 +978,12 @@ impl Queue {
                     job.attempts.push(record);
                 }
             }
-            job.attempts.sort_by_key(|a| a.n);
         }
+        // a plain success's last attempt is described by the job hash itself
+        if let Some(last) = job.final_attempt_from_hash() {
+            job.attempts.push(last);
+        }
+        job.attempts.sort_by_key(|a| a.n);
         Ok(Some(job))
     }
 }

@@ -271,9 +271,37 @@ impl Fields<'_> {
 }
 
 impl Job {
+    /// The record of a plain success's attempt, built from the job hash: `finish`
+    /// writes no record for a SUCCEEDED attempt ended without a reason, because
+    /// the hash keeps everything it would hold (worker, fence, leased_at,
+    /// started_at, steps, a cancel request that came too late; the end time is
+    /// `updated_at`). `None` for any other job, or when attempt `attempt` has a
+    /// record already.
+    pub fn final_attempt_from_hash(&self) -> Option<AttemptRecord> {
+        if self.state != JobState::Succeeded || self.attempts.iter().any(|a| a.n == self.attempt) {
+            return None;
+        }
+        Some(AttemptRecord {
+            n: self.attempt,
+            state: JobState::Succeeded,
+            worker: self.worker.clone().unwrap_or_default(),
+            fence: self.fence.unwrap_or(0),
+            leased_at: self.leased_at,
+            started_at: self.started_at,
+            ended_at: self.updated_at,
+            steps: self.steps.clone(),
+            error: None,
+            reason: None,
+            cancel: self.cancel.clone(),
+            cleanup_needed: self.cleanup_needed,
+            resolution: None,
+        })
+    }
+
     /// Builds a job from the fields of its hash (`HGETALL`). `key` names the hash in errors.
     /// Attempt records live in the queue's attempts hash and are added by
-    /// [`Queue::job`](crate::Queue::job); `attempt:<n>` fields of the hash itself
+    /// [`Queue::job`](crate::Queue::job), with the one of a plain success (see
+    /// [`Job::final_attempt_from_hash`]); `attempt:<n>` fields of the hash itself
     /// (the layout before that hash existed) are still read.
     pub fn from_fields(key: &str, map: HashMap<String, Vec<u8>>) -> Result<Job, Error> {
         let f = Fields { key, map };

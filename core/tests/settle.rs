@@ -220,17 +220,17 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
     let q = Queue::connect(&srv.url(), "c", QueueConfig::default())
         .await
         .unwrap();
-    let jobs: Vec<NewJob> = (0..2)
+    let jobs: Vec<NewJob> = (0..3)
         .map(|i| NewJob::from_json("p", format!("{{\"i\":{i}}}")))
         .collect();
     q.enqueue_bulk(jobs).await.unwrap();
     let req = LeaseRequest {
         worker: "w1",
         pipelines: &["p"],
-        n: 2,
+        n: 3,
     };
     let leases = q.settle(&[], Some(req), TTL).await.unwrap().leased.leases;
-    assert_eq!(leases.len(), 2);
+    assert_eq!(leases.len(), 3);
     let starts: Vec<HolderOp> = leases
         .iter()
         .map(|l| HolderOp::Start {
@@ -239,9 +239,14 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
         })
         .collect();
     q.settle(&starts, None, TTL).await.unwrap();
-    let (bad, good) = (&leases[0], &leases[1]);
+    let (bad, good, no_id) = (&leases[0], &leases[1], &leases[2]);
     let bad_key = q.keys().job(bad.job.as_str());
     srv.cmd(&["HSET", &bad_key, "attempt", "x"]);
+    // a job without its id field: its failed finish errors inside the script
+    // (building the attempt record), before it writes anything
+    let no_id_key = q.keys().job(no_id.job.as_str());
+    srv.cmd(&["HDEL", &no_id_key, "id"]);
+    let no_id_before = srv.dump(&no_id_key);
 
     // two more waiting jobs, one of them corrupted too
     let fresh = q
@@ -255,16 +260,37 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
     let waiting_bad = q.keys().job(fresh[0].id.as_str());
     srv.cmd(&["HSET", &waiting_bad, "attempt", "x"]);
 
-    let ops = [bad, good].map(|l| HolderOp::Finish {
-        lease: l,
-        outcome: &Outcome::Succeeded,
-        last_step: None,
-    });
+    let failed = Outcome::Failed {
+        error: leasehold_core::AttemptError {
+            kind: "k".into(),
+            message: "m".into(),
+            retryable: false,
+        },
+        backoff: std::time::Duration::ZERO,
+        cleanup_needed: false,
+    };
+    let ops = [
+        HolderOp::Finish {
+            lease: bad,
+            outcome: &Outcome::Succeeded,
+            last_step: None,
+        },
+        HolderOp::Finish {
+            lease: good,
+            outcome: &Outcome::Succeeded,
+            last_step: None,
+        },
+        HolderOp::Finish {
+            lease: no_id,
+            outcome: &failed,
+            last_step: None,
+        },
+    ];
     let settled = q.settle(&ops, Some(req), TTL).await.unwrap();
     match &settled.replies[0] {
         Err(Error::Corrupt { key, problem, .. }) => {
             assert_eq!(key, &bad_key);
-            assert!(problem.contains("failed on this job"), "{problem}");
+            assert!(problem.contains("is not a number"), "{problem}");
         }
         other => panic!("the corrupted job's finish answered {other:?}"),
     }
@@ -276,6 +302,14 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
         "{:?}",
         settled.replies[1]
     );
+    match &settled.replies[2] {
+        Err(Error::Corrupt { key, problem, .. }) => {
+            assert_eq!(key, &no_id_key);
+            assert!(problem.contains("failed on this job"), "{problem}");
+        }
+        other => panic!("the finish of the job without an id answered {other:?}"),
+    }
+    assert_eq!(srv.dump(&no_id_key), no_id_before, "nothing written");
     // the corrupted running job is left as it was
     let state: String = match srv.cmd(&["HGET", &bad_key, "state"]) {
         leasehold_core::redis::Value::BulkString(b) => String::from_utf8(b).unwrap(),
