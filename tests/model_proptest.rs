@@ -1118,7 +1118,10 @@ async fn check(model: &mut Model, queue: &Queue) -> Checked {
                 .final_attempt_from_hash()
                 .ok_or_else(|| format!("job {i}: no final attempt in the job hash"))?;
             ensure(
-                rec.n == j.attempt && rec.worker != "" && rec.fence > 0 && rec.leased_at.is_some(),
+                rec.n == j.attempt
+                    && !rec.worker.is_empty()
+                    && rec.fence > 0
+                    && rec.leased_at.is_some(),
                 || format!("job {i}: final attempt from the hash {rec:?}"),
             )?;
         } else if j.state.is_terminal() {
