@@ -103,19 +103,22 @@ const MAX_IN_FLIGHT: usize = 2;
 /// concurrency / SECOND_CALL_DIVISOR operations (fewer, larger calls)...
 const SECOND_CALL_DIVISOR: usize = 4;
 
-/// ...and, for small workers, for half their lease slots up to this many. A
-/// worker of concurrency 10 (20 slots with prefetch) otherwise sends a second
-/// call for 5 operations: 0.22 calls per no-op job against 0.18 with 8
-/// (`benches/quick.sh w1 10`). Waiting for 10 made it 0.17 but left a worker of
-/// 10 checkpointing jobs with one call in flight (W2 ~8% slower).
-const SECOND_CALL_FLOOR: usize = 8;
+/// ...of which at least this many (or that quarter, when smaller) are not the
+/// start of a prefetched job. A short job's finish frees its run slot for a
+/// prefetched job, whose start joins the same batch: counting those starts,
+/// a worker of concurrency 10 sent a second call for 3 jobs' worth of work
+/// (0.22 calls per no-op job; 0.18 this way, `benches/quick.sh w1 10`). A
+/// floor on all operations instead cost jobs of many checkpoints ~12% of their
+/// throughput: their operations come one per job, so the second call rarely
+/// went at all.
+const SECOND_CALL_MIN_WORK: usize = 4;
 
-/// How many operations a second call in flight waits for, for a worker of
-/// `batch` lease slots (running and prefetched).
-fn second_call_threshold(batch: usize) -> usize {
-    batch
-        .div_ceil(SECOND_CALL_DIVISOR)
-        .max((batch / 2).min(SECOND_CALL_FLOOR))
+/// Whether a second call in flight is worth sending for `ops` pending
+/// operations, `starts` of them starts, from a worker of `batch` lease slots
+/// (running and prefetched).
+fn second_call_ready(ops: usize, starts: usize, batch: usize) -> bool {
+    let quarter = batch.div_ceil(SECOND_CALL_DIVISOR);
+    ops >= quarter && ops - starts >= quarter.min(SECOND_CALL_MIN_WORK)
 }
 
 /// What a finished settle call tells the loop.
@@ -213,7 +216,11 @@ impl LeaseLoop {
             }
             // A second call in flight only for a batch worth its fixed cost:
             // otherwise wait for more requests or for the first call to return.
-            if in_flight > 0 && !closed && pending.len() < second_call_threshold(this.batch) {
+            let starts = pending
+                .iter()
+                .filter(|p| matches!(p.request, Request::Start { .. }))
+                .count();
+            if in_flight > 0 && !closed && !second_call_ready(pending.len(), starts, this.batch) {
                 tokio::select! {
                     r = rx.recv() => match r {
                         Some(p) => pending.push(p),
@@ -508,19 +515,27 @@ impl Waiter {
 
 #[cfg(test)]
 mod tests {
-    use super::second_call_threshold;
+    use super::second_call_ready;
 
     #[test]
     fn second_calls_wait_for_a_batch_worth_sending() {
         // concurrency 1 with prefetch: one operation is enough
-        assert_eq!(second_call_threshold(1), 1);
-        assert_eq!(second_call_threshold(2), 1);
-        // concurrency 10 with prefetch 10: the floor
-        assert_eq!(second_call_threshold(20), 8);
-        // concurrency 4 with prefetch 4: half the slots
-        assert_eq!(second_call_threshold(8), 4);
-        // concurrency 50 with prefetch 50: a quarter
-        assert_eq!(second_call_threshold(100), 25);
-        assert_eq!(second_call_threshold(256), 64);
+        assert!(second_call_ready(1, 0, 2));
+        assert!(!second_call_ready(1, 1, 2), "a start alone");
+        // concurrency 10 with prefetch 10: a quarter (5), 4 of them not starts
+        assert!(!second_call_ready(4, 0, 20));
+        assert!(second_call_ready(5, 0, 20), "five checkpoints");
+        assert!(
+            !second_call_ready(6, 3, 20),
+            "three finishes and their starts"
+        );
+        assert!(
+            second_call_ready(8, 4, 20),
+            "four finishes and their starts"
+        );
+        // concurrency 50 with prefetch 50: a quarter (25)
+        assert!(!second_call_ready(24, 0, 100));
+        assert!(second_call_ready(25, 12, 100));
+        assert!(!second_call_ready(25, 22, 100));
     }
 }
