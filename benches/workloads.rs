@@ -530,12 +530,14 @@ fn section_workloads(b: &mut Bench) -> Vec<(String, Vec<Run>)> {
     // memory
     if let Some((_, runs)) = all.iter().find(|(k, _)| k.starts_with("W1|10")) {
         let r = &runs[0];
-        let _ = writeln!(s, "**Memory per retained terminal job** (W1, after N jobs SUCCEEDED, default retention keeps them all): used_memory delta / N = {} bytes, of which the job hash {} B (MEMORY USAGE of one job), the `done` index {:.0} B/job, the `events` stream {:.0} B/job (4 events per job here; the stream is capped at 100,000 events per queue, so this share stops growing past 25,000 jobs).\n",
-            fmt_int(r.mem_delta), fmt_int(r.job_mem), r.done_mem, r.events_mem);
+        let _ = writeln!(s, "**Memory per retained terminal job** (W1, after N jobs SUCCEEDED, default retention keeps them all): used_memory delta / N = {} bytes, of which the job hash {} B (MEMORY USAGE of one job), the `done` index {:.0} B/job, the `events` stream {:.0} B/job (4 events per job; the stream is capped at {} events per queue, so over N jobs its share is at most {} / N events). A job that succeeded keeps its last attempt in its hash: no attempt record.\n",
+            fmt_int(r.mem_delta), fmt_int(r.job_mem), r.done_mem, r.events_mem,
+            fmt_int(QueueConfig::default().events_max_len as f64),
+            fmt_int(QueueConfig::default().events_max_len as f64));
     }
     if let Some((_, runs)) = all.iter().find(|(k, _)| k.starts_with("W2|10")) {
         let r = &runs[0];
-        let _ = writeln!(s, "W2 (4 step outputs and the attempt record kept): used_memory delta / N = {} bytes, job hash {} B, events {:.0} B/job.\n", fmt_int(r.mem_delta), fmt_int(r.job_mem), r.events_mem);
+        let _ = writeln!(s, "W2 (4 step outputs; its last attempt kept in the job hash): used_memory delta / N = {} bytes, job hash {} B, events {:.0} B/job.\n", fmt_int(r.mem_delta), fmt_int(r.job_mem), r.events_mem);
     }
     b.write(&s);
     all
@@ -592,43 +594,38 @@ fn section_pickup(b: &mut Bench) {
         .arg(-1)
         .query(&mut b.con)
         .expect("ids");
+    // a job that succeeded keeps its last attempt (leased_at, started_at) in its hash
     let mut pipe = redis::pipe();
     for id in &ids {
         pipe.cmd("HMGET")
             .arg(format!("leasehold:{{bench}}:job:{id}"))
             .arg("created_at")
-            .arg("out:probe");
+            .arg("out:probe")
+            .arg("state")
+            .arg("leased_at")
+            .arg("started_at");
     }
-    let fields: Vec<(Option<i64>, Option<String>)> = pipe.query(&mut b.con).expect("rows");
-    // attempt records live in the queue's attempts hash, field `<id>:<n>`
-    let mut pipe = redis::pipe();
-    for id in &ids {
-        pipe.cmd("HGET")
-            .arg("leasehold:{bench}:attempts")
-            .arg(format!("{id}:1"));
-    }
-    let records: Vec<Option<String>> = pipe.query(&mut b.con).expect("records");
-    let rows: Vec<(Option<i64>, Option<String>, Option<String>)> = fields
-        .into_iter()
-        .zip(records)
-        .map(|((created, probe), record)| (created, record, probe))
-        .collect();
+    type Row = (
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+        Option<i64>,
+    );
+    let rows: Vec<Row> = pipe.query(&mut b.con).expect("rows");
     let mut ms = Vec::new();
     let mut leased_ms = Vec::new();
     let mut us = Vec::new();
     let mut failed = 0;
-    for (created, attempt, out) in rows {
-        let rec: serde_json::Value = attempt
-            .as_deref()
-            .and_then(|a| serde_json::from_str(a).ok())
-            .unwrap_or_default();
-        if rec["state"] != "SUCCEEDED" {
+    for (created, out, state, leased_at, started_at) in rows {
+        if state.as_deref() != Some("SUCCEEDED") {
             failed += 1;
+            continue;
         }
-        if let (Some(c), Some(s)) = (created, rec["started_at"].as_i64()) {
+        if let (Some(c), Some(s)) = (created, started_at) {
             ms.push((s - c) as f64);
         }
-        if let (Some(c), Some(l)) = (created, rec["leased_at"].as_i64()) {
+        if let (Some(c), Some(l)) = (created, leased_at) {
             leased_ms.push((l - c) as f64);
         }
         if let Some(v) = out.and_then(|o| o.parse::<f64>().ok()) {
@@ -640,7 +637,7 @@ fn section_pickup(b: &mut Bench) {
     }
     let mut s = String::new();
     let _ = writeln!(s, "## 2. Pickup latency at a fixed arrival rate\n");
-    let _ = writeln!(s, "{total} jobs enqueued one by one at {rate} jobs/s for {secs} s (schedule lag max {:.1} ms) into an idle worker process (`bench_peer worker --workload lat`, C=10, blocked on its wake-up list). Redis-side: the attempt record's `leased_at`/`started_at` minus the job's `created_at` (Redis TIME, ms resolution). Client-side: the step's start minus the enqueue call's start (wall clock, µs resolution; includes the enqueue round trip, lease, start and the step task's spawn). {failed} jobs did not succeed.\n", lag.as_secs_f64() * 1e3);
+    let _ = writeln!(s, "{total} jobs enqueued one by one at {rate} jobs/s for {secs} s (schedule lag max {:.1} ms) into an idle worker process (`bench_peer worker --workload lat`, C=10, blocked on its wake-up list). Redis-side: the job's `leased_at`/`started_at` (kept in its hash once it succeeded) minus its `created_at` (Redis TIME, ms resolution). Client-side: the step's start minus the enqueue call's start (wall clock, µs resolution; includes the enqueue round trip, lease, start and the step task's spawn). {failed} jobs did not succeed.\n", lag.as_secs_f64() * 1e3);
     let _ = writeln!(s, "| measure | p50 | p90 | p99 | max |");
     let _ = writeln!(s, "|---|---|---|---|---|");
     for (name, v) in [

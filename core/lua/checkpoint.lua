@@ -8,7 +8,7 @@
 -- Reply: {'OK', cancel_reason or ''} | refusal
 -- As a function: checkpoint(jk, lk, token, step, output, next_step, ttl, lock_ttl, has_lock).
 local function checkpoint(jk, lk, token, step, output, next_step, ttl, lock_ttl, has_lock)
-  local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token')
+  local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token', 'started_at')
   if not f[4] then return { 'NOT_FOUND' } end
   if f[4] ~= 'RUNNING' then return { 'REFUSED', f[4] } end
   if f[5] ~= token then return { 'LOST', f[4] } end
@@ -22,7 +22,7 @@ local function checkpoint(jk, lk, token, step, output, next_step, ttl, lock_ttl,
     redis.call('HSET', jk, 'lease_deadline', deadline)
   else
     if steps ~= '' then steps = steps .. ',' end
-    steps = steps .. step .. '@' .. fmt(now)
+    steps = steps .. step_entry(step, now, f[6])
     redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
       'lease_deadline', deadline, 'updated_at', now_s())
   end

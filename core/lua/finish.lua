@@ -45,7 +45,7 @@ local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, ki
     local steps = j.steps or ''
     if not string.find(',' .. steps, ',' .. last_step .. '@', 1, true) then
       if steps ~= '' then steps = steps .. ',' end
-      j.steps = steps .. last_step .. '@' .. fmt(now)
+      j.steps = steps .. step_entry(last_step, now, j.started_at)
       steps_changed = true
       set('last_step', last_step)
       set('out:' .. last_step, last_output)

@@ -246,6 +246,17 @@ local function purge(now, budget)
 end
 
 
+-- One entry of a job's `steps` field: the step and when its checkpoint was
+-- recorded, as ms after the attempt's start ('@+' form) so that the field stays
+-- short: a hash value over 64 bytes (hash-max-listpack-value) would turn the job
+-- hash into a hashtable, twice its size. Absolute ms ('@' form) when the
+-- attempt has no start time (never for a RUNNING job).
+local function step_entry(step, now, started_at)
+  local base = tonumber(started_at or '')
+  if base then return step .. '@+' .. fmt(math.max(0, now - base)) end
+  return step .. '@' .. fmt(now)
+end
+
 -- The job fields the transitions read, fetched with one HMGET.
 local JOB_FIELDS = { 'state', 'token', 'id', 'attempt', 'max_attempts', 'worker', 'fence', 'priority',
   'input_key', 'cancel_reason', 'cancel_at', 'cancel_by', 'leased_at', 'started_at', 'steps', 'cleanup_needed' }
@@ -290,9 +301,13 @@ local function record_of(j, final_state, now, extra)
   if sa then p[#p + 1] = ',"started_at":' .. sa end
   if j.steps and j.steps ~= '' then
     local steps = {}
+    local base = tonumber(j.started_at or '') or 0
     for entry in string.gmatch(j.steps, '[^,]+') do
-      local name, at = string.match(entry, '^(.*)@(%d+)$')
-      if name then steps[#steps + 1] = '{"step":' .. jstr(name) .. ',"at":' .. (jnum(at) or '0') .. '}' end
+      local name, rel, at = string.match(entry, '^(.*)@(%+?)(%d+)$')
+      if name then
+        if rel == '+' then at = fmt(base + tonumber(at)) end
+        steps[#steps + 1] = '{"step":' .. jstr(name) .. ',"at":' .. (jnum(at) or '0') .. '}'
+      end
     end
     if #steps > 0 then p[#p + 1] = ',"steps":[' .. table.concat(steps, ',') .. ']' end
   end

@@ -248,19 +248,30 @@ impl Fields<'_> {
             .ok_or_else(|| self.corrupt(field, "missing"))
     }
 
-    fn steps(&self, field: &str) -> Result<Vec<StepDone>, Error> {
+    /// The `step@ms` entries of `field`; `step@+ms` counts from `started_at`.
+    fn steps(&self, field: &str, started_at: Option<Millis>) -> Result<Vec<StepDone>, Error> {
         let Some(text) = self.text(field)? else {
             return Ok(Vec::new());
         };
+        let bad =
+            |entry: &str| self.corrupt(field, format!("{entry:?} is not step@ms or step@+ms"));
         text.split(',')
             .filter(|s| !s.is_empty())
             .map(|entry| {
-                let (step, at) = entry
-                    .rsplit_once('@')
-                    .ok_or_else(|| self.corrupt(field, format!("{entry:?} is not step@ms")))?;
-                let at = at
-                    .parse()
-                    .map_err(|_| self.corrupt(field, format!("{entry:?} is not step@ms")))?;
+                let (step, at) = entry.rsplit_once('@').ok_or_else(|| bad(entry))?;
+                let at = match at.strip_prefix('+') {
+                    Some(after) => {
+                        let base = started_at.ok_or_else(|| {
+                            self.corrupt(
+                                field,
+                                format!("{entry:?} counts from started_at, which is missing"),
+                            )
+                        })?;
+                        let after: Millis = after.parse().map_err(|_| bad(entry))?;
+                        base.checked_add(after).ok_or_else(|| bad(entry))?
+                    }
+                    None => at.parse().map_err(|_| bad(entry))?,
+                };
                 Ok(StepDone {
                     step: step.to_owned(),
                     at,
@@ -374,9 +385,77 @@ impl Job {
             fence: f.parsed("fence")?,
             leased_at: f.parsed("leased_at")?,
             started_at: f.parsed("started_at")?,
-            steps: f.steps("steps")?,
+            steps: f.steps("steps", f.parsed("started_at")?)?,
             stale_at: f.parsed("stale_at")?,
             attempts,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(extra: &[(&str, &str)]) -> HashMap<String, Vec<u8>> {
+        let mut map: HashMap<String, Vec<u8>> = [
+            ("id", "01a22d2f-872a-758b-a797-ff7590ecd27c"),
+            ("queue", "q"),
+            ("pipeline", "p"),
+            ("input", "{}"),
+            ("created_at", "1000"),
+            ("updated_at", "2000"),
+            ("attempt", "1"),
+            ("state", "SUCCEEDED"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect();
+        for (k, v) in extra {
+            map.insert(k.to_string(), v.as_bytes().to_vec());
+        }
+        map
+    }
+
+    #[test]
+    fn step_times_count_from_the_start_or_are_absolute() {
+        let job = Job::from_fields(
+            "k",
+            fields(&[
+                ("started_at", "1500"),
+                ("steps", "fetch@+5,load@1600,save@+0"),
+                ("worker", "w1"),
+                ("fence", "7"),
+                ("leased_at", "1400"),
+            ]),
+        )
+        .expect("readable");
+        let at: Vec<(&str, Millis)> = job.steps.iter().map(|s| (s.step.as_str(), s.at)).collect();
+        assert_eq!(at, [("fetch", 1505), ("load", 1600), ("save", 1500)]);
+        // a success without a record: its last attempt comes from the hash
+        let last = job.final_attempt_from_hash().expect("built from the hash");
+        assert_eq!((last.n, last.worker.as_str(), last.fence), (1, "w1", 7));
+        assert_eq!(
+            (last.leased_at, last.started_at, last.ended_at),
+            (Some(1400), Some(1500), 2000)
+        );
+        assert_eq!(last.steps, job.steps);
+    }
+
+    #[test]
+    fn a_relative_step_time_without_a_start_is_a_typed_error() {
+        for (steps, started) in [
+            ("fetch@+5", None),
+            ("fetch@+x", Some("1500")),
+            ("fetch", Some("1500")),
+        ] {
+            let mut extra = vec![("steps", steps)];
+            if let Some(s) = started {
+                extra.push(("started_at", s));
+            }
+            match Job::from_fields("k", fields(&extra)) {
+                Err(Error::Corrupt { field, .. }) => assert_eq!(field, "steps", "{steps}"),
+                other => panic!("{steps}: {other:?}"),
+            }
+        }
     }
 }
