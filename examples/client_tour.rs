@@ -170,7 +170,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!(
         "\ninspect it yourself: redis-cli HGETALL 'leasehold:{{tour}}:job:{id}'\n\
-         and its attempt records: redis-cli HGET 'leasehold:{{tour}}:attempts' '{id}:1'",
+         (a job that succeeded keeps its last attempt in that hash; the records of other\n\
+         attempts are in: redis-cli HSCAN 'leasehold:{{tour}}:attempts' 0 MATCH '{id}:*')",
         id = ids[0]
     );
     Ok(())

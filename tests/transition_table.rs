@@ -724,7 +724,7 @@ async fn run_case(
             token: WRONG_TOKEN.into(),
             ..lease.clone()
         };
-        let before = state_keys(srv);
+        let before = state_keys(srv, action);
         let applied = apply(srv, queue, action, &id, &intruder).await;
         let expected = if op == Op::Renew {
             Refusal::RenewLost(from)
@@ -743,7 +743,7 @@ async fn run_case(
             }
             Applied::Unexpected(what) => return Err(format!("wrong token: {what}")),
         }
-        let after = state_keys(srv);
+        let after = state_keys(srv, action);
         ensure(before == after, || {
             format!(
                 "wrong token: refused but changed keys:\n{}",
@@ -752,9 +752,9 @@ async fn run_case(
         })?;
     }
 
-    let before = state_keys(srv);
+    let before = state_keys(srv, action);
     let applied = apply(srv, queue, action, &id, &lease).await;
-    let after = state_keys(srv);
+    let after = state_keys(srv, action);
     let job = queue
         .job(&id)
         .await
@@ -812,6 +812,19 @@ async fn run_case(
                         ensure(record.is_some_and(|r| r.state == to), || {
                             format!("{op} {from}→{to}: attempt record {record:?}")
                         })?;
+                        // a success by its worker has no stored record: the one built from
+                        // the job hash must still name the lease that ran it
+                        if op == Op::Finish && to == JobState::Succeeded {
+                            ensure(
+                                record.is_some_and(|r| {
+                                    r.worker == "worker-a"
+                                        && r.fence == lease.fence
+                                        && r.leased_at.is_some()
+                                        && r.started_at.is_some()
+                                }),
+                                || format!("{op} {from}→{to}: record from the hash {record:?}"),
+                            )?;
+                        }
                     }
                 }
             }
@@ -859,12 +872,14 @@ async fn run_case(
     }
 }
 
-/// Every key of the queue but the wake-up lists: those hold hints, not state,
-/// and a lease that finds a pipeline's ready set empty (a refused lease
-/// included) deletes its stale tokens.
-fn state_keys(srv: &RedisServer) -> BTreeMap<String, String> {
+/// Every key of the queue, around `action`; for a lease, all but the wake-up
+/// lists: those hold hints, not state, and a lease that finds a pipeline's
+/// ready set empty (a refused lease included) deletes its stale tokens.
+fn state_keys(srv: &RedisServer, action: Action) -> BTreeMap<String, String> {
     let mut keys = srv.dump(PATTERN);
-    keys.retain(|k, _| !k.contains(":wake:"));
+    if action == Action::Lease {
+        keys.retain(|k, _| !k.contains(":wake:"));
+    }
     keys
 }
 

@@ -57,6 +57,20 @@ async fn tokens_go_to_their_pipeline_and_a_lease_that_drains_it_drops_them() {
     q.release(&first.leases[0]).await.expect("release");
     assert_eq!(llen(&srv, &k.wake("pa")), 1);
     assert_eq!(llen(&srv, &k.wake("pb")), 0);
+
+    // while a delayed job waits, its token stays even when the ready set empties:
+    // it tells an idle worker a due time sooner than the one it may sleep until
+    q.enqueue(NewJob::from_json("pc", "{}").delay(Duration::from_secs(3600)))
+        .await
+        .expect("enqueue");
+    q.enqueue(NewJob::from_json("pc", "{}"))
+        .await
+        .expect("enqueue");
+    assert_eq!(llen(&srv, &k.wake("pc")), 2);
+    let ready = q.lease("w3", &["pc"], 5, TTL).await.expect("lease");
+    assert_eq!(ready.leases.len(), 1);
+    assert!(ready.next_due.is_some(), "the delayed job's due time");
+    assert_eq!(llen(&srv, &k.wake("pc")), 2);
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -2,9 +2,10 @@
 -- Promotes due delayed jobs first. A job whose resource is locked by another job
 -- is parked on that resource (no polling) until the lock is released.
 -- KEYS[10..] triples of (ready:<pipeline>, delayed:<pipeline>, wake:<pipeline>) for each
---            served pipeline. A call that empties the ready sets deletes the pipelines'
---            wake-up tokens: they were pushed for jobs that are now taken, and an idle
---            worker woken by one would only find nothing.
+--            served pipeline. A call that empties the ready sets deletes the wake-up
+--            tokens of the pipelines with no delayed job either: they were pushed for
+--            jobs that are now taken, and an idle worker woken by one would only find
+--            nothing.
 -- ARGV[4] worker id  ARGV[5] lease ttl ms  ARGV[6] lock ttl ms  ARGV[7] n  ARGV[8..] n tokens
 -- Reply: { next_due_ms or -1, now ms, jobs parked on a locked resource by this call,
 --          then per leased job 10 values:
@@ -84,10 +85,6 @@ local function lease(ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl,
     end
   end
 
-  if drained then
-    for p = 1, pairs_n do redis.call('DEL', wake_keys[p]) end
-  end
-
   if taken > 0 then
     -- fencing tokens for the taken jobs in one step, in the order they were taken
     local fence = redis.call('INCRBY', K_FENCE, taken) - taken
@@ -127,6 +124,11 @@ local function lease(ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl,
     if h[1] then
       local s = tonumber(h[2])
       if next_due == nil or s < next_due then next_due = s end
+    elseif drained then
+      -- nothing ready and nothing delayed: every token was pushed for a job
+      -- already taken. (A delayed job's token stays: it tells an idle worker
+      -- about a due time that may be sooner than the one it sleeps until.)
+      redis.call('DEL', wake_keys[p])
     end
   end
   if next_due then out[1] = fmt(next_due) end
