@@ -178,7 +178,8 @@ pub struct JobSummary {
     /// The idempotency key.
     pub input_key: Option<String>,
     /// The worker holding the lease (LEASED, RUNNING), that held it (STALE), or
-    /// that ran the last attempt (terminal jobs, from the attempt record).
+    /// that ran the last attempt (terminal jobs: from the job hash for a success,
+    /// else from the attempt record).
     pub worker: Option<String>,
     /// That lease's fencing number.
     pub fence: Option<u64>,
