@@ -216,11 +216,14 @@ impl LeaseLoop {
             }
             // A second call in flight only for a batch worth its fixed cost:
             // otherwise wait for more requests or for the first call to return.
-            let starts = pending
-                .iter()
-                .filter(|p| matches!(p.request, Request::Start { .. }))
-                .count();
-            if in_flight > 0 && !closed && !second_call_ready(pending.len(), starts, this.batch) {
+            let worth_a_second_call = || {
+                let starts = pending
+                    .iter()
+                    .filter(|p| matches!(p.request, Request::Start { .. }))
+                    .count();
+                second_call_ready(pending.len(), starts, this.batch)
+            };
+            if in_flight > 0 && !closed && !worth_a_second_call() {
                 tokio::select! {
                     r = rx.recv() => match r {
                         Some(p) => pending.push(p),
