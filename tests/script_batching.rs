@@ -23,24 +23,12 @@ const WAIT: Duration = Duration::from_secs(10);
 /// 2^42: the span of one priority level in a ready score.
 const PRIORITY_SPAN: u64 = 4_398_046_511_104;
 
-/// The settle script exactly as `core/src/scripts.rs` builds `SETTLE`. The
-/// operation lists `Queue::settle` encodes are always well formed, so a
-/// malformed one can only be sent by calling the script directly.
-const SETTLE_SRC: &str = concat!(
-    include_str!("../core/lua/prelude.lua"),
-    "\n",
-    include_str!("../core/lua/start.lua"),
-    "\n",
-    include_str!("../core/lua/checkpoint.lua"),
-    "\n",
-    include_str!("../core/lua/finish.lua"),
-    "\n",
-    include_str!("../core/lua/release.lua"),
-    "\n",
-    include_str!("../core/lua/lease.lua"),
-    "\n",
-    include_str!("../core/lua/settle.lua")
-);
+/// The settle script exactly as the crate builds it (`core/src/wire/scripts.rs`,
+/// includes resolved). The operation lists `Queue::settle` encodes are always
+/// well formed, so a malformed one can only be sent by calling the script directly.
+fn settle_src() -> String {
+    leasehold::wire::script_source("settle").expect("the settle script")
+}
 
 // ---- helpers ----------------------------------------------------------------
 
@@ -425,13 +413,13 @@ async fn settle_with_a_malformed_operation_list_writes_nothing() {
 
     // The text built here is the one the crate runs: after load_scripts its SHA
     // is known to the server (nothing below loads it first).
-    let script = redis::Script::new(SETTLE_SRC);
+    let script = redis::Script::new(&settle_src());
     q.load_scripts().await.unwrap();
     let known: Vec<i64> = get(&srv, &["SCRIPT", "EXISTS", script.get_hash()]);
     assert_eq!(
         known,
         [1],
-        "SETTLE_SRC differs from the crate's settle script"
+        "settle_src() differs from the crate's settle script"
     );
 
     let ttl_ms = TTL.as_millis().to_string();

@@ -4,15 +4,26 @@
 -- ARGV[4] reason  ARGV[5] who  ARGV[6] resource ('' when none)
 -- Reply: {'CANCELLED'} | {'REQUESTED', state} | {'ALREADY_REQUESTED', state, reason}
 --        | {'TERMINAL', state} | {'REFUSED', 'STALE'} | {'NOT_FOUND'}
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/moves"
+--- @include "lib/jobs"
+--- @include "lib/attempts"
+--- @include "lib/retention"
 local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
 local reason, who, res = ARGV[4], ARGV[5], ARGV[6]
 local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason')
 local state, id = f[1], f[2]
 if not state then return { 'NOT_FOUND' } end
-if TERMINAL[state] then return { 'TERMINAL', state } end
-if state == 'STALE' then return { 'REFUSED', state } end
+if not may('cancel', state) then
+  if TERMINAL[state] then return { 'TERMINAL', state } end
+  return { 'REFUSED', state }
+end
 local now = now_ms()
-if state == 'QUEUED' then
+local events = event_log(true)
+-- cancelled at once where the table says so (QUEUED); elsewhere a request the holder honours
+if may_move('cancel', state, 'CANCELLED') then
   redis.call('ZREM', k_ready, id)
   redis.call('ZREM', k_delayed, id)
   if res ~= '' then
@@ -22,12 +33,12 @@ if state == 'QUEUED' then
   redis.call('HSET', jk, 'cancel_reason', reason, 'cancel_at', fmt(now), 'cancel_by', who)
   append_attempt(id, f[3], attempt_record(jk, 'CANCELLED', now, nil))
   make_terminal(jk, id, 'CANCELLED', now)
-  emit('cancel', id, f[3], 'QUEUED', 'CANCELLED', who, reason)
+  emit(events, 'cancel', id, f[3], 'QUEUED', 'CANCELLED', who, reason)
   purge(now, 4)
   return { 'CANCELLED' }
 end
--- LEASED or RUNNING
+-- LEASED or RUNNING: the state stays, the request is recorded
 if f[5] and f[5] ~= '' then return { 'ALREADY_REQUESTED', state, f[5] } end
 redis.call('HSET', jk, 'cancel_reason', reason, 'cancel_at', fmt(now), 'cancel_by', who, 'updated_at', fmt(now))
-emit('cancel', id, f[3], state, state, who, 'cancel requested: ' .. reason)
+emit(events, 'cancel', id, f[3], state, state, who, 'cancel requested: ' .. reason)
 return { 'REQUESTED', state }

@@ -8,6 +8,8 @@
 -- discovered through the list). A job that no longer exists (purged) is dropped:
 -- there is nothing left to clean up for. One served by other workers is put back.
 -- Reply: { claimed job ids }
+--- @include "lib/keys"
+--- @include "lib/time"
 local k_cleanup, k_cleaning = KEYS[10], KEYS[11]
 local n, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 local served = {}

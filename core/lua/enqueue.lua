@@ -4,10 +4,16 @@
 -- ARGV[4] queue  ARGV[5] pipeline  ARGV[6] job count
 -- then per job 8 values: id, input, input_key, resource, priority, delay_ms, max_attempts, stale_lock
 -- Reply: flat list of (id, 'created' | 'existing') pairs.
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/wake"
+--- @include "lib/ready"
 local k_ready, k_delayed, k_wake = KEYS[10], KEYS[11], KEYS[12]
 local queue, pipeline, n = ARGV[4], ARGV[5], tonumber(ARGV[6])
 local now = now_ms()
 local out = {}
+local events = event_log(true)
 local created = 0
 for i = 1, n do
   local a = 6 + (i - 1) * 8
@@ -33,7 +39,7 @@ for i = 1, n do
     else
       redis.call('ZADD', k_ready, ready_score(priority, now), id)
     end
-    emit('enqueue', id, 1, '', 'QUEUED', '', '')
+    emit(events, 'enqueue', id, 1, '', 'QUEUED', '', '')
     created = created + 1
     out[#out + 1] = id
     out[#out + 1] = 'created'

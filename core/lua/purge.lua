@@ -2,4 +2,6 @@
 -- at most `batch` per call.
 -- ARGV[4] batch
 -- Reply: number of jobs deleted
+--- @include "lib/time"
+--- @include "lib/retention"
 return purge(now_ms(), tonumber(ARGV[4]))

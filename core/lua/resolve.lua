@@ -6,11 +6,18 @@
 -- KEYS[12] lock:<resource>  KEYS[13] parked:<resource> (the job key for both when none)
 -- ARGV[4] resolved state  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
 -- Reply: {'OK', state} | refusal | {'BAD_ARG', what}
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/locks"
+--- @include "lib/jobs"
+--- @include "lib/attempts"
+--- @include "lib/retention"
 local jk = KEYS[10]
 local as, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 if not TERMINAL[as] then return { 'BAD_ARG', 'resolved state' } end
 if reason == '' then return { 'BAD_ARG', 'reason' } end
-local refusal = refuse_unless(jk, { STALE = true }, nil)
+local refusal = refuse_unless(jk, 'resolve', as, nil)
 if refusal then return refusal end
 local now = now_ms()
 local f = redis.call('HMGET', jk, 'id', 'attempt')
@@ -23,7 +30,7 @@ redis.call('ZREM', K_STALE, id)
 release_lock_at(KEYS[12], KEYS[13], res, id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
 make_terminal(jk, id, as, now)
-emit('resolve', id, f[2], 'STALE', as, who, reason)
+emit(event_log(true), 'resolve', id, f[2], 'STALE', as, who, reason)
 if as ~= 'SUCCEEDED' then
   redis.call('RPUSH', KEYS[11], id)
 end

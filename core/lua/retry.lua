@@ -8,9 +8,17 @@
 -- ({'INPUT_KEY_TAKEN', other id}): the same input would be processed twice.
 -- ARGV[4] mode ('resume' | 'start')  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
 -- Reply: {'OK', new attempt} | refusal
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/wake"
+--- @include "lib/ready"
+--- @include "lib/locks"
+--- @include "lib/jobs"
+--- @include "lib/attempts"
 local jk, k_ready, k_wake = KEYS[10], KEYS[11], KEYS[12]
 local mode, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local refusal = refuse_unless(jk, { FAILED = true, CANCELLED = true, STALE = true }, nil)
+local refusal = refuse_unless(jk, 'retry', 'QUEUED', nil)
 if refusal then return refusal end
 local now = now_ms()
 local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at')
@@ -45,6 +53,6 @@ if f[5] and f[5] ~= '' then redis.call('HSETNX', K_INPUTS, f[5], id) end
 -- the new attempt keeps the job's place in line (its age is its enqueue time), so jobs
 -- parked behind it on its resource do not overtake it
 redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[6]) or now), id)
-emit('retry', id, next_attempt, from, 'QUEUED', who, mode .. ': ' .. reason)
+emit(event_log(true), 'retry', id, next_attempt, from, 'QUEUED', who, mode .. ': ' .. reason)
 wake(k_wake)
 return { 'OK', next_attempt }

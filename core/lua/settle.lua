@@ -1,6 +1,7 @@
 -- settle: a worker's holder operations on many jobs (start, checkpoint, finish,
--- release) and its next lease, in one call. Each operation is the same
--- transition function its own script runs, compared by the job's lease token;
+-- release) and its next lease, in one call: the only script that runs them (a
+-- single operation is a settle call of one). Each operation is a transition
+-- function (core/lua/transitions/), compared by the job's lease token;
 -- one refused operation does not affect the others. Operations are encoded
 -- with only the keys and values their kind needs.
 -- KEYS[10..] per operation: job; lock:<resource>, parked:<resource> when it has a
@@ -20,11 +21,23 @@
 -- then one token per job to lease
 -- Reply: one reply per operation, as its own script would give, then the lease reply
 --        ({} when nothing was asked). A malformed operation list is an error reply.
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/indexes"
+--- @include "lib/events"
+--- @include "lib/retention"
+--- @include "transitions/start"
+--- @include "transitions/checkpoint"
+--- @include "transitions/finish"
+--- @include "transitions/release"
+--- @include "transitions/lease"
 local worker, ttl, lock_ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local n_ops, n_pipelines, n_lease = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-PURGE_PER_END = 0
-DEFER_INDEXES = true
-EMIT_TRIMS = false
+-- Terminal jobs deleted per call beyond the retention policy (once, not per job ended).
+local PURGE_PER_CALL = 8
+-- The call's index writes (applied once, before the lease) and events (the
+-- stream is trimmed once, at the end), handed to every transition.
+local batch = { ix = index_batch(), events = event_log(false) }
 local out = {}
 
 -- Runs one operation; an error raised inside it (a job field corrupted in
@@ -73,16 +86,16 @@ local function walk(run)
     if k - 1 > #KEYS or a + values - 1 > #ARGV then return nil end
     if run then
       if kind == 'start' then
-        out[i] = guarded(start, jk, lk, pk, token, ARGV[a], res)
+        out[i] = guarded(start, batch, jk, lk, pk, token, ARGV[a], res)
       elseif kind == 'checkpoint' then
-        out[i] = guarded(checkpoint, jk, lk, token, ARGV[a], ARGV[a + 1], ARGV[a + 2], ttl, lock_ttl, res ~= '')
+        out[i] = guarded(checkpoint, batch, jk, lk, token, ARGV[a], ARGV[a + 1], ARGV[a + 2], ttl, lock_ttl, res ~= '')
       elseif kind == 'release' then
-        out[i] = guarded(release, jk, k_ready, k_wake, lk, pk, token, res)
+        out[i] = guarded(release, batch, jk, k_ready, k_wake, lk, pk, token, res)
       elseif values == 3 then
-        out[i] = guarded(finish, jk, k_ready, k_delayed, k_wake, lk, pk, token, 'SUCCEEDED', '', '', false, 0, false, '', res, false,
+        out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, 'SUCCEEDED', '', '', false, 0, false, '', res, false,
           ARGV[a + 1], ARGV[a + 2])
       else
-        out[i] = guarded(finish, jk, k_ready, k_delayed, k_wake, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] == '1',
+        out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] == '1',
           tonumber(ARGV[a + 6]) or 0, ARGV[a + 7] == '1', ARGV[a + 8], res, ARGV[a + 9] == '1', ARGV[a + 1],
           ARGV[a + 2])
       end
@@ -98,8 +111,7 @@ if not k or (n_lease > 0 and (k + 3 * n_pipelines - 1 > #KEYS or a + n_lease - 1
   return redis.error_reply('BAD_ARG settle operations do not match their keys and values')
 end
 walk(true)
-flush_indexes()
-DEFER_INDEXES = false
+flush_indexes(batch.ix)
 if n_lease > 0 then
   local ready_keys, delayed_keys, wake_keys, tokens = {}, {}, {}, {}
   for p = 1, n_pipelines do
@@ -108,10 +120,10 @@ if n_lease > 0 then
     wake_keys[p] = KEYS[k + 3 * p - 1]
   end
   for j = 1, n_lease do tokens[j] = ARGV[a + j - 1] end
-  out[n_ops + 1] = lease(ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n_lease, tokens)
+  out[n_ops + 1] = lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n_lease, tokens)
 else
   out[n_ops + 1] = {}
 end
-purge(now_ms(), 8)
-trim_events()
+purge(now_ms(), PURGE_PER_CALL)
+trim_events(batch.events)
 return out

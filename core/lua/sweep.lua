@@ -8,24 +8,38 @@
 -- Also re-readies jobs parked on a resource whose lock expired, and applies retention.
 -- ARGV[4] batch  ARGV[5] '1' for a dry run (report only, change nothing)
 -- Reply: { requeued, cancelled, stale, unparked, purged, then per job: id, from, to }
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/wake"
+--- @include "lib/ready"
+--- @include "lib/locks"
+--- @include "lib/moves"
+--- @include "lib/jobs"
+--- @include "lib/attempts"
+--- @include "lib/retention"
 local batch, dry = tonumber(ARGV[4]), ARGV[5] == '1'
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', fmt(now), 'LIMIT', 0, batch)
 local requeued, cancelled, stale, unparked, purged = 0, 0, 0, 0, 0
 local moves = {}
+local events = event_log(true)
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   local f = redis.call('HMGET', jk, 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
     'priority', 'created_at', 'stale_lock')
   local state, cancel, res, worker = f[1], f[2], f[3] or '', f[6] or ''
+  -- the table's sweep moves from this state: a pending cancel is honoured where
+  -- the table allows (LEASED), else the job goes back to waiting (LEASED) or to
+  -- an operator (RUNNING)
   local to = nil
-  if state == 'LEASED' and cancel and cancel ~= '' then
+  if may_move('sweep', state, 'CANCELLED') and cancel and cancel ~= '' then
     to = 'CANCELLED'
     cancelled = cancelled + 1
-  elseif state == 'LEASED' then
+  elseif may_move('sweep', state, 'QUEUED') then
     to = 'QUEUED'
     requeued = requeued + 1
-  elseif state == 'RUNNING' then
+  elseif may_move('sweep', state, 'STALE') then
     to = 'STALE'
     stale = stale + 1
   end
@@ -42,13 +56,13 @@ for _, id in ipairs(expired) do
       release_lock(res, id)
       redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
       make_terminal(jk, id, 'CANCELLED', now)
-      emit('sweep', id, f[5], 'LEASED', 'CANCELLED', worker, why .. '; cancel requested: ' .. cancel)
+      emit(events, 'sweep', id, f[5], 'LEASED', 'CANCELLED', worker, why .. '; cancel requested: ' .. cancel)
     elseif to == 'QUEUED' then
       release_lock(res, id)
       redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
       redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
       redis.call('ZADD', ready_key(f[4]), ready_score(f[7], tonumber(f[8]) or now), id)
-      emit('sweep', id, f[5], 'LEASED', 'QUEUED', worker, why)
+      emit(events, 'sweep', id, f[5], 'LEASED', 'QUEUED', worker, why)
       wake(wake_key(f[4]))
     elseif to == 'STALE' then
       -- keep worker and fence for the operator; the token goes, so the old holder is refused
@@ -62,7 +76,7 @@ for _, id in ipairs(expired) do
           redis.call('PERSIST', lock_key(res))
         end
       end
-      emit('sweep', id, f[5], 'RUNNING', 'STALE', worker, why)
+      emit(events, 'sweep', id, f[5], 'RUNNING', 'STALE', worker, why)
     end
   end
 end

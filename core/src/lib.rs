@@ -28,18 +28,18 @@ pub mod error;
 pub mod id;
 pub mod inspect;
 pub mod job_spec;
-pub mod keys;
 pub mod lease;
 pub mod metrics;
 pub mod pipeline;
 pub mod queue;
 pub mod record;
-mod reply;
-mod scripts;
 pub mod settle;
 pub mod state;
 pub mod transitions;
+pub mod wire;
 pub mod worker;
+
+pub use wire::keys;
 
 pub use client::{job_for, Client};
 pub use config::{QueueConfig, Retention};

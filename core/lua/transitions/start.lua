@@ -1,17 +1,22 @@
 -- start: LEASED -> RUNNING (the holder begins its first step), or
 -- LEASED -> CANCELLED when a cancel was requested before the start.
--- KEYS[10] job  KEYS[11] lock:<resource> (or the job key when none)  KEYS[12] parked:<resource> (or the job key)
--- ARGV[4] token  ARGV[5] first step name  ARGV[6] resource ('' when none)
 -- A repeated start by the holder of a RUNNING job (its first reply was lost)
 -- answers RUNNING again and changes nothing.
+-- Called by settle: start(batch, jk, lk, pk, token, step, res), with `batch` the
+-- call's {ix = index batch, events = event log}; `lk` and `pk` are the lock and
+-- parked keys of resource `res` (the job key for both when it has none).
 -- Reply: {'OK', 'RUNNING'} | {'OK', 'CANCELLED', reason} | refusal
--- As a function: start(jk, lk, pk, token, step, res).
-local function start(jk, lk, pk, token, step, res)
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/locks"
+--- @include "lib/jobs"
+--- @include "lib/attempts"
+local function start(batch, jk, lk, pk, token, step, res)
   local f = redis.call('HMGET', jk, 'state', 'token', 'cancel_reason', 'id', 'attempt', 'worker')
   local state = f[1]
-  if not state then return { 'NOT_FOUND' } end
-  if state ~= 'LEASED' and state ~= 'RUNNING' then return { 'REFUSED', state } end
-  if f[2] ~= token then return { 'LOST', state } end
+  local refusal = refusal_of(state, f[2], 'start', nil, token)
+  if refusal then return refusal end
   if state == 'RUNNING' then return { 'OK', 'RUNNING' } end
   local now = now_ms()
   local id = f[4]
@@ -22,11 +27,11 @@ local function start(jk, lk, pk, token, step, res)
     redis.call('ZREM', K_LEASES, id)
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
     terminal_at(jk, id, j.input_key, 'CANCELLED', now)
-    emit('start', id, j.attempt, 'LEASED', 'CANCELLED', j.worker, 'cancel requested before start: ' .. j.cancel_reason)
-    purge(now, PURGE_PER_END)
+    emit(batch.events, 'start', id, j.attempt, 'LEASED', 'CANCELLED', j.worker,
+      'cancel requested before start: ' .. j.cancel_reason)
     return { 'OK', 'CANCELLED', j.cancel_reason }
   end
   redis.call('HSET', jk, 'state', 'RUNNING', 'started_at', now_s(), 'updated_at', now_s(), 'step', step)
-  emit('start', id, f[5], 'LEASED', 'RUNNING', f[6], '')
+  emit(batch.events, 'start', id, f[5], 'LEASED', 'RUNNING', f[6], '')
   return { 'OK', 'RUNNING' }
 end

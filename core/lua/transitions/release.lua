@@ -1,12 +1,17 @@
 -- release: LEASED -> QUEUED, the holder hands an unstarted job back (shutdown);
 -- LEASED -> CANCELLED instead when a cancel was requested meanwhile.
--- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] wake:<pipeline>
--- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
--- ARGV[4] token  ARGV[5] resource ('' when none)
+-- Called by settle: release(batch, jk, k_ready, k_wake, lk, pk, token, res).
 -- Reply: {'OK', 'QUEUED' | 'CANCELLED'} | refusal
--- As a function: release(jk, k_ready, k_wake, lk, pk, token, res).
-local function release(jk, k_ready, k_wake, lk, pk, token, res)
-  local refusal = refuse_unless(jk, { LEASED = true }, token)
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/wake"
+--- @include "lib/ready"
+--- @include "lib/locks"
+--- @include "lib/jobs"
+--- @include "lib/attempts"
+local function release(batch, jk, k_ready, k_wake, lk, pk, token, res)
+  local refusal = refuse_unless(jk, 'release', nil, token)
   if refusal then return refusal end
   local now = now_ms()
   local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'priority', 'created_at', 'cancel_reason')
@@ -17,14 +22,13 @@ local function release(jk, k_ready, k_wake, lk, pk, token, res)
     append_attempt(id, f[2], attempt_record(jk, 'CANCELLED', now, { reason = 'released by its worker with a cancel pending' }))
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
     make_terminal(jk, id, 'CANCELLED', now)
-    emit('release', id, f[2], 'LEASED', 'CANCELLED', f[3], 'released with a cancel pending: ' .. f[6])
-    purge(now, PURGE_PER_END)
+    emit(batch.events, 'release', id, f[2], 'LEASED', 'CANCELLED', f[3], 'released with a cancel pending: ' .. f[6])
     return { 'OK', 'CANCELLED' }
   end
   redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
   redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
   redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[5]) or now), id)
-  emit('release', id, f[2], 'LEASED', 'QUEUED', f[3], 'released by its worker')
+  emit(batch.events, 'release', id, f[2], 'LEASED', 'QUEUED', f[3], 'released by its worker')
   wake(k_wake)
   return { 'OK', 'QUEUED' }
 end

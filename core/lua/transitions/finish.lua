@@ -3,30 +3,39 @@
 -- attempt record (except for a plain success, whose attempt stays described by
 -- the job hash), releases the resource lock. A retryable failure with attempts
 -- left creates the next attempt in QUEUED, delayed by the caller's backoff,
--- unless a cancel was requested (then the attempt ends FAILED).
--- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>  KEYS[13] wake:<pipeline>
--- KEYS[14] lock:<resource>  KEYS[15] parked:<resource> (the job key for both when none)
--- ARGV[4] token  ARGV[5] outcome  ARGV[6] error kind  ARGV[7] error message  ARGV[8] '1' retryable
--- ARGV[9] backoff ms  ARGV[10] '1' cleanup needed  ARGV[11] reason  ARGV[12] resource ('' when none)
--- ARGV[13] '1' when the attempt was interrupted by a worker shutdown: a new attempt is
---          always made (it does not count against max attempts' purpose: nothing failed)
--- Reply: {'OK', outcome} (CANCELLED for an interrupted attempt with a cancel pending) | {'RETRY', next attempt, not_before ms} | refusal
--- As a function: finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message,
--- retryable, backoff, cleanup, reason, res, interrupted, last_step, last_output), the flags
--- as booleans; `last_step` (with its output) is a step completed just before the end,
--- recorded as its checkpoint would ('' for none).
-local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
+-- unless a cancel was requested (then the attempt ends FAILED). An attempt
+-- interrupted by a worker shutdown (`interrupted`, outcome FAILED) always gets a
+-- new attempt, unless a cancel is pending: then it ends CANCELLED, from RUNNING
+-- or LEASED, as the operator asked (nothing failed).
+-- Called by settle: finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome,
+-- kind, message, retryable, backoff, cleanup, reason, res, interrupted, last_step,
+-- last_output), the flags as booleans; `last_step` (with its output) is a step
+-- completed just before the end, recorded as its checkpoint would ('' for none).
+-- Reply: {'OK', outcome} | {'RETRY', next attempt, not_before ms} | refusal
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/wake"
+--- @include "lib/ready"
+--- @include "lib/indexes"
+--- @include "lib/locks"
+--- @include "lib/jobs"
+--- @include "lib/attempts"
+local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
     reason, res, interrupted, last_step, last_output)
-  local allowed
-  if outcome == 'CANCELLED' then
-    allowed = { RUNNING = true, LEASED = true }
-  elseif outcome == 'SUCCEEDED' or outcome == 'FAILED' then
-    allowed = { RUNNING = true }
-  else
+  if outcome ~= 'CANCELLED' and outcome ~= 'SUCCEEDED' and outcome ~= 'FAILED' then
     return { 'BAD_ARG', 'outcome' }
   end
   local j = load_job(jk)
-  local refusal = refuse_job(j, allowed, token)
+  -- A worker shutting down with a cancel pending (not yet seen by it) ends the
+  -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
+  -- Decided before the table is asked, so the move checked is the one made.
+  if interrupted and j.cancel_reason and j.cancel_reason ~= '' then
+    outcome = 'CANCELLED'
+    reason = 'cancel requested: ' .. j.cancel_reason .. ' (honoured at a worker shutdown)'
+    interrupted = false
+  end
+  local refusal = refuse_job(j, 'finish', outcome, token)
   if refusal then return refusal end
   local now = now_ms()
   local f = { j.id, j.attempt, j.max_attempts, j.worker, j.state, j.priority, j.input_key, j.cancel_reason }
@@ -51,13 +60,6 @@ local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, ki
       set('out:' .. last_step, last_output)
     end
   end
-  -- A worker shutting down with a cancel pending (not yet seen by it) ends the
-  -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
-  if interrupted and f[8] and f[8] ~= '' then
-    outcome = 'CANCELLED'
-    reason = 'cancel requested: ' .. f[8] .. ' (honoured at a worker shutdown)'
-    interrupted = false
-  end
   if cleanup then j.cleanup_needed = '1' end
   local extra = {}
   if reason ~= '' then extra.reason = reason end
@@ -79,13 +81,13 @@ local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, ki
   set('updated_at', now_s())
   set('step', '')
   release_lock_at(lk, pk, res, id)
-  unlease(id)
+  unlease(batch.ix, id)
   if plain then
     redis.call('HDEL', jk, 'token', 'lease_deadline')
   else
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
   end
-  emit('finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
+  emit(batch.events, 'finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
 
   -- A pending cancel request stops the job: no new attempt would honour it (the
   -- request would be cleared with the episode), so the attempt ends FAILED, keeping it.
@@ -106,7 +108,7 @@ local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, ki
     end
     local why = 'automatic retry, backoff ' .. fmt(backoff) .. ' ms'
     if interrupted then why = 'new attempt after a worker shutdown' end
-    emit('retry', id, next_attempt, 'FAILED', 'QUEUED', worker, why)
+    emit(batch.events, 'retry', id, next_attempt, 'FAILED', 'QUEUED', worker, why)
     wake(k_wake)
     return { 'RETRY', next_attempt, fmt(not_before) }
   end
@@ -117,7 +119,6 @@ local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, ki
   if ik and ik ~= '' and redis.call('HGET', K_INPUTS, ik) == id then
     redis.call('HDEL', K_INPUTS, ik)
   end
-  index_done(now_s(), id)
-  purge(now, PURGE_PER_END)
+  index_done(batch.ix, now_s(), id)
   return { 'OK', outcome }
 end

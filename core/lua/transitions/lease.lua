@@ -1,18 +1,21 @@
 -- lease: QUEUED -> LEASED for up to n jobs of the served pipelines, in one call.
 -- Promotes due delayed jobs first. A job whose resource is locked by another job
--- is parked on that resource (no polling) until the lock is released.
--- KEYS[10..] triples of (ready:<pipeline>, delayed:<pipeline>, wake:<pipeline>) for each
---            served pipeline. A call that empties the ready sets deletes the wake-up
---            tokens of the pipelines with no delayed job either: they were pushed for
---            jobs that are now taken, and an idle worker woken by one would only find
---            nothing.
--- ARGV[4] worker id  ARGV[5] lease ttl ms  ARGV[6] lock ttl ms  ARGV[7] n  ARGV[8..] n tokens
+-- is parked on that resource (no polling) until the lock is released. A call
+-- that empties the ready sets deletes the wake-up tokens of the pipelines with
+-- no delayed job either: they were pushed for jobs that are now taken, and an
+-- idle worker woken by one would only find nothing.
+-- Called by settle: lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl,
+-- lock_ttl, n, tokens), the keys (one triple per served pipeline) and the n
+-- lease tokens as lists.
 -- Reply: { next_due_ms or -1, now ms, jobs parked on a locked resource by this call,
 --          then per leased job 10 values:
 --          id, token, fence, attempt, pipeline, input, resource, last_step, last_output, not_before }
--- As a function: lease(ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n, tokens), the
--- key and token arguments as lists.
-local function lease(ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n, tokens)
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/ready"
+--- @include "lib/moves"
+local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n, tokens)
   local now = now_ms()
   local pairs_n = #ready_keys
 
@@ -39,7 +42,7 @@ local function lease(ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl,
     scanned = scanned + 1
     local jk = job_key(id)
     local f = redis.call('HMGET', jk, 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before')
-    if f[1] ~= 'QUEUED' then return end -- a stale index entry; dropping it is the repair
+    if not may('lease', f[1]) then return end -- a stale index entry; dropping it is the repair
     local res = f[2] or ''
     if res ~= '' then
       local holder = redis.call('GET', lock_key(res))
@@ -97,7 +100,7 @@ local function lease(ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl,
         'lease_deadline', deadline, 'leased_at', now_s(), 'updated_at', now_s(), 'steps', '')
       index[2 * t - 1] = deadline
       index[2 * t] = id
-      emit('lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
+      emit(batch.events, 'lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
       local last = f[6] or ''
       local last_out = ''
       if last ~= '' then last_out = redis.call('HGET', jk, 'out:' .. last) or '' end

@@ -1,0 +1,61 @@
+-- jobs: reading a job hash, the refusals every transition shares, and marking a
+-- job terminal.
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/moves"
+
+-- The job fields the transitions read, fetched with one HMGET.
+local JOB_FIELDS = { 'state', 'token', 'id', 'attempt', 'max_attempts', 'worker', 'fence', 'priority',
+  'input_key', 'cancel_reason', 'cancel_at', 'cancel_by', 'leased_at', 'started_at', 'steps', 'cleanup_needed' }
+
+-- Reads the job's fields into a table by name (false for a missing field).
+local function load_job(jk)
+  local v = redis.call('HMGET', jk, unpack(JOB_FIELDS))
+  local j = {}
+  for i, name in ipairs(JOB_FIELDS) do j[name] = v[i] end
+  return j
+end
+
+-- Fields describing the live lease / attempt, cleared when an attempt ends.
+local ATTEMPT_FIELDS = { 'token', 'lease_deadline', 'worker', 'fence', 'leased_at', 'started_at', 'steps' }
+-- Fields of a cancel request and a STALE episode, cleared when a new attempt starts.
+local EPISODE_FIELDS = { 'cancel_reason', 'cancel_at', 'cancel_by', 'stale_at', 'cleanup_needed' }
+
+-- The refusal for a job in `state` holding lease `held` when `op` is asked to
+-- take it to `to` (any of the op's moves when nil) by the holder of `token`
+-- (nil: an operator, no lease compared); nil when the move may go ahead.
+local function refusal_of(state, held, op, to, token)
+  if not state then return { 'NOT_FOUND' } end
+  if to == nil then
+    if not may(op, state) then return { 'REFUSED', state } end
+  elseif not may_move(op, state, to) then
+    return { 'REFUSED', state }
+  end
+  if token ~= nil and held ~= token then return { 'LOST', state } end
+  return nil
+end
+
+-- The same checks, reading the job's state and token.
+local function refuse_unless(jk, op, to, token)
+  local f = redis.call('HMGET', jk, 'state', 'token')
+  return refusal_of(f[1], f[2], op, to, token)
+end
+
+-- The same checks on a job loaded with load_job.
+local function refuse_job(j, op, to, token)
+  return refusal_of(j.state, j.token, op, to, token)
+end
+
+-- Marks the job terminal: indexes it for retention, frees its input key `ik`.
+local function terminal_at(jk, id, ik, state, now)
+  if ik and ik ~= '' and redis.call('HGET', K_INPUTS, ik) == id then
+    redis.call('HDEL', K_INPUTS, ik)
+  end
+  redis.call('HSET', jk, 'state', state, 'updated_at', fmt(now), 'step', '')
+  redis.call('ZADD', K_DONE, fmt(now), id)
+end
+
+-- Same, reading the input key.
+local function make_terminal(jk, id, state, now)
+  terminal_at(jk, id, redis.call('HGET', jk, 'input_key'), state, now)
+end

@@ -1,0 +1,39 @@
+-- keys: the fixed KEYS and common ARGV every script receives, and the names of
+-- keys a script derives from KEYS[1] (the queue's base, with its {hash tag}).
+--
+-- KEYS layout shared by every script (fixed keys of one queue, all with the
+-- queue's {hash tag}):
+--   KEYS[1] base      <prefix>:{<queue>}        (name prefix of the queue's keys)
+--   KEYS[2] leases    zset  job id -> lease deadline (ms)
+--   KEYS[3] fence     string, fencing counter (only grows)
+--   KEYS[4] events    stream of transitions
+--   KEYS[5] inputs    hash  input key -> id of the non-terminal job for it
+--   KEYS[6] parked    set   resources that have jobs waiting for their lock
+--   KEYS[7] done      zset  terminal job id -> end time (ms), for retention
+--   KEYS[8] stale     zset  STALE job id -> time it went STALE (ms)
+--   KEYS[9] attempts  hash  '<job id>:<n>' -> final record of attempt n (JSON), written once
+-- ARGV layout shared by every script:
+--   ARGV[1] events stream max length (approximate)
+--   ARGV[2] retention: terminal jobs kept per queue (0 = no count limit)
+--   ARGV[3] retention: terminal job max age in ms (0 = no age limit)
+-- Script-specific KEYS start at 10, script-specific ARGV at 4.
+--
+-- Keys of jobs a script discovers through an index are named from KEYS[1] and
+-- therefore carry the same hash tag (one cluster slot per queue): the jobs (and
+-- their ready sets, locks, parked sets and wake lists) that lease and sweep find,
+-- the old terminal jobs retention deletes, and the jobs woken from a parked set.
+-- Every key of the job a single-job script is about is passed in KEYS.
+
+local BASE, K_LEASES, K_FENCE, K_EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_INPUTS, K_PARKED, K_DONE, K_STALE = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_ATTEMPTS = KEYS[9]
+local EVENTS_MAX = ARGV[1]
+local KEEP_COUNT = tonumber(ARGV[2]) or 0
+local KEEP_AGE_MS = tonumber(ARGV[3]) or 0
+
+local function job_key(id) return BASE .. ':job:' .. id end
+local function lock_key(res) return BASE .. ':lock:' .. res end
+local function parked_key(res) return BASE .. ':parked:' .. res end
+local function ready_key(p) return BASE .. ':ready:' .. p end
+local function delayed_key(p) return BASE .. ':delayed:' .. p end
+local function wake_key(p) return BASE .. ':wake:' .. p end

@@ -1,0 +1,84 @@
+//! Creating jobs: one or many, idempotent on their input keys.
+
+use crate::error::{Error, Result};
+use crate::id::JobId;
+use crate::job_spec::NewJob;
+use crate::queue::{Enqueued, Queue};
+use crate::wire::args::millis;
+use crate::wire::reply::Reply;
+use crate::wire::scripts;
+
+impl Queue {
+    /// Enqueues one job. Idempotent on its input key.
+    pub async fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
+        let mut out = self.enqueue_bulk(vec![job]).await?;
+        out.pop().ok_or(Error::Protocol {
+            script: "enqueue",
+            detail: "empty reply".into(),
+        })
+    }
+
+    /// Enqueues many jobs, one call per pipeline. Replies in the order given.
+    pub async fn enqueue_bulk(&self, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        for job in &jobs {
+            job.validate()?;
+        }
+        let mut by_pipeline: Vec<(String, Vec<(usize, NewJob)>)> = Vec::new();
+        for (i, job) in jobs.into_iter().enumerate() {
+            match by_pipeline.iter_mut().find(|(p, _)| *p == job.pipeline) {
+                Some((_, group)) => group.push((i, job)),
+                None => by_pipeline.push((job.pipeline.clone(), vec![(i, job)])),
+            }
+        }
+        let total: usize = by_pipeline.iter().map(|(_, g)| g.len()).sum();
+        let mut results: Vec<Option<Enqueued>> = vec![None; total];
+        for (pipeline, group) in by_pipeline {
+            for chunk in group.chunks(1000) {
+                let mut inv = self.invocation(&scripts::ENQUEUE);
+                inv.key(self.keys.ready(&pipeline))
+                    .key(self.keys.delayed(&pipeline))
+                    .key(self.keys.wake(&pipeline));
+                inv.arg(self.name()).arg(&pipeline).arg(chunk.len());
+                let ids: Vec<JobId> = chunk
+                    .iter()
+                    .map(|(_, job)| job.id.clone().unwrap_or_default())
+                    .collect();
+                for ((_, job), id) in chunk.iter().zip(&ids) {
+                    inv.key(self.keys.job(id.as_str()));
+                    inv.arg(id.as_str())
+                        .arg(&job.input)
+                        .arg(job.input_key.as_deref().unwrap_or(""))
+                        .arg(job.resource.as_deref().unwrap_or(""))
+                        .arg(job.priority)
+                        .arg(millis(job.delay))
+                        .arg(job.max_attempts)
+                        .arg(job.stale_lock.as_str());
+                }
+                let mut reply = Reply::new("enqueue", self.invoke(&inv).await?)?;
+                for (index, _) in chunk {
+                    let id = JobId::parse(&reply.text()?)?;
+                    let created = match reply.text()?.as_str() {
+                        "created" => true,
+                        "existing" => false,
+                        other => {
+                            return Err(Error::Protocol {
+                                script: "enqueue",
+                                detail: format!("unknown status {other:?}"),
+                            })
+                        }
+                    };
+                    results[*index] = Some(Enqueued { id, created });
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.ok_or(Error::Protocol {
+                    script: "enqueue",
+                    detail: "a job got no reply".into(),
+                })
+            })
+            .collect()
+    }
+}

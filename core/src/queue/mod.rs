@@ -1,0 +1,238 @@
+//! The client of one queue: its connection, the calls to its scripts, and
+//! (in the submodules) one file per family of operations.
+//!
+//! - `enqueue.rs`: creating jobs;
+//! - `holder.rs`: what a lease holder does (lease, start, checkpoint, renew,
+//!   finish, release), the holder operations as settle calls of one;
+//! - `operator.rs`: cancel, sweep, retry, resolve, purge;
+//! - `records.rs`: pipeline specs, cleanup claims, and reading a job.
+
+mod enqueue;
+mod holder;
+mod operator;
+mod records;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deadpool_redis::redis::{self, aio::MultiplexedConnection, Script, ScriptInvocation, Value};
+use deadpool_redis::{Connection, Pool, PoolConfig, Runtime, Timeouts};
+
+use crate::config::QueueConfig;
+use crate::error::{Error, Result};
+use crate::id::JobId;
+use crate::state::JobState;
+use crate::transitions::Op;
+use crate::wire::args::millis;
+use crate::wire::keys::QueueKeys;
+use crate::wire::refusal::refusal;
+use crate::wire::reply::Reply;
+use crate::wire::scripts;
+
+/// A client of one queue. Cheap to clone; clones share the connection pool.
+#[derive(Clone)]
+pub struct Queue {
+    pool: Pool,
+    keys: QueueKeys,
+    config: QueueConfig,
+    shared: Arc<Mutex<Option<MultiplexedConnection>>>,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("base", &self.keys.base())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The reply to `enqueue`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enqueued {
+    /// The job's id (an existing job's, when `created` is false).
+    pub id: JobId,
+    /// False when a non-terminal job with the same input key existed and was returned instead.
+    pub created: bool,
+}
+
+/// Builds a connection pool for `url` with explicit connect and wait timeouts.
+pub fn connect_pool(url: &str, config: &QueueConfig) -> Result<Pool> {
+    // redis-rs gives each connection its own defaults (1 s to connect, 500 ms per
+    // reply) unless told otherwise, which silently capped `response_timeout`: a
+    // script slower than 500 ms failed even with a 10 s `response_timeout`. The
+    // connection's reply timeout is a backstop just above the client's own timer,
+    // so `Queue` calls report `Error::Timeout` and direct pool users stay bounded.
+    let timeout = config.response_timeout;
+    let reply_backstop = timeout.saturating_add(Duration::from_secs(1));
+    let connection = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(Some(reply_backstop));
+    let manager = deadpool_redis::Manager::new_with_config(url, connection)
+        .map_err(|e| Error::Pool(format!("cannot build a pool for {url}: {e}")))?;
+    Pool::builder(manager)
+        .config(PoolConfig {
+            max_size: config.pool_size.max(1),
+            timeouts: Timeouts {
+                wait: Some(config.connect_timeout),
+                create: Some(config.connect_timeout),
+                recycle: Some(config.connect_timeout),
+            },
+            ..PoolConfig::default()
+        })
+        .runtime(Runtime::Tokio1)
+        .build()
+        .map_err(|e| Error::Pool(format!("cannot build a pool for {url}: {e}")))
+}
+
+impl Queue {
+    /// Connects to Redis at `url` and checks that it answers.
+    pub async fn connect(url: &str, queue: &str, config: QueueConfig) -> Result<Self> {
+        let pool = connect_pool(url, &config)?;
+        let queue = Queue::with_pool(pool, queue, config)?;
+        queue.ping().await?;
+        Ok(queue)
+    }
+
+    /// A client of `queue` over an existing pool.
+    pub fn with_pool(pool: Pool, queue: &str, config: QueueConfig) -> Result<Self> {
+        let keys = QueueKeys::new(&config.prefix, queue)?;
+        Ok(Queue {
+            pool,
+            keys,
+            config,
+            shared: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// A client of another queue sharing this one's pool, connection and settings.
+    pub fn sibling(&self, queue: &str) -> Result<Self> {
+        let keys = QueueKeys::new(&self.config.prefix, queue)?;
+        Ok(Queue {
+            pool: self.pool.clone(),
+            keys,
+            config: self.config.clone(),
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        self.keys.queue()
+    }
+
+    /// The queue's key names.
+    pub fn keys(&self) -> &QueueKeys {
+        &self.keys
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// A pooled connection, for plain commands.
+    pub(crate) async fn conn(&self) -> Result<Connection> {
+        self.pool.get().await.map_err(|e| match e {
+            deadpool_redis::PoolError::Backend(e) => Error::Redis(e),
+            deadpool_redis::PoolError::Timeout(_) => Error::Timeout(self.config.connect_timeout),
+            other => Error::Pool(other.to_string()),
+        })
+    }
+
+    /// Runs a Redis call under the response timeout.
+    pub(crate) async fn timed<T>(
+        &self,
+        fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.config.response_timeout, fut).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(Error::Timeout(self.config.response_timeout)),
+        }
+    }
+
+    /// Checks that Redis answers.
+    pub async fn ping(&self) -> Result<()> {
+        let mut conn = self.conn().await?;
+        let _: String = self
+            .timed(redis::cmd("PING").query_async(&mut conn))
+            .await?;
+        Ok(())
+    }
+
+    /// Loads every script into Redis's script cache (they are also loaded on first use).
+    pub async fn load_scripts(&self) -> Result<()> {
+        let mut conn = self.conn().await?;
+        for (_, script) in scripts::all() {
+            let _: String = self
+                .timed(script.prepare_invoke().load_async(&mut conn))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// An invocation of `script` with the fixed KEYS and the common ARGV.
+    pub(crate) fn invocation<'a>(&self, script: &'a Script) -> ScriptInvocation<'a> {
+        let mut inv = script.prepare_invoke();
+        for key in self.keys.fixed() {
+            inv.key(key);
+        }
+        inv.arg(self.config.events_max_len)
+            .arg(self.config.retention.keep_count)
+            .arg(millis(self.config.retention.keep_age));
+        inv
+    }
+
+    /// A multiplexed connection shared by every script call of this client and
+    /// its siblings: calls pipeline on it concurrently, and none pays the pool's
+    /// per-checkout health check (an UNWATCH + PING round trip). A connection
+    /// that fails at the transport level is dropped and the next call takes a
+    /// fresh one from the pool.
+    async fn shared_conn(&self) -> Result<MultiplexedConnection> {
+        if let Some(conn) = self.shared.lock().ok().and_then(|c| c.clone()) {
+            return Ok(conn);
+        }
+        let pooled = self.conn().await?;
+        let conn: MultiplexedConnection = (*pooled).clone();
+        if let Ok(mut slot) = self.shared.lock() {
+            *slot = Some(conn.clone());
+        }
+        Ok(conn)
+    }
+
+    /// Drops the shared connection after a transport error.
+    fn forget_shared_conn(&self) {
+        if let Ok(mut slot) = self.shared.lock() {
+            *slot = None;
+        }
+    }
+
+    /// Runs a script invocation on the shared connection.
+    pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value> {
+        let mut conn = self.shared_conn().await?;
+        let result = self.timed(inv.invoke_async::<Value>(&mut conn)).await;
+        if let Err(e) = &result {
+            if e.is_transient() {
+                self.forget_shared_conn();
+            }
+        }
+        result
+    }
+
+    /// Maps a refusal reply (`NOT_FOUND`, `REFUSED`, `LOST`, `TERMINAL`, ...) to its error.
+    pub(crate) fn refusal(
+        &self,
+        script: &'static str,
+        op: Op,
+        job: &str,
+        to: Option<JobState>,
+        status: &str,
+        reply: &mut Reply,
+    ) -> Error {
+        refusal(&self.keys, script, op, job, to, status, reply)
+    }
+}

@@ -1,0 +1,17 @@
+//! The wire: everything that crosses to Redis and back. Key names, the script
+//! registry, one argument builder and one reply reader per operation, the
+//! decoding of refusals, and the reading of script replies.
+//!
+//! A holder operation (start, checkpoint, finish, release) and a lease exist on
+//! the wire once: as part of a `settle` call (`holder.rs`, `lease.rs`). The
+//! single-operation entry points of [`crate::Queue`] are settle calls of one.
+
+pub(crate) mod args;
+pub(crate) mod holder;
+pub mod keys;
+pub(crate) mod lease;
+pub(crate) mod refusal;
+pub(crate) mod reply;
+pub(crate) mod scripts;
+
+pub use scripts::script_source;

@@ -1,0 +1,344 @@
+//! The script registry: every Lua script, built once from its file under
+//! `core/lua/` and the shared files it includes, and called by SHA.
+//!
+//! A script names what it needs with `--- @include "lib/<name>"` lines; each
+//! included file's text is put in front of the script once, in dependency
+//! order. `gen/moves` is not a file: it is the transition table of
+//! [`crate::transitions`] written as Lua (`MOVES[op][from][to]`, `TERMINAL`),
+//! so the states each script accepts are the ones the Rust table lists.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::sync::LazyLock;
+
+use deadpool_redis::redis::Script;
+
+use crate::state::JobState;
+use crate::transitions::{Op, TRANSITIONS};
+
+/// The Lua sources, by include name (path under `core/lua/` without `.lua`).
+const SOURCES: &[(&str, &str)] = &[
+    ("lib/keys", include_str!("../../lua/lib/keys.lua")),
+    ("lib/time", include_str!("../../lua/lib/time.lua")),
+    ("lib/ready", include_str!("../../lua/lib/ready.lua")),
+    ("lib/indexes", include_str!("../../lua/lib/indexes.lua")),
+    ("lib/events", include_str!("../../lua/lib/events.lua")),
+    ("lib/wake", include_str!("../../lua/lib/wake.lua")),
+    ("lib/locks", include_str!("../../lua/lib/locks.lua")),
+    ("lib/moves", include_str!("../../lua/lib/moves.lua")),
+    ("lib/jobs", include_str!("../../lua/lib/jobs.lua")),
+    ("lib/attempts", include_str!("../../lua/lib/attempts.lua")),
+    ("lib/retention", include_str!("../../lua/lib/retention.lua")),
+    (
+        "transitions/start",
+        include_str!("../../lua/transitions/start.lua"),
+    ),
+    (
+        "transitions/checkpoint",
+        include_str!("../../lua/transitions/checkpoint.lua"),
+    ),
+    (
+        "transitions/finish",
+        include_str!("../../lua/transitions/finish.lua"),
+    ),
+    (
+        "transitions/release",
+        include_str!("../../lua/transitions/release.lua"),
+    ),
+    (
+        "transitions/lease",
+        include_str!("../../lua/transitions/lease.lua"),
+    ),
+    ("enqueue", include_str!("../../lua/enqueue.lua")),
+    ("renew", include_str!("../../lua/renew.lua")),
+    ("cancel", include_str!("../../lua/cancel.lua")),
+    ("sweep", include_str!("../../lua/sweep.lua")),
+    ("retry", include_str!("../../lua/retry.lua")),
+    ("resolve", include_str!("../../lua/resolve.lua")),
+    ("purge", include_str!("../../lua/purge.lua")),
+    ("claim_cleanup", include_str!("../../lua/claim_cleanup.lua")),
+    ("settle", include_str!("../../lua/settle.lua")),
+];
+
+/// The include directive, as the first characters of a line.
+const INCLUDE: &str = "--- @include \"";
+
+/// Every op as the name the scripts use in `MOVES`.
+const OPS: [Op; 11] = [
+    Op::Enqueue,
+    Op::Lease,
+    Op::Start,
+    Op::Checkpoint,
+    Op::Renew,
+    Op::Finish,
+    Op::Release,
+    Op::Cancel,
+    Op::Sweep,
+    Op::Retry,
+    Op::Resolve,
+];
+
+/// The transition table as Lua: `MOVES[op][from][to] = true` for every row of
+/// [`TRANSITIONS`], and `TERMINAL[state]` for the terminal states.
+pub(crate) fn moves_lua() -> String {
+    let mut out = String::from(
+        "-- gen/moves: generated from the transition table (core/src/transitions.rs)\n\
+         -- when the scripts are built; edit the table, not this text.\n",
+    );
+    out.push_str("local TERMINAL = {");
+    for state in JobState::ALL.iter().filter(|s| s.is_terminal()) {
+        let _ = write!(out, " {} = true,", state.as_str());
+    }
+    out.push_str(" }\nlocal MOVES = {\n");
+    for op in OPS {
+        let _ = write!(out, "  {} = {{", op.as_str());
+        for from in JobState::ALL {
+            let tos: Vec<&str> = TRANSITIONS
+                .iter()
+                .filter(|t| t.op == op && t.from == from)
+                .map(|t| t.to.as_str())
+                .collect();
+            if tos.is_empty() {
+                continue;
+            }
+            let _ = write!(out, " {} = {{", from.as_str());
+            for to in tos {
+                let _ = write!(out, " {to} = true,");
+            }
+            out.push_str(" },");
+        }
+        out.push_str(" },\n");
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// The text of the include `name` (`gen/moves` is generated).
+fn source(name: &str) -> Option<String> {
+    if name == "gen/moves" {
+        return Some(moves_lua());
+    }
+    SOURCES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| (*s).to_owned())
+}
+
+/// The names a source includes, in the order written.
+fn includes(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter_map(|line| {
+        line.strip_prefix(INCLUDE)
+            .and_then(|rest| rest.strip_suffix('"'))
+    })
+}
+
+/// Appends `name`'s includes (depth first, each once) and then `name` itself.
+fn expand_into(name: &str, seen: &mut HashSet<String>, out: &mut String) {
+    if !seen.insert(name.to_owned()) {
+        return;
+    }
+    let Some(text) = source(name) else {
+        // a missing include is a defect in this crate's own files: the unit
+        // test below names it; Redis would report the undefined function
+        let _ = writeln!(out, "error('leasehold: missing Lua include {name}')");
+        return;
+    };
+    for dep in includes(&text) {
+        expand_into(dep, seen, out);
+    }
+    out.push_str(&text);
+    if !text.ends_with('\n') {
+        out.push('\n');
+    }
+}
+
+/// The full text of the script `name`, includes resolved; `None` for an
+/// unknown name.
+pub fn script_source(name: &str) -> Option<String> {
+    if !SCRIPTS.contains(&name) {
+        return None;
+    }
+    let mut out = String::new();
+    expand_into(name, &mut HashSet::new(), &mut out);
+    Some(out)
+}
+
+/// The scripts clients call, by name (the rest of `core/lua/` is included).
+const SCRIPTS: [&str; 9] = [
+    "enqueue",
+    "renew",
+    "cancel",
+    "sweep",
+    "retry",
+    "resolve",
+    "purge",
+    "claim_cleanup",
+    "settle",
+];
+
+macro_rules! script {
+    ($name:literal) => {
+        LazyLock::new(|| Script::new(&script_source($name).unwrap_or_default()))
+    };
+}
+
+/// enqueue.lua
+pub(crate) static ENQUEUE: LazyLock<Script> = script!("enqueue");
+/// renew.lua
+pub(crate) static RENEW: LazyLock<Script> = script!("renew");
+/// cancel.lua
+pub(crate) static CANCEL: LazyLock<Script> = script!("cancel");
+/// sweep.lua
+pub(crate) static SWEEP: LazyLock<Script> = script!("sweep");
+/// retry.lua
+pub(crate) static RETRY: LazyLock<Script> = script!("retry");
+/// resolve.lua
+pub(crate) static RESOLVE: LazyLock<Script> = script!("resolve");
+/// purge.lua
+pub(crate) static PURGE: LazyLock<Script> = script!("purge");
+/// claim_cleanup.lua
+pub(crate) static CLAIM_CLEANUP: LazyLock<Script> = script!("claim_cleanup");
+/// settle.lua: every holder operation (start, checkpoint, finish, release) and
+/// every lease, one or many per call.
+pub(crate) static SETTLE: LazyLock<Script> = script!("settle");
+
+/// Every script with its name, for preloading and tests.
+pub(crate) fn all() -> [(&'static str, &'static Script); 9] {
+    [
+        ("enqueue", &ENQUEUE),
+        ("renew", &RENEW),
+        ("cancel", &CANCEL),
+        ("sweep", &SWEEP),
+        ("retry", &RETRY),
+        ("resolve", &RESOLVE),
+        ("purge", &PURGE),
+        ("claim_cleanup", &CLAIM_CLEANUP),
+        ("settle", &SETTLE),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_include_resolves_and_every_source_is_used() {
+        let mut used = HashSet::new();
+        for name in SCRIPTS {
+            let text = script_source(name).expect("a known script");
+            assert!(
+                !text.contains("missing Lua include"),
+                "{name}: {}",
+                text.lines()
+                    .find(|l| l.contains("missing Lua include"))
+                    .unwrap_or_default()
+            );
+            let mut seen = HashSet::new();
+            expand_into(name, &mut seen, &mut String::new());
+            used.extend(seen);
+        }
+        for (name, _) in SOURCES {
+            assert!(used.contains(*name), "{name}.lua is included by no script");
+        }
+    }
+
+    #[test]
+    fn no_script_lists_accepted_states_by_hand() {
+        // the states an operation accepts come from MOVES (gen/moves); a set
+        // literal of states in a Lua file would be a second table
+        for (name, text) in SOURCES {
+            for state in JobState::ALL {
+                let literal = format!("{} = true", state.as_str());
+                assert!(
+                    !text.contains(&literal),
+                    "{name}.lua lists {literal}: use may/may_move (lib/moves)"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_generated_table_has_every_row() {
+        let lua = moves_lua();
+        for t in TRANSITIONS {
+            let from = format!("{} = {{", t.from.as_str());
+            let line = lua
+                .lines()
+                .find(|l| {
+                    l.trim_start()
+                        .starts_with(&format!("{} = {{", t.op.as_str()))
+                })
+                .unwrap_or_default();
+            let row = line.split(&from).nth(1).unwrap_or_default();
+            let row = row.split('}').next().unwrap_or_default();
+            assert!(
+                row.contains(&format!("{} = true", t.to.as_str())),
+                "{t:?} missing from {line}"
+            );
+        }
+    }
+
+    /// Names a file defines at its top level (`local function f`, `local A, B =`).
+    fn top_level_names(text: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("local function ") {
+                names.extend(rest.split('(').next().map(str::to_owned));
+            } else if let Some(rest) = line.strip_prefix("local ") {
+                if let Some((lhs, _)) = rest.split_once('=') {
+                    names.extend(lhs.split(',').map(|n| n.trim().to_owned()));
+                }
+            }
+        }
+        names
+    }
+
+    /// A line without its comment and string literals.
+    fn code_of(line: &str) -> String {
+        let line = line.split("--").next().unwrap_or_default();
+        let mut out = String::new();
+        let mut quote = None;
+        for c in line.chars() {
+            match quote {
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None if c == '\'' || c == '"' => quote = Some(c),
+                None => out.push(c),
+            }
+        }
+        out
+    }
+
+    /// The identifiers of a Lua text (comments and strings dropped).
+    fn identifiers(text: &str) -> HashSet<String> {
+        text.lines()
+            .map(code_of)
+            .collect::<Vec<_>>()
+            .iter()
+            .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn every_shared_name_a_script_uses_is_included() {
+        let mut shared = HashSet::new();
+        for (name, text) in SOURCES {
+            if name.starts_with("lib/") {
+                shared.extend(top_level_names(text));
+            }
+        }
+        shared.extend(top_level_names(&moves_lua()));
+        for name in SCRIPTS {
+            let text = script_source(name).expect("a known script");
+            let defined: HashSet<String> = top_level_names(&text).into_iter().collect();
+            for used in identifiers(&text) {
+                assert!(
+                    !shared.contains(&used) || defined.contains(&used),
+                    "{name}.lua uses {used} but includes no file defining it"
+                );
+            }
+        }
+    }
+}
