@@ -1,14 +1,20 @@
 //! Job and attempt records as read back from Redis, with typed errors for
 //! anything leasehold did not write.
+//!
+//! The fields of a job hash are read by one reader, `fields::Fields`, which the
+//! inspector's bulk reads share.
 
 use std::collections::{BTreeMap, HashMap};
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::id::JobId;
 use crate::state::JobState;
+
+mod fields;
+
+pub(crate) use fields::{Fields, Selected};
 
 /// Milliseconds since the Unix epoch, from Redis `TIME`.
 pub type Millis = i64;
@@ -191,96 +197,6 @@ pub struct Job {
     pub attempts: Vec<AttemptRecord>,
 }
 
-/// Reads one hash's fields with errors that name the key and field.
-struct Fields<'a> {
-    key: &'a str,
-    map: HashMap<String, Vec<u8>>,
-}
-
-impl Fields<'_> {
-    fn corrupt(&self, field: &str, problem: impl Into<String>) -> Error {
-        Error::Corrupt {
-            key: self.key.to_owned(),
-            field: field.to_owned(),
-            problem: problem.into(),
-        }
-    }
-
-    fn text(&self, field: &str) -> Result<Option<&str>, Error> {
-        match self.map.get(field) {
-            None => Ok(None),
-            Some(bytes) => std::str::from_utf8(bytes)
-                .map(Some)
-                .map_err(|_| self.corrupt(field, "not UTF-8")),
-        }
-    }
-
-    fn required(&self, field: &str) -> Result<&str, Error> {
-        self.text(field)?
-            .ok_or_else(|| self.corrupt(field, "missing"))
-    }
-
-    fn non_empty(&self, field: &str) -> Result<Option<String>, Error> {
-        Ok(self
-            .text(field)?
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned))
-    }
-
-    fn parsed<T: FromStr>(&self, field: &str) -> Result<Option<T>, Error>
-    where
-        T::Err: std::fmt::Display,
-    {
-        match self.text(field)? {
-            None | Some("") => Ok(None),
-            Some(s) => s
-                .parse()
-                .map(Some)
-                .map_err(|e| self.corrupt(field, format!("{s:?}: {e}"))),
-        }
-    }
-
-    fn parsed_required<T: FromStr>(&self, field: &str) -> Result<T, Error>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.parsed(field)?
-            .ok_or_else(|| self.corrupt(field, "missing"))
-    }
-
-    /// The `step@ms` entries of `field`; `step@+ms` counts from `started_at`.
-    fn steps(&self, field: &str, started_at: Option<Millis>) -> Result<Vec<StepDone>, Error> {
-        let Some(text) = self.text(field)? else {
-            return Ok(Vec::new());
-        };
-        let bad =
-            |entry: &str| self.corrupt(field, format!("{entry:?} is not step@ms or step@+ms"));
-        text.split(',')
-            .filter(|s| !s.is_empty())
-            .map(|entry| {
-                let (step, at) = entry.rsplit_once('@').ok_or_else(|| bad(entry))?;
-                let at = match at.strip_prefix('+') {
-                    Some(after) => {
-                        let base = started_at.ok_or_else(|| {
-                            self.corrupt(
-                                field,
-                                format!("{entry:?} counts from started_at, which is missing"),
-                            )
-                        })?;
-                        let after: Millis = after.parse().map_err(|_| bad(entry))?;
-                        base.checked_add(after).ok_or_else(|| bad(entry))?
-                    }
-                    None => at.parse().map_err(|_| bad(entry))?,
-                };
-                Ok(StepDone {
-                    step: step.to_owned(),
-                    at,
-                })
-            })
-            .collect()
-    }
-}
-
 impl Job {
     /// The record of a plain success's attempt, built from the job hash: `finish`
     /// writes no record for a SUCCEEDED attempt ended without a reason, because
@@ -315,18 +231,14 @@ impl Job {
     /// [`Job::final_attempt_from_hash`]); `attempt:<n>` fields of the hash itself
     /// (the layout before that hash existed) are still read.
     pub fn from_fields(key: &str, map: HashMap<String, Vec<u8>>) -> Result<Job, Error> {
-        let f = Fields { key, map };
+        let f = Fields::new(key, map);
         let input_text = f.required("input")?;
         let input = serde_json::from_str(input_text)
             .map_err(|e| f.corrupt("input", format!("not JSON: {e}")))?;
-        let stale_lock = match f.text("stale_lock")? {
-            None | Some("") | Some("hold") => StaleLock::Hold,
-            Some("release") => StaleLock::Release,
-            Some(other) => return Err(f.corrupt("stale_lock", format!("unknown policy {other:?}"))),
-        };
+        let stale_lock = f.stale_lock("stale_lock")?;
         let mut outputs = BTreeMap::new();
         let mut attempts = Vec::new();
-        for (name, value) in &f.map {
+        for (name, value) in f.values() {
             if let Some(step) = name.strip_prefix("out:") {
                 let text = f.required(name)?;
                 let value = serde_json::from_str(text)
@@ -356,10 +268,7 @@ impl Job {
                 deadline: f.parsed_required("lease_deadline")?,
             }),
         };
-        let state_text = f.required("state")?;
-        let state = state_text
-            .parse()
-            .map_err(|e| f.corrupt("state", format!("{e}")))?;
+        let state = f.state("state")?;
         Ok(Job {
             id: JobId::parse(f.required("id")?).map_err(|e| f.corrupt("id", e.to_string()))?,
             queue: f.required("queue")?.to_owned(),

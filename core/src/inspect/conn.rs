@@ -1,0 +1,84 @@
+//! Connections from the pool, commands bounded by the response timeout, and
+//! `SCAN` for the few views that have no index to read.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+
+use deadpool_redis::redis::{self, RedisResult};
+use deadpool_redis::{Connection, Pool};
+
+use crate::config::QueueConfig;
+use crate::error::{Error, Result};
+
+/// `SCAN … COUNT`.
+const SCAN_COUNT: usize = 1_000;
+
+/// A connection from `pool`, waiting at most the pool's own timeout.
+pub(super) async fn pooled(pool: &Pool, config: &QueueConfig) -> Result<Connection> {
+    pool.get().await.map_err(|e| match e {
+        deadpool_redis::PoolError::Backend(e) => Error::Redis(e),
+        deadpool_redis::PoolError::Timeout(_) => Error::Timeout(config.connect_timeout),
+        other => Error::Pool(other.to_string()),
+    })
+}
+
+/// Runs `fut`, failing with [`Error::Timeout`] after `config.response_timeout`.
+pub(super) async fn timed<T>(
+    config: &QueueConfig,
+    fut: impl Future<Output = RedisResult<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(config.response_timeout, fut).await {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(Error::Timeout(config.response_timeout)),
+    }
+}
+
+/// Escapes Redis glob metacharacters so `s` matches itself in `SCAN MATCH`.
+pub(super) fn escape_glob(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Every key matching `pattern`, by `SCAN`ning the whole database.
+pub(super) async fn scan_keys(
+    conn: &mut Connection,
+    config: &QueueConfig,
+    pattern: &str,
+) -> Result<BTreeSet<String>> {
+    let mut cursor: u64 = 0;
+    let mut out = BTreeSet::new();
+    loop {
+        let (next, keys): (u64, Vec<String>) = timed(
+            config,
+            redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(SCAN_COUNT)
+                .query_async(conn),
+        )
+        .await?;
+        out.extend(keys);
+        cursor = next;
+        if cursor == 0 {
+            return Ok(out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_metacharacters_are_escaped() {
+        assert_eq!(escape_glob("a*b?c[d]e\\f{g}"), "a\\*b\\?c\\[d\\]e\\\\f{g}");
+    }
+}

@@ -1,0 +1,66 @@
+//! Finding what has no index, by `SCAN`: the queues under a prefix and the
+//! pipelines of a queue with waiting jobs.
+
+use std::collections::BTreeSet;
+
+use deadpool_redis::{Connection, Pool};
+
+use super::conn::{escape_glob, pooled, scan_keys};
+use super::Inspector;
+use crate::config::QueueConfig;
+use crate::error::Result;
+use crate::keys::check_name;
+
+/// Finds the queues under `config.prefix` by `SCAN`ning for their
+/// `<prefix>:{<queue>}:fence` and `<prefix>:{<queue>}:events` keys (there is
+/// no index of queues). Sorted by name.
+///
+/// Cost: two `SCAN`s of the whole database; in Redis Cluster, of one node.
+/// A queue that never had a job is not found.
+pub async fn discover_queues(pool: &Pool, config: &QueueConfig) -> Result<Vec<String>> {
+    check_name("key prefix", &config.prefix)?;
+    let head = format!("{}:{{", config.prefix);
+    let mut conn = pooled(pool, config).await?;
+    let mut queues = BTreeSet::new();
+    for suffix in [":fence", ":events"] {
+        let pattern = format!("{}*}}{suffix}", escape_glob(&head));
+        for key in scan_keys(&mut conn, config, &pattern).await? {
+            let Some(rest) = key.strip_prefix(&head) else {
+                continue;
+            };
+            let Some((queue, tail)) = rest.split_once('}') else {
+                continue;
+            };
+            if tail == suffix && check_name("queue name", queue).is_ok() {
+                queues.insert(queue.to_owned());
+            }
+        }
+    }
+    Ok(queues.into_iter().collect())
+}
+
+impl Inspector {
+    /// Pipelines with waiting jobs: the names of the queue's `ready:*` and
+    /// `delayed:*` keys, found by `SCAN` (no index of pipelines exists). Sorted.
+    pub async fn pipelines(&self) -> Result<Vec<String>> {
+        let mut conn = self.conn().await?;
+        self.pipelines_on(&mut conn).await
+    }
+
+    /// [`Inspector::pipelines`] over `conn`.
+    pub(super) async fn pipelines_on(&self, conn: &mut Connection) -> Result<Vec<String>> {
+        let mut out = BTreeSet::new();
+        for kind in ["ready", "delayed"] {
+            let head = format!("{}:{kind}:", self.keys().base());
+            let pattern = format!("{}*", escape_glob(&head));
+            for key in scan_keys(conn, self.config(), &pattern).await? {
+                if let Some(p) = key.strip_prefix(&head) {
+                    if check_name("pipeline name", p).is_ok() {
+                        out.insert(p.to_owned());
+                    }
+                }
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+}

@@ -1,0 +1,192 @@
+//! Jobs by state (paged listings) and one job's full story.
+
+use std::collections::HashSet;
+
+use deadpool_redis::redis;
+
+use super::{
+    cancel_status, Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, Page, CHUNK,
+    MAX_EXAMINED,
+};
+use crate::error::Result;
+use crate::id::JobId;
+use crate::state::JobState;
+
+impl Inspector {
+    /// Jobs matching `filter`, newest first (by `updated_at`; for terminal jobs
+    /// that is the end time), paged. Reads only the indexes for the states asked
+    /// for: `ready`/`delayed`/`parked` for QUEUED (only those of `filter.pipeline`
+    /// or `filter.resource` when given), `leases` for LEASED and RUNNING, `stale`
+    /// for STALE, and `done` newest first for terminal states, stopping once the
+    /// page is full. At most [`MAX_EXAMINED`] entries are read.
+    pub async fn list_jobs(&self, filter: &JobFilter, page: Page) -> Result<JobPage> {
+        let mut conn = self.conn().await?;
+        let keys = self.keys();
+        let wants = |s: JobState| filter.state.is_none_or(|f| f == s);
+        let matches = |s: &JobSummary| {
+            wants(s.state)
+                && filter.pipeline.as_ref().is_none_or(|p| *p == s.pipeline)
+                && filter
+                    .resource
+                    .as_ref()
+                    .is_none_or(|r| s.resource.as_ref() == Some(r))
+                && filter
+                    .worker
+                    .as_ref()
+                    .is_none_or(|w| s.worker.as_ref() == Some(w))
+        };
+        let mut truncated = false;
+        let mut budget = MAX_EXAMINED;
+
+        // live jobs: every index entry, since their indexes are not ordered by time
+        let mut index_keys = Vec::new();
+        if wants(JobState::Queued) && filter.worker.is_none() {
+            let pipelines = match &filter.pipeline {
+                Some(p) => vec![p.clone()],
+                None => self.pipelines_on(&mut conn).await?,
+            };
+            for p in &pipelines {
+                index_keys.push(keys.ready(p));
+                index_keys.push(keys.delayed(p));
+            }
+            let resources: Vec<String> = match &filter.resource {
+                Some(r) => vec![r.clone()],
+                None => {
+                    self.timed(
+                        redis::cmd("SMEMBERS")
+                            .arg(keys.parked_resources())
+                            .query_async(&mut conn),
+                    )
+                    .await?
+                }
+            };
+            for r in &resources {
+                index_keys.push(keys.parked(r));
+            }
+        }
+        if wants(JobState::Leased) || wants(JobState::Running) {
+            index_keys.push(keys.leases());
+        }
+        if wants(JobState::Stale) {
+            index_keys.push(keys.stale());
+        }
+        let mut seen = HashSet::new();
+        let mut live_ids = Vec::new();
+        for key in &index_keys {
+            let (ids, more) = self.zrange_capped(&mut conn, key, budget).await?;
+            budget -= ids.len();
+            truncated |= more;
+            for id in ids {
+                if seen.insert(id.clone()) {
+                    live_ids.push(id);
+                }
+            }
+        }
+        let mut examined = MAX_EXAMINED - budget;
+        let mut jobs: Vec<JobSummary> = self
+            .summaries(&mut conn, &live_ids)
+            .await?
+            .into_iter()
+            .filter(|s| !s.state.is_terminal() && matches(s))
+            .collect();
+
+        // terminal jobs: walk `done` from the newest until the page is full
+        let need = page.offset.saturating_add(page.limit);
+        let mut terminal_exhausted = true;
+        if JobState::ALL.iter().any(|s| s.is_terminal() && wants(*s)) {
+            terminal_exhausted = false;
+            let mut rank = 0usize;
+            let mut found = 0usize;
+            while found < need {
+                if examined >= MAX_EXAMINED {
+                    truncated = true;
+                    break;
+                }
+                let n = CHUNK.min(MAX_EXAMINED - examined);
+                let ids: Vec<String> = self
+                    .timed(
+                        redis::cmd("ZREVRANGE")
+                            .arg(keys.done())
+                            .arg(rank)
+                            .arg(rank + n - 1)
+                            .query_async(&mut conn),
+                    )
+                    .await?;
+                rank += ids.len();
+                examined += ids.len();
+                let fresh: Vec<String> = ids
+                    .iter()
+                    .filter(|id| seen.insert((*id).clone()))
+                    .cloned()
+                    .collect();
+                for s in self.summaries(&mut conn, &fresh).await? {
+                    if s.state.is_terminal() && matches(&s) {
+                        found += 1;
+                        jobs.push(s);
+                    }
+                }
+                if ids.len() < n {
+                    terminal_exhausted = true;
+                    break;
+                }
+            }
+        }
+
+        jobs.sort_by(|a, b| {
+            b.updated_at
+                .cmp(&a.updated_at)
+                .then_with(|| b.id.cmp(&a.id))
+        });
+        let total = jobs.len();
+        let jobs: Vec<JobSummary> = jobs
+            .into_iter()
+            .skip(page.offset)
+            .take(page.limit)
+            .collect();
+        Ok(JobPage {
+            jobs,
+            examined,
+            has_more: total > need || !terminal_exhausted,
+            truncated,
+        })
+    }
+
+    /// Everything about one job (`None` when it does not exist): the record
+    /// with every attempt, the lock of its resource, what became of a cancel
+    /// request, and its events.
+    pub async fn job_detail(&self, id: &JobId) -> Result<Option<JobDetail>> {
+        let Some(job) = self.queue().job(id).await? else {
+            return Ok(None);
+        };
+        let mut conn = self.conn().await?;
+        let now = self.now_on(&mut conn).await?;
+        let lock = match &job.resource {
+            Some(r) => {
+                let claims = if matches!(
+                    job.state,
+                    JobState::Leased | JobState::Running | JobState::Stale
+                ) {
+                    vec![LockClaim {
+                        job: job.id.clone(),
+                        state: job.state,
+                    }]
+                } else {
+                    Vec::new()
+                };
+                self.lock_infos(&mut conn, vec![(r.clone(), claims)])
+                    .await?
+                    .pop()
+            }
+            None => None,
+        };
+        drop(conn);
+        let events = self.events_of(id, Some(job.created_at)).await?;
+        Ok(Some(JobDetail {
+            now,
+            cancel: cancel_status(&job),
+            job,
+            lock,
+            events,
+        }))
+    }
+}

@@ -1,0 +1,220 @@
+//! A queue at a glance: counts per state, waiting jobs, the oldest waiting
+//! job, expired leases, workers, locks and STALE jobs.
+
+use deadpool_redis::redis;
+use deadpool_redis::Connection;
+
+use super::{
+    Inspector, OldestWaiting, PipelineWaiting, QueueStatus, StateCounts, CHUNK, MAX_LEASES,
+    STATUS_STALE_LIMIT, TERMINAL_SAMPLE,
+};
+use crate::error::Result;
+use crate::record::Millis;
+use crate::state::JobState;
+
+/// Ready-set scores: `(255 - priority) * PRIORITY_SPAN + t` (see `prelude.lua`).
+const PRIORITY_SPAN: i64 = 4_398_046_511_104;
+
+impl Inspector {
+    /// Counts per state, waiting jobs per pipeline, the oldest waiting job,
+    /// expired leases, live workers (pruning dead ones), held locks and the
+    /// STALE jobs waiting for a decision.
+    pub async fn status(&self) -> Result<QueueStatus> {
+        let mut conn = self.conn().await?;
+        let keys = self.keys().clone();
+        let now = self.now_on(&mut conn).await?;
+        let pipelines = self.pipelines_on(&mut conn).await?;
+
+        let mut pipe = redis::pipe();
+        for p in &pipelines {
+            pipe.cmd("ZCARD").arg(keys.ready(p));
+            pipe.cmd("ZCARD").arg(keys.delayed(p));
+            pipe.cmd("ZCOUNT").arg(keys.delayed(p)).arg("-inf").arg(now);
+        }
+        pipe.cmd("ZCARD").arg(keys.leases());
+        pipe.cmd("ZCOUNT").arg(keys.leases()).arg("-inf").arg(now);
+        pipe.cmd("ZCARD").arg(keys.stale());
+        pipe.cmd("ZCARD").arg(keys.done());
+        pipe.cmd("LLEN").arg(keys.cleanup());
+        pipe.cmd("ZCARD").arg(keys.cleaning());
+        let numbers: Vec<u64> = self.timed(pipe.query_async(&mut conn)).await?;
+        let mut it = numbers.into_iter();
+        let mut next = || it.next().unwrap_or(0);
+        let mut waiting = Vec::with_capacity(pipelines.len());
+        for p in &pipelines {
+            waiting.push(PipelineWaiting {
+                pipeline: p.clone(),
+                ready: next(),
+                delayed: next(),
+                due: next(),
+            });
+        }
+        let leases_total = next();
+        let expired_leases = next();
+        let stale_total = next();
+        let terminal_total = next();
+        let cleanups_waiting = next();
+        let cleanups_claimed = next();
+
+        let parked_resources: Vec<String> = self
+            .timed(
+                redis::cmd("SMEMBERS")
+                    .arg(keys.parked_resources())
+                    .query_async(&mut conn),
+            )
+            .await?;
+        let mut parked = 0;
+        for chunk in parked_resources.chunks(CHUNK) {
+            let mut pipe = redis::pipe();
+            for r in chunk {
+                pipe.cmd("ZCARD").arg(keys.parked(r));
+            }
+            let n: Vec<u64> = self.timed(pipe.query_async(&mut conn)).await?;
+            parked += n.iter().sum::<u64>();
+        }
+
+        let mut counts = StateCounts {
+            queued: waiting.iter().map(|w| w.ready + w.delayed).sum::<u64>() + parked,
+            stale: stale_total,
+            terminal: terminal_total,
+            ..StateCounts::default()
+        };
+        let (lease_ids, _) = self
+            .zrange_capped(&mut conn, &keys.leases(), MAX_LEASES)
+            .await?;
+        for state in self
+            .states(&mut conn, &lease_ids)
+            .await?
+            .into_iter()
+            .flatten()
+        {
+            match state {
+                JobState::Leased => counts.leased += 1,
+                JobState::Running => counts.running += 1,
+                _ => {} // moved on since the index was read
+            }
+        }
+        counts.leases_unclassified = leases_total.saturating_sub(lease_ids.len() as u64);
+        let sample: Vec<String> = self
+            .timed(
+                redis::cmd("ZREVRANGE")
+                    .arg(keys.done())
+                    .arg(0)
+                    .arg(TERMINAL_SAMPLE - 1)
+                    .query_async(&mut conn),
+            )
+            .await?;
+        for state in self.states(&mut conn, &sample).await?.into_iter().flatten() {
+            let count = match state {
+                JobState::Succeeded => &mut counts.succeeded,
+                JobState::Failed => &mut counts.failed,
+                JobState::Cancelled => &mut counts.cancelled,
+                _ => continue, // retried since the index was read
+            };
+            *count += 1;
+            counts.terminal_sampled += 1;
+        }
+
+        let oldest_waiting = self
+            .oldest_waiting(&mut conn, now, &pipelines, &parked_resources)
+            .await?;
+        drop(conn);
+        let workers = self.workers().await?;
+        let locks = self
+            .locks()
+            .await?
+            .into_iter()
+            .filter(|l| l.holder.is_some())
+            .collect();
+        let stale = self.stale(STATUS_STALE_LIMIT).await?;
+        Ok(QueueStatus {
+            queue: self.queue().name().to_owned(),
+            now,
+            counts,
+            pipelines: waiting,
+            parked,
+            oldest_waiting,
+            expired_leases,
+            cleanups_waiting,
+            cleanups_claimed,
+            workers: workers.live,
+            pruned_workers: workers.pruned,
+            locks,
+            stale,
+        })
+    }
+
+    /// The waiting job created first. Candidates: the head of every priority
+    /// level of each ready and parked set (one bounded `ZRANGE` per level), and
+    /// the head of each delayed set.
+    async fn oldest_waiting(
+        &self,
+        conn: &mut Connection,
+        now: Millis,
+        pipelines: &[String],
+        parked_resources: &[String],
+    ) -> Result<Option<OldestWaiting>> {
+        let keys = self.keys();
+        let mut candidates: Vec<String> = Vec::new();
+        let banded = pipelines
+            .iter()
+            .map(|p| keys.ready(p))
+            .chain(parked_resources.iter().map(|r| keys.parked(r)));
+        for key in banded {
+            let mut min = "-inf".to_owned();
+            // at most 256 priority levels
+            for _ in 0..=256 {
+                let head: Vec<(String, f64)> = self
+                    .timed(
+                        redis::cmd("ZRANGE")
+                            .arg(&key)
+                            .arg(&min)
+                            .arg("+inf")
+                            .arg("BYSCORE")
+                            .arg("LIMIT")
+                            .arg(0)
+                            .arg(1)
+                            .arg("WITHSCORES")
+                            .query_async(conn),
+                    )
+                    .await?;
+                let Some((id, score)) = head.into_iter().next() else {
+                    break;
+                };
+                candidates.push(id);
+                let band = (score as i64).div_euclid(PRIORITY_SPAN);
+                min = ((band + 1) * PRIORITY_SPAN).to_string();
+            }
+        }
+        for p in pipelines {
+            let head: Vec<String> = self
+                .timed(
+                    redis::cmd("ZRANGE")
+                        .arg(keys.delayed(p))
+                        .arg(0)
+                        .arg(0)
+                        .query_async(conn),
+                )
+                .await?;
+            candidates.extend(head);
+        }
+        let mut best: Option<OldestWaiting> = None;
+        for s in self.summaries(conn, &candidates).await? {
+            if s.state != JobState::Queued {
+                continue;
+            }
+            if best
+                .as_ref()
+                .is_none_or(|b| (s.created_at, &s.id) < (b.created_at, &b.job))
+            {
+                best = Some(OldestWaiting {
+                    job: s.id,
+                    pipeline: s.pipeline,
+                    created_at: s.created_at,
+                    age_ms: now - s.created_at,
+                });
+            }
+        }
+        Ok(best)
+    }
+}
