@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::DashError;
 use super::{App, QUEUE_CACHE};
-use crate::commands::list_jobs_across;
+use crate::context::list_jobs_across;
 
 /// Most jobs one listing page shows.
 pub const MAX_LIMIT: usize = 500;
