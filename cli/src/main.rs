@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use leasehold_core::{connect_pool, JobId, JobState, Queue, QueueConfig, Retention};
+use leasehold_core::{connect_pool, JobId, JobState, Queue, QueueConfig, Retention, RetryMode};
 
 use context::{redact, Ctx};
 pub use failure::{classify, Failure, Outcome};
@@ -367,7 +367,64 @@ async fn run(cli: Cli) -> Outcome {
         json: cli.json,
         by,
     };
-    commands::dispatch(&ctx, cli.command).await
+    dispatch(&ctx, cli.command).await
+}
+
+/// Runs one command.
+async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
+    match command {
+        Command::Status { queue } => commands::status(ctx, &queue).await,
+        Command::Jobs(args) => commands::jobs(ctx, args).await,
+        Command::Show { job, queue } => commands::show(ctx, &job_id(&job)?, queue.as_deref()).await,
+        Command::Cancel { job, queue, reason } => {
+            commands::cancel(ctx, &job_id(&job)?, queue.as_deref(), &reason).await
+        }
+        Command::Retry {
+            job,
+            queue,
+            resume: _,
+            from_start,
+            reason,
+        } => {
+            let mode = if from_start {
+                RetryMode::FromStart
+            } else {
+                RetryMode::Resume
+            };
+            commands::retry(ctx, &job_id(&job)?, queue.as_deref(), mode, &reason).await
+        }
+        Command::Resolve {
+            job,
+            queue,
+            outcome,
+            reason,
+        } => {
+            commands::resolve(
+                ctx,
+                &job_id(&job)?,
+                queue.as_deref(),
+                outcome.state(),
+                &reason,
+            )
+            .await
+        }
+        Command::Enqueue(args) => commands::enqueue(ctx, args).await,
+        Command::Locks { queue } => commands::locks(ctx, queue).await,
+        Command::Workers { queue } => commands::workers(ctx, queue).await,
+        Command::Events {
+            queue,
+            job,
+            follow,
+            limit,
+        } => commands::events(ctx, queue, job, follow, limit).await,
+        Command::Sweep {
+            queue,
+            dry_run,
+            batch,
+        } => commands::sweep(ctx, queue, dry_run, batch).await,
+        Command::Purge { queue, batch } => commands::purge(ctx, queue, batch).await,
+        Command::Dashboard(args) => dashboard::run(ctx, args).await,
+    }
 }
 
 /// Parses a job id given on the command line.

@@ -19,7 +19,7 @@ fn action_error(ctx: &Ctx, op: &str, id: &JobId, queue: &str, e: Error) -> Failu
 }
 
 /// `cancel`.
-pub(super) async fn cancel(ctx: &Ctx, id: &JobId, queue: Option<&str>, reason: &str) -> Outcome {
+pub(crate) async fn cancel(ctx: &Ctx, id: &JobId, queue: Option<&str>, reason: &str) -> Outcome {
     if reason.trim().is_empty() {
         return Err(Failure::Usage("--reason must not be empty".into()));
     }
@@ -44,7 +44,7 @@ pub(super) async fn cancel(ctx: &Ctx, id: &JobId, queue: Option<&str>, reason: &
 }
 
 /// `retry`.
-pub(super) async fn retry(
+pub(crate) async fn retry(
     ctx: &Ctx,
     id: &JobId,
     queue: Option<&str>,
@@ -70,7 +70,7 @@ pub(super) async fn retry(
 }
 
 /// `resolve`.
-pub(super) async fn resolve(
+pub(crate) async fn resolve(
     ctx: &Ctx,
     id: &JobId,
     queue: Option<&str>,

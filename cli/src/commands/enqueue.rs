@@ -51,7 +51,7 @@ fn new_job(
 }
 
 /// `enqueue`.
-pub(super) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
+pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
     let queue_name = args.queue.clone().unwrap_or_else(|| args.pipeline.clone());
     let q = ctx.queue(&queue_name)?;
     let spec = q

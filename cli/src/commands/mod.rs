@@ -1,7 +1,8 @@
 //! The commands: each reads through `leasehold_core::inspect` or acts through
 //! the `Queue` client (the same Lua scripts the workers use). One module per
-//! family: [`views`] read, [`actions`] act on one job, [`enqueue`] adds jobs,
-//! [`upkeep`] sweeps and purges.
+//! family: `views` read, `actions` act on one job, `enqueue` adds jobs,
+//! `upkeep` sweeps and purges. (`main` dispatches; `dashboard` is a command of
+//! its own.)
 
 mod actions;
 mod enqueue;
@@ -10,9 +11,14 @@ mod views;
 
 use serde::Serialize;
 
-use crate::context::Ctx;
-use crate::{job_id, Command, Failure, Outcome};
+use crate::{Failure, Outcome};
 
+pub(crate) use actions::{cancel, resolve, retry};
+pub(crate) use enqueue::enqueue;
+pub(crate) use upkeep::{purge, sweep};
+pub(crate) use views::{events, jobs, locks, show, status, workers};
+
+/// Prints `value` as pretty JSON.
 fn print_json(value: &impl Serialize) -> Outcome {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Failure::Other(format!("cannot write JSON: {e}")))?;
@@ -20,68 +26,12 @@ fn print_json(value: &impl Serialize) -> Outcome {
     Ok(())
 }
 
+/// Prints `value` as JSON on one line (`events --follow --json`).
 fn print_json_line(value: &impl Serialize) -> Outcome {
     let text = serde_json::to_string(value)
         .map_err(|e| Failure::Other(format!("cannot write JSON: {e}")))?;
     println!("{text}");
     Ok(())
-}
-
-/// Runs one command.
-pub async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
-    match command {
-        Command::Status { queue } => views::status(ctx, &queue).await,
-        Command::Jobs(args) => views::jobs(ctx, args).await,
-        Command::Show { job, queue } => views::show(ctx, &job_id(&job)?, queue.as_deref()).await,
-        Command::Cancel { job, queue, reason } => {
-            actions::cancel(ctx, &job_id(&job)?, queue.as_deref(), &reason).await
-        }
-        Command::Retry {
-            job,
-            queue,
-            resume: _,
-            from_start,
-            reason,
-        } => {
-            let mode = if from_start {
-                leasehold_core::RetryMode::FromStart
-            } else {
-                leasehold_core::RetryMode::Resume
-            };
-            actions::retry(ctx, &job_id(&job)?, queue.as_deref(), mode, &reason).await
-        }
-        Command::Resolve {
-            job,
-            queue,
-            outcome,
-            reason,
-        } => {
-            actions::resolve(
-                ctx,
-                &job_id(&job)?,
-                queue.as_deref(),
-                outcome.state(),
-                &reason,
-            )
-            .await
-        }
-        Command::Enqueue(args) => enqueue::enqueue(ctx, args).await,
-        Command::Locks { queue } => views::locks(ctx, queue).await,
-        Command::Workers { queue } => views::workers(ctx, queue).await,
-        Command::Events {
-            queue,
-            job,
-            follow,
-            limit,
-        } => views::events(ctx, queue, job, follow, limit).await,
-        Command::Sweep {
-            queue,
-            dry_run,
-            batch,
-        } => upkeep::sweep(ctx, queue, dry_run, batch).await,
-        Command::Purge { queue, batch } => upkeep::purge(ctx, queue, batch).await,
-        Command::Dashboard(args) => crate::dashboard::run(ctx, args).await,
-    }
 }
 
 /// The queue given, as the list of queues to read (empty: every queue).

@@ -11,7 +11,7 @@ use crate::time::human_duration;
 use crate::Outcome;
 
 /// `sweep`.
-pub(super) async fn sweep(
+pub(crate) async fn sweep(
     ctx: &Ctx,
     queue: Option<String>,
     dry_run: bool,
@@ -75,7 +75,7 @@ pub(super) async fn sweep(
 }
 
 /// `purge`.
-pub(super) async fn purge(ctx: &Ctx, queue: Option<String>, batch: usize) -> Outcome {
+pub(crate) async fn purge(ctx: &Ctx, queue: Option<String>, batch: usize) -> Outcome {
     let mut out = BTreeMap::new();
     for name in ctx.queues(&one(queue)).await? {
         let n = ctx

@@ -15,7 +15,7 @@ use crate::{job_id, render, Failure, JobsArgs, Outcome};
 const FOLLOW_BLOCK: Duration = Duration::from_secs(2);
 
 /// `status`.
-pub(super) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
+pub(crate) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
     let names = ctx.queues(queues).await?;
     let mut all = Vec::with_capacity(names.len());
     for q in &names {
@@ -36,7 +36,7 @@ pub(super) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
 }
 
 /// `jobs`.
-pub(super) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
+pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
     let filter = JobFilter {
         state: args.state,
         pipeline: args.pipeline,
@@ -66,7 +66,7 @@ pub(super) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
 }
 
 /// `show`.
-pub(super) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome {
+pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome {
     let queue = ctx.locate(id, queue).await?;
     let detail = Inspector::new(queue.clone())
         .job_detail(id)
@@ -99,7 +99,7 @@ pub(super) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
 }
 
 /// `locks`.
-pub(super) async fn locks(ctx: &Ctx, queue: Option<String>) -> Outcome {
+pub(crate) async fn locks(ctx: &Ctx, queue: Option<String>) -> Outcome {
     #[derive(Serialize)]
     struct QueueLock {
         queue: String,
@@ -125,7 +125,7 @@ pub(super) async fn locks(ctx: &Ctx, queue: Option<String>) -> Outcome {
 }
 
 /// `workers`.
-pub(super) async fn workers(ctx: &Ctx, queue: Option<String>) -> Outcome {
+pub(crate) async fn workers(ctx: &Ctx, queue: Option<String>) -> Outcome {
     #[derive(Serialize)]
     struct QueueWorkers {
         queue: String,
@@ -151,7 +151,7 @@ pub(super) async fn workers(ctx: &Ctx, queue: Option<String>) -> Outcome {
 }
 
 /// `events`, and with `follow` every new event until interrupted.
-pub(super) async fn events(
+pub(crate) async fn events(
     ctx: &Ctx,
     queue: Option<String>,
     job: Option<String>,

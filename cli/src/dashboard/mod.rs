@@ -95,6 +95,7 @@ pub(crate) struct App {
     pub hosts: Option<BTreeSet<String>>,
 }
 
+/// The state every handler gets.
 pub(crate) type Shared = Arc<App>;
 
 /// Resolves `--bind`: every address it names, and whether all are loopback.
