@@ -1,5 +1,5 @@
 //! `leasehold`: the operator's command-line tool. It answers the operator
-//! questions of `DESIGN.md` from Redis alone (what is waiting, which worker took
+//! questions of `docs/design.md` from Redis alone (what is waiting, which worker took
 //! it, what is running, is a resource processed twice, was the cancel honoured,
 //! how was a dead worker's job recovered, is this failure retryable) and acts
 //! through the same Lua scripts as workers, so every action is an event.
@@ -8,16 +8,22 @@
 //! 4 refused move, 5 Redis unreachable.
 
 mod commands;
+mod context;
 mod dashboard;
+mod failure;
 mod render;
 mod table;
 mod time;
+mod wording;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use leasehold_core::{connect_pool, Error, JobId, JobState, Queue, QueueConfig, Retention};
+use leasehold_core::{connect_pool, JobId, JobState, Queue, QueueConfig, Retention, RetryMode};
+
+use context::{redact, Ctx};
+pub use failure::{classify, Failure, Outcome};
 
 /// Operate leasehold queues: see what waits, runs and is stuck, and act on jobs.
 #[derive(Debug, Parser)]
@@ -161,7 +167,7 @@ pub enum Command {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
-    /// Recover expired leases now (the recovery rules of DESIGN.md).
+    /// Recover expired leases now (the recovery rules of docs/design.md).
     Sweep {
         /// Only this queue (default: every queue).
         #[arg(long)]
@@ -290,103 +296,6 @@ fn parse_state(s: &str) -> Result<JobState, String> {
     })
 }
 
-/// Why the command failed, with its exit code.
-#[derive(Debug)]
-pub enum Failure {
-    /// Exit 2: the arguments cannot work.
-    Usage(String),
-    /// Exit 3: the job does not exist.
-    UnknownJob(String),
-    /// Exit 4: the state model refuses the move.
-    Refused(String),
-    /// Exit 5: Redis cannot be reached.
-    Unreachable(String),
-    /// Exit 1: anything else.
-    Other(String),
-}
-
-impl Failure {
-    fn code(&self) -> u8 {
-        match self {
-            Failure::Other(_) => 1,
-            Failure::Usage(_) => 2,
-            Failure::UnknownJob(_) => 3,
-            Failure::Refused(_) => 4,
-            Failure::Unreachable(_) => 5,
-        }
-    }
-
-    pub(crate) fn message(&self) -> &str {
-        match self {
-            Failure::Usage(m)
-            | Failure::UnknownJob(m)
-            | Failure::Refused(m)
-            | Failure::Unreachable(m)
-            | Failure::Other(m) => m,
-        }
-    }
-}
-
-/// A command's result.
-pub type Outcome<T = ()> = Result<T, Failure>;
-
-/// `url` with any password replaced by `****`, for messages.
-pub fn redact(url: &str) -> String {
-    let mut out = url.to_owned();
-    if let Some(scheme_end) = out.find("://") {
-        let rest_start = scheme_end + 3;
-        let authority_end = out[rest_start..]
-            .find(['/', '?', '#'])
-            .map_or(out.len(), |i| rest_start + i);
-        if let Some(at) = out[rest_start..authority_end].rfind('@') {
-            let userinfo = &out[rest_start..rest_start + at];
-            if let Some(colon) = userinfo.find(':') {
-                let pw_start = rest_start + colon + 1;
-                out.replace_range(pw_start..rest_start + at, "****");
-            }
-        }
-    }
-    // redis+unix:///path?pass=secret
-    for key in ["pass=", "password="] {
-        if let Some(i) = out.find(key) {
-            let start = i + key.len();
-            let end = out[start..]
-                .find(['&', '#'])
-                .map_or(out.len(), |j| start + j);
-            out.replace_range(start..end, "****");
-        }
-    }
-    out
-}
-
-/// Maps a core error to a failure and exit code.
-pub fn classify(shown_url: &str, e: Error) -> Failure {
-    let unreachable = match &e {
-        Error::Timeout(_) | Error::Pool(_) => true,
-        Error::Redis(re) => {
-            re.is_io_error()
-                || re.is_connection_dropped()
-                || re.is_connection_refusal()
-                || re.is_timeout()
-        }
-        _ => false,
-    };
-    if unreachable {
-        return Failure::Unreachable(format!("cannot reach Redis at {shown_url}: {e}"));
-    }
-    match e {
-        Error::NotFound { queue, job } => {
-            Failure::UnknownJob(format!("job {job} not found in queue {queue}"))
-        }
-        Error::Refused { .. }
-        | Error::AlreadyTerminal { .. }
-        | Error::LeaseLost { .. }
-        | Error::InputKeyTaken { .. } => Failure::Refused(e.to_string()),
-        Error::InvalidArgument(m) => Failure::Usage(m),
-        other => Failure::Other(other.to_string()),
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // rediss:// needs a rustls crypto provider; an error only means one is installed already
@@ -450,7 +359,7 @@ async fn run(cli: Cli) -> Outcome {
         .or_else(|| std::env::var("LOGNAME").ok())
         .filter(|b| !b.is_empty())
         .unwrap_or_else(|| "unknown".to_owned());
-    let ctx = commands::Ctx {
+    let ctx = Ctx {
         url,
         shown_url,
         base: probe,
@@ -458,7 +367,64 @@ async fn run(cli: Cli) -> Outcome {
         json: cli.json,
         by,
     };
-    commands::dispatch(&ctx, cli.command).await
+    dispatch(&ctx, cli.command).await
+}
+
+/// Runs one command.
+async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
+    match command {
+        Command::Status { queue } => commands::status(ctx, &queue).await,
+        Command::Jobs(args) => commands::jobs(ctx, args).await,
+        Command::Show { job, queue } => commands::show(ctx, &job_id(&job)?, queue.as_deref()).await,
+        Command::Cancel { job, queue, reason } => {
+            commands::cancel(ctx, &job_id(&job)?, queue.as_deref(), &reason).await
+        }
+        Command::Retry {
+            job,
+            queue,
+            resume: _,
+            from_start,
+            reason,
+        } => {
+            let mode = if from_start {
+                RetryMode::FromStart
+            } else {
+                RetryMode::Resume
+            };
+            commands::retry(ctx, &job_id(&job)?, queue.as_deref(), mode, &reason).await
+        }
+        Command::Resolve {
+            job,
+            queue,
+            outcome,
+            reason,
+        } => {
+            commands::resolve(
+                ctx,
+                &job_id(&job)?,
+                queue.as_deref(),
+                outcome.state(),
+                &reason,
+            )
+            .await
+        }
+        Command::Enqueue(args) => commands::enqueue(ctx, args).await,
+        Command::Locks { queue } => commands::locks(ctx, queue).await,
+        Command::Workers { queue } => commands::workers(ctx, queue).await,
+        Command::Events {
+            queue,
+            job,
+            follow,
+            limit,
+        } => commands::events(ctx, queue, job, follow, limit).await,
+        Command::Sweep {
+            queue,
+            dry_run,
+            batch,
+        } => commands::sweep(ctx, queue, dry_run, batch).await,
+        Command::Purge { queue, batch } => commands::purge(ctx, queue, batch).await,
+        Command::Dashboard(args) => dashboard::run(ctx, args).await,
+    }
 }
 
 /// Parses a job id given on the command line.
@@ -469,20 +435,6 @@ pub fn job_id(s: &str) -> Outcome<JobId> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact("rediss://alice:s3cret@db:6380/0"),
-            "rediss://alice:****@db:6380/0"
-        );
-        assert_eq!(redact("redis://:pw@h"), "redis://:****@h");
-        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
-        assert_eq!(
-            redact("redis+unix:///tmp/r.sock?db=1&pass=x"),
-            "redis+unix:///tmp/r.sock?db=1&pass=****"
-        );
-    }
 
     #[test]
     fn the_command_line_is_consistent() {

@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Form, Json};
-use leasehold_core::{Cancelled, Error, JobId, JobState, RetryMode};
+use leasehold_core::{Error, JobId, JobState, RetryMode};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
@@ -18,6 +18,8 @@ use super::data::{job_id, Res};
 use super::error::{ApiError, DashError, PageError};
 use super::html::path_segment;
 use super::{App, Shared};
+use crate::failure::is_refusal;
+use crate::wording;
 use crate::ResolveAs;
 
 /// Longest reason accepted.
@@ -168,7 +170,7 @@ impl Action {
 
 /// Why the state model refused, in the command line's words.
 fn refused(action: Action, id: &JobId, queue: &str, e: Error) -> DashError {
-    match crate::commands::refused(action.name(), id, queue, e) {
+    match wording::refused(action.name(), id, queue, e) {
         crate::Failure::Refused(m) => DashError::Refused(m),
         other => DashError::Internal(other.message().to_owned()),
     }
@@ -188,12 +190,12 @@ async fn act(
     let id = job_id(id)?;
     let q = app.queue(queue)?;
     let by = by(body.operator.as_deref());
-    let fail = |e: Error| match e {
-        Error::Refused { .. }
-        | Error::AlreadyTerminal { .. }
-        | Error::LeaseLost { .. }
-        | Error::InputKeyTaken { .. } => refused(action, &id, queue, e),
-        other => app.fail(other),
+    let fail = |e: Error| {
+        if is_refusal(&e) {
+            refused(action, &id, queue, e)
+        } else {
+            app.fail(e)
+        }
     };
     let result = |outcome: &str, state, attempt, message: String| ActionResult {
         job: id.clone(),
@@ -214,26 +216,9 @@ async fn act(
     match action {
         Action::Cancel => {
             let reason = reason(body.reason.as_deref(), true)?;
-            Ok(match q.cancel(&id, &reason, &by).await.map_err(fail)? {
-                Cancelled::Now => result(
-                    "cancelled",
-                    JobState::Cancelled,
-                    None,
-                    format!("job {id} cancelled (it was QUEUED)"),
-                ),
-                Cancelled::Requested { state } => result(
-                    "requested",
-                    state,
-                    None,
-                    format!("cancel requested for job {id} ({state}): its worker honours it at the next renewal, checkpoint or start"),
-                ),
-                Cancelled::AlreadyRequested { state, reason } => result(
-                    "already_requested",
-                    state,
-                    None,
-                    format!("job {id} ({state}) already has a cancel request ({reason:?}); it stands"),
-                ),
-            })
+            let done = q.cancel(&id, &reason, &by).await.map_err(fail)?;
+            let (outcome, state, message) = wording::cancelled(&id, &done);
+            Ok(result(outcome, state, None, message))
         }
         Action::Retry => {
             let reason = reason(body.reason.as_deref(), false)?;
@@ -247,15 +232,11 @@ async fn act(
                 }
             };
             let attempt = q.retry(&id, mode, &by, &reason).await.map_err(fail)?;
-            let how = match mode {
-                RetryMode::Resume => "resuming after the last completed step",
-                RetryMode::FromStart => "from the first step",
-            };
             Ok(result(
                 "retried",
                 JobState::Queued,
                 Some(attempt),
-                format!("job {id} queued again as attempt {attempt}, {how}"),
+                wording::retried(&id, attempt, mode),
             ))
         }
         Action::Resolve => {
@@ -276,7 +257,7 @@ async fn act(
                 "resolved",
                 state,
                 None,
-                format!("job {id} resolved as {state}"),
+                wording::resolved(&id, state),
             ))
         }
     }

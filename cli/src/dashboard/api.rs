@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::data::{job_id, EventsParams, JobsParams, QueueLock, QueueParam, QueueWorkers};
 use super::error::{ApiError, DashError};
 use super::Shared;
-use crate::render::{self, Moment};
+use crate::wording::{self, Moment};
 
 type Api<T> = Result<Json<T>, ApiError>;
 
@@ -57,7 +57,7 @@ pub async fn job(
 ) -> Api<JobView> {
     let detail = app.job(&queue, &id).await?;
     Ok(Json(JobView {
-        timeline: render::timeline(&detail.job),
+        timeline: wording::timeline(&detail.job),
         cancel_explained: detail.cancel.as_ref().map(|c| c.explain()),
         detail,
     }))

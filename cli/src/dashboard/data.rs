@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::DashError;
 use super::{App, QUEUE_CACHE};
-use crate::commands::list_jobs_across;
+use crate::context::list_jobs_across;
 
 /// Most jobs one listing page shows.
 pub const MAX_LIMIT: usize = 500;
@@ -21,6 +21,7 @@ pub const MAX_EVENTS: usize = 1_000;
 pub type Res<T> = Result<T, DashError>;
 
 impl App {
+    /// `e` as a request failure, naming the (redacted) Redis URL.
     pub fn fail(&self, e: leasehold_core::Error) -> DashError {
         DashError::from_core(&self.shown_url, e)
     }
@@ -257,20 +258,30 @@ pub struct QueueLock {
 /// Query string of `/jobs` and `/api/jobs`; every field optional, empty means unset.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct JobsParams {
+    /// Only this queue.
     pub queue: Option<String>,
+    /// Only jobs in this state.
     pub state: Option<String>,
+    /// Only jobs of this pipeline.
     pub pipeline: Option<String>,
+    /// Only jobs with this resource.
     pub resource: Option<String>,
+    /// Only jobs whose current or last attempt ran on this worker.
     pub worker: Option<String>,
+    /// Matching jobs to skip.
     pub offset: Option<String>,
+    /// Most jobs to show.
     pub limit: Option<String>,
 }
 
 /// A parsed job listing request.
 #[derive(Debug, Clone)]
 pub struct JobsQuery {
+    /// Only this queue (default: every queue shown).
     pub queue: Option<String>,
+    /// Which jobs.
     pub filter: JobFilter,
+    /// Which of them.
     pub page: Page,
 }
 
@@ -322,16 +333,22 @@ impl JobsParams {
 /// Query string of `/events` and `/api/events`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct EventsParams {
+    /// Only this queue.
     pub queue: Option<String>,
+    /// Only this job's events.
     pub job: Option<String>,
+    /// How many of the latest events.
     pub limit: Option<String>,
 }
 
 /// A parsed event feed request.
 #[derive(Debug, Clone)]
 pub struct EventsQuery {
+    /// Only this queue (default: every queue shown).
     pub queue: Option<String>,
+    /// Only this job's events.
     pub job: Option<String>,
+    /// How many of the latest events.
     pub limit: usize,
 }
 
@@ -349,6 +366,7 @@ impl EventsParams {
 /// Query string naming one queue.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct QueueParam {
+    /// The queue.
     pub queue: Option<String>,
 }
 

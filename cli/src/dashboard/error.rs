@@ -3,8 +3,10 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use leasehold_core::Error;
+use maud::{html, Markup};
 use serde_json::json;
 
+use super::html::{layout, Nav};
 use crate::{classify, Failure};
 
 /// Why a request failed.
@@ -152,7 +154,37 @@ impl From<DashError> for PageError {
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         self.0.log();
-        let page = super::pages::error_page(&self.0);
+        let page = error_page(&self.0);
         self.0.finish(page.into_response())
     }
+}
+
+/// The page for a failed request.
+pub fn error_page(e: &DashError) -> Markup {
+    let hint = match e {
+        DashError::Unavailable(_) => Some(
+            "The dashboard keeps running and shows data again as soon as Redis answers; this page retries by itself.",
+        ),
+        DashError::Unauthorized(_) => Some("Go back, type the dashboard token into the form, and submit again."),
+        _ => None,
+    };
+    layout(
+        e.title(),
+        Nav::None,
+        None,
+        "",
+        html! {
+            section.error data-status=(e.status().as_u16()) {
+                h1 { (e.status().as_u16()) " " (e.title()) }
+                p.message { (e.message()) }
+                @if let Some(h) = hint { p { (h) } }
+                p { a href="/" { "Queues" } " · " a href="/jobs" { "Jobs" } }
+            }
+        },
+    )
+}
+
+/// Any other path: 404.
+pub async fn not_found() -> Response {
+    PageError(DashError::NotFound("no such page".into())).into_response()
 }

@@ -15,11 +15,17 @@ use crate::time::{human, stamp};
 /// Which navigation entry is current.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nav {
+    /// `/`.
     Queues,
+    /// `/jobs` and a job's page.
     Jobs,
+    /// `/workers`.
     Workers,
+    /// `/locks`.
     Locks,
+    /// `/events`.
     Events,
+    /// No entry (error and find pages).
     None,
 }
 

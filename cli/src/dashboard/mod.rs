@@ -44,7 +44,7 @@ use clap::Args;
 use leasehold_core::{Metrics, Queue, QueueConfig};
 use tokio::sync::Mutex;
 
-use crate::commands::Ctx;
+use crate::context::Ctx;
 use crate::{Failure, Outcome};
 
 pub use actions::Token;
@@ -95,6 +95,7 @@ pub(crate) struct App {
     pub hosts: Option<BTreeSet<String>>,
 }
 
+/// The state every handler gets.
 pub(crate) type Shared = Arc<App>;
 
 /// Resolves `--bind`: every address it names, and whether all are loopback.
@@ -245,7 +246,7 @@ pub(crate) fn router(app: Shared) -> Router {
         .route("/static/app.css", get(app_css))
         .route("/static/app.js", get(app_js))
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
-        .fallback(pages::not_found)
+        .fallback(error::not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .with_state(app)
 }

@@ -1,0 +1,40 @@
+//! The commands: each reads through `leasehold_core::inspect` or acts through
+//! the `Queue` client (the same Lua scripts the workers use). One module per
+//! family: `views` read, `actions` act on one job, `enqueue` adds jobs,
+//! `upkeep` sweeps and purges. (`main` dispatches; `dashboard` is a command of
+//! its own.)
+
+mod actions;
+mod enqueue;
+mod upkeep;
+mod views;
+
+use serde::Serialize;
+
+use crate::{Failure, Outcome};
+
+pub(crate) use actions::{cancel, resolve, retry};
+pub(crate) use enqueue::enqueue;
+pub(crate) use upkeep::{purge, sweep};
+pub(crate) use views::{events, jobs, locks, show, status, workers};
+
+/// Prints `value` as pretty JSON.
+fn print_json(value: &impl Serialize) -> Outcome {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Failure::Other(format!("cannot write JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// Prints `value` as JSON on one line (`events --follow --json`).
+fn print_json_line(value: &impl Serialize) -> Outcome {
+    let text = serde_json::to_string(value)
+        .map_err(|e| Failure::Other(format!("cannot write JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// The queue given, as the list of queues to read (empty: every queue).
+fn one(queue: Option<String>) -> Vec<String> {
+    queue.into_iter().collect()
+}

@@ -1,0 +1,107 @@
+//! Upkeep: `sweep` recovers expired leases now, `purge` deletes terminal jobs
+//! beyond the retention policy.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::{one, print_json};
+use crate::context::Ctx;
+use crate::time::human_duration;
+use crate::Outcome;
+
+/// `sweep`.
+pub(crate) async fn sweep(
+    ctx: &Ctx,
+    queue: Option<String>,
+    dry_run: bool,
+    batch: usize,
+) -> Outcome {
+    let mut reports = Vec::new();
+    for name in ctx.queues(&one(queue)).await? {
+        let q = ctx.queue(&name)?;
+        let r = if dry_run {
+            q.sweep_dry_run(batch).await
+        } else {
+            q.sweep(batch).await
+        }
+        .map_err(|e| ctx.fail(e))?;
+        reports.push(json!({
+            "queue": name,
+            "dry_run": dry_run,
+            "requeued": r.requeued,
+            "cancelled": r.cancelled,
+            "stale": r.stale,
+            "unparked": r.unparked,
+            "purged": r.purged,
+            "moves": r.moves.iter().map(|m| json!({"job": m.job, "from": m.from, "to": m.to})).collect::<Vec<_>>(),
+        }));
+    }
+    if ctx.json {
+        return print_json(&reports);
+    }
+    if reports.is_empty() {
+        println!("no queues found under prefix {:?}", ctx.config.prefix);
+    }
+    for r in &reports {
+        println!(
+            "{}{}: {} requeued, {} cancelled, {} STALE, {} unparked, {}",
+            r["queue"].as_str().unwrap_or(""),
+            if dry_run {
+                " (dry run: nothing changed)"
+            } else {
+                ""
+            },
+            r["requeued"],
+            r["cancelled"],
+            r["stale"],
+            r["unparked"],
+            if dry_run {
+                "retention not evaluated".to_owned()
+            } else {
+                format!("{} purged", r["purged"])
+            }
+        );
+        for m in r["moves"].as_array().into_iter().flatten() {
+            println!(
+                "  {}  {} -> {}",
+                m["job"].as_str().unwrap_or(""),
+                m["from"].as_str().unwrap_or(""),
+                m["to"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `purge`.
+pub(crate) async fn purge(ctx: &Ctx, queue: Option<String>, batch: usize) -> Outcome {
+    let mut out = BTreeMap::new();
+    for name in ctx.queues(&one(queue)).await? {
+        let n = ctx
+            .queue(&name)?
+            .purge(batch)
+            .await
+            .map_err(|e| ctx.fail(e))?;
+        out.insert(name, n);
+    }
+    let retention = &ctx.config.retention;
+    if ctx.json {
+        let rows: Vec<_> = out
+            .iter()
+            .map(|(q, n)| json!({"queue": q, "purged": n, "keep_count": retention.keep_count, "keep_age_ms": retention.keep_age.as_millis() as u64}))
+            .collect();
+        return print_json(&rows);
+    }
+    if out.is_empty() {
+        println!("no queues found under prefix {:?}", ctx.config.prefix);
+    }
+    for (q, n) in &out {
+        println!(
+            "{q}: purged {n} terminal jobs beyond retention (keep {} jobs, at most {} old)",
+            retention.keep_count,
+            human_duration(retention.keep_age)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,250 @@
+//! The commands that read: `status`, `jobs`, `show`, `locks`, `workers` and
+//! `events` (with `--follow`).
+
+use std::time::Duration;
+
+use leasehold_core::{Event, EventFollower, Inspector, JobFilter, JobId, Page};
+use serde::Serialize;
+
+use super::{one, print_json, print_json_line};
+use crate::context::{list_jobs_across, Ctx};
+use crate::wording::{self, Moment};
+use crate::{job_id, render, Failure, JobsArgs, Outcome};
+
+/// How long one `XREAD BLOCK` of `events --follow` waits.
+const FOLLOW_BLOCK: Duration = Duration::from_secs(2);
+
+/// `status`.
+pub(crate) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
+    let names = ctx.queues(queues).await?;
+    let mut all = Vec::with_capacity(names.len());
+    for q in &names {
+        all.push(ctx.inspector(q)?.status().await.map_err(|e| ctx.fail(e))?);
+    }
+    if ctx.json {
+        return print_json(&all);
+    }
+    if all.is_empty() {
+        println!(
+            "no queues found under prefix {:?} at {}",
+            ctx.config.prefix, ctx.shown_url
+        );
+        return Ok(());
+    }
+    print!("{}", render::status(&all));
+    Ok(())
+}
+
+/// `jobs`.
+pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
+    let filter = JobFilter {
+        state: args.state,
+        pipeline: args.pipeline,
+        resource: args.resource,
+        worker: args.worker,
+    };
+    let names = ctx.queues(&one(args.queue)).await?;
+    let inspectors = names
+        .iter()
+        .map(|q| ctx.inspector(q))
+        .collect::<Outcome<Vec<_>>>()?;
+    let page = list_jobs_across(
+        &inspectors,
+        &filter,
+        Page {
+            offset: args.offset,
+            limit: args.limit,
+        },
+    )
+    .await
+    .map_err(|e| ctx.fail(e))?;
+    if ctx.json {
+        return print_json(&page);
+    }
+    print!("{}", render::jobs(&page, args.offset));
+    Ok(())
+}
+
+/// `show`.
+pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome {
+    let queue = ctx.locate(id, queue).await?;
+    let detail = Inspector::new(queue.clone())
+        .job_detail(id)
+        .await
+        .map_err(|e| ctx.fail(e))?
+        .ok_or_else(|| {
+            Failure::UnknownJob(format!("job {id} not found in queue {}", queue.name()))
+        })?;
+    let mut detail = detail;
+    if let Some(lease) = &mut detail.job.lease {
+        lease.token = "(redacted)".into();
+    }
+    let timeline = wording::timeline(&detail.job);
+    if ctx.json {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            #[serde(flatten)]
+            detail: &'a leasehold_core::JobDetail,
+            timeline: &'a [Moment],
+            cancel_explained: Option<String>,
+        }
+        return print_json(&Shown {
+            detail: &detail,
+            timeline: &timeline,
+            cancel_explained: detail.cancel.as_ref().map(|c| c.explain()),
+        });
+    }
+    print!("{}", render::show(&detail, &timeline));
+    Ok(())
+}
+
+/// `locks`.
+pub(crate) async fn locks(ctx: &Ctx, queue: Option<String>) -> Outcome {
+    #[derive(Serialize)]
+    struct QueueLock {
+        queue: String,
+        #[serde(flatten)]
+        lock: leasehold_core::LockInfo,
+    }
+    let mut all = Vec::new();
+    for q in ctx.queues(&one(queue)).await? {
+        for lock in ctx.inspector(&q)?.locks().await.map_err(|e| ctx.fail(e))? {
+            all.push(QueueLock {
+                queue: q.clone(),
+                lock,
+            });
+        }
+    }
+    if ctx.json {
+        return print_json(&all);
+    }
+    let rows: Vec<(String, leasehold_core::LockInfo)> =
+        all.into_iter().map(|l| (l.queue, l.lock)).collect();
+    print!("{}", render::locks(&rows));
+    Ok(())
+}
+
+/// `workers`.
+pub(crate) async fn workers(ctx: &Ctx, queue: Option<String>) -> Outcome {
+    #[derive(Serialize)]
+    struct QueueWorkers {
+        queue: String,
+        #[serde(flatten)]
+        workers: leasehold_core::Workers,
+    }
+    let mut all = Vec::new();
+    for q in ctx.queues(&one(queue)).await? {
+        let workers = ctx
+            .inspector(&q)?
+            .workers()
+            .await
+            .map_err(|e| ctx.fail(e))?;
+        all.push(QueueWorkers { queue: q, workers });
+    }
+    if ctx.json {
+        return print_json(&all);
+    }
+    let rows: Vec<(String, leasehold_core::Workers)> =
+        all.into_iter().map(|w| (w.queue, w.workers)).collect();
+    print!("{}", render::workers(&rows));
+    Ok(())
+}
+
+/// `events`, and with `follow` every new event until interrupted.
+pub(crate) async fn events(
+    ctx: &Ctx,
+    queue: Option<String>,
+    job: Option<String>,
+    follow: bool,
+    limit: usize,
+) -> Outcome {
+    let job = job.as_deref().map(job_id).transpose()?;
+    // the queues to read, and the first events
+    let (names, mut first): (Vec<String>, Vec<Event>) = match &job {
+        Some(id) => {
+            let queue = match &queue {
+                // a purged job's events may outlive it: read the stream even without the record
+                Some(q) => ctx.queue(q)?,
+                None => ctx.locate(id, None).await?,
+            };
+            let events = Inspector::new(queue.clone())
+                .job_events(id)
+                .await
+                .map_err(|e| ctx.fail(e))?;
+            if events.is_empty() && queue.job(id).await.map_err(|e| ctx.fail(e))?.is_none() {
+                return Err(Failure::UnknownJob(format!(
+                    "job {id} not found in queue {}",
+                    queue.name()
+                )));
+            }
+            (vec![queue.name().to_owned()], events)
+        }
+        None => {
+            let names = ctx.queues(&one(queue)).await?;
+            let mut events = Vec::new();
+            for q in &names {
+                events.extend(
+                    ctx.inspector(q)?
+                        .events(None, limit)
+                        .await
+                        .map_err(|e| ctx.fail(e))?,
+                );
+            }
+            (names, events)
+        }
+    };
+    first.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
+    let skip = first.len().saturating_sub(limit);
+    let first: Vec<Event> = first.into_iter().skip(skip).collect();
+    if !follow {
+        if ctx.json {
+            return print_json(&first);
+        }
+        if first.is_empty() {
+            println!("no events");
+        } else {
+            print!("{}", render::events(&first));
+        }
+        return Ok(());
+    }
+    let mut follower = EventFollower::connect(&ctx.url, &ctx.config, &names, FOLLOW_BLOCK)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    // continue right after what was read (or from the start of an empty stream)
+    for q in &names {
+        let last = first
+            .iter()
+            .rev()
+            .find(|e| e.queue == *q)
+            .map(|e| e.id.clone());
+        if let Some(last) = last {
+            follower.resume_after(q, &last);
+        }
+    }
+    let print = |e: &Event| -> Outcome {
+        if ctx.json {
+            print_json_line(e)
+        } else {
+            println!("{}", render::event_line(e));
+            Ok(())
+        }
+    };
+    for e in &first {
+        print(e)?;
+    }
+    if !ctx.json {
+        eprintln!("following {} (Ctrl-C to stop)", names.join(", "));
+    }
+    loop {
+        let batch = tokio::select! {
+            batch = follower.next_batch(100) => batch.map_err(|e| ctx.fail(e))?,
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        for e in batch
+            .iter()
+            .filter(|e| job.as_ref().is_none_or(|j| e.job == *j))
+        {
+            print(e)?;
+        }
+    }
+}

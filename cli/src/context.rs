@@ -1,0 +1,179 @@
+//! The context the commands and the dashboard share: the Redis connection and
+//! queue settings, finding queues and jobs under the prefix, listing jobs
+//! across queues, and the Redis URL as messages show it.
+
+use leasehold_core::{
+    discover_queues, Error, Inspector, JobFilter, JobId, JobPage, Page, Queue, QueueConfig,
+};
+
+use crate::failure::{classify, Failure, Outcome};
+
+/// Connection and settings shared by the commands.
+pub struct Ctx {
+    /// The URL as given (with credentials), for dedicated connections.
+    pub url: String,
+    /// The URL for messages (password redacted).
+    pub shown_url: String,
+    /// A client whose pool every queue client shares.
+    pub base: Queue,
+    /// Queue settings (prefix, retention, timeouts).
+    pub config: QueueConfig,
+    /// Print JSON.
+    pub json: bool,
+    /// Who acts.
+    pub by: String,
+}
+
+impl Ctx {
+    /// `e` as a failure, naming the (redacted) Redis URL.
+    pub(crate) fn fail(&self, e: Error) -> Failure {
+        classify(&self.shown_url, e)
+    }
+
+    /// The client of queue `name` (sharing the pool).
+    pub(crate) fn queue(&self, name: &str) -> Outcome<Queue> {
+        self.base.sibling(name).map_err(|e| self.fail(e))
+    }
+
+    /// The inspector of queue `name`.
+    pub(crate) fn inspector(&self, name: &str) -> Outcome<Inspector> {
+        Ok(Inspector::new(self.queue(name)?))
+    }
+
+    /// The queues named, or every queue found under the prefix.
+    pub(crate) async fn queues(&self, given: &[String]) -> Outcome<Vec<String>> {
+        if !given.is_empty() {
+            for q in given {
+                self.queue(q)?;
+            }
+            return Ok(given.to_vec());
+        }
+        discover_queues(self.base.pool(), &self.config)
+            .await
+            .map_err(|e| self.fail(e))
+    }
+
+    /// The queue of `job`: the one given, or the only known queue holding it.
+    pub(crate) async fn locate(&self, job: &JobId, given: Option<&str>) -> Outcome<Queue> {
+        if let Some(q) = given {
+            let queue = self.queue(q)?;
+            return match queue.job(job).await.map_err(|e| self.fail(e))? {
+                Some(_) => Ok(queue),
+                None => Err(Failure::UnknownJob(format!(
+                    "job {job} not found in queue {q}"
+                ))),
+            };
+        }
+        let queues = self.queues(&[]).await?;
+        let mut found = Vec::new();
+        for q in &queues {
+            let queue = self.queue(q)?;
+            if queue.job(job).await.map_err(|e| self.fail(e))?.is_some() {
+                found.push(queue);
+            }
+        }
+        match found.len() {
+            1 => Ok(found.remove(0)),
+            0 => Err(Failure::UnknownJob(format!(
+                "job {job} not found in any queue under prefix {:?} (looked in: {}); it may have been purged by retention, or give --queue",
+                self.config.prefix,
+                if queues.is_empty() { "no queues found".to_owned() } else { queues.join(", ") }
+            ))),
+            _ => Err(Failure::Usage(format!(
+                "job {job} exists in several queues ({}): give --queue",
+                found.iter().map(Queue::name).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+}
+
+/// One page of the jobs matching `filter` in the queues of `inspectors`, newest
+/// change first. With several queues, each queue's first `offset + limit`
+/// matches are read and merged.
+pub async fn list_jobs_across(
+    inspectors: &[Inspector],
+    filter: &JobFilter,
+    page: Page,
+) -> Result<JobPage, Error> {
+    if let [only] = inspectors {
+        return only.list_jobs(filter, page).await;
+    }
+    let need = Page {
+        offset: 0,
+        limit: page.offset.saturating_add(page.limit),
+    };
+    let mut merged = JobPage {
+        jobs: Vec::new(),
+        examined: 0,
+        has_more: false,
+        truncated: false,
+    };
+    for inspector in inspectors {
+        let p = inspector.list_jobs(filter, need).await?;
+        merged.jobs.extend(p.jobs);
+        merged.examined += p.examined;
+        merged.has_more |= p.has_more;
+        merged.truncated |= p.truncated;
+    }
+    merged.jobs.sort_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| b.id.cmp(&a.id))
+    });
+    merged.has_more |= merged.jobs.len() > need.limit;
+    merged.jobs = merged
+        .jobs
+        .into_iter()
+        .skip(page.offset)
+        .take(page.limit)
+        .collect();
+    Ok(merged)
+}
+
+/// `url` with any password replaced by `****`, for messages.
+pub fn redact(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..]
+            .find(['/', '?', '#'])
+            .map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                let pw_start = rest_start + colon + 1;
+                out.replace_range(pw_start..rest_start + at, "****");
+            }
+        }
+    }
+    // redis+unix:///path?pass=secret
+    for key in ["pass=", "password="] {
+        if let Some(i) = out.find(key) {
+            let start = i + key.len();
+            let end = out[start..]
+                .find(['&', '#'])
+                .map_or(out.len(), |j| start + j);
+            out.replace_range(start..end, "****");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("rediss://alice:s3cret@db:6380/0"),
+            "rediss://alice:****@db:6380/0"
+        );
+        assert_eq!(redact("redis://:pw@h"), "redis://:****@h");
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        assert_eq!(
+            redact("redis+unix:///tmp/r.sock?db=1&pass=x"),
+            "redis+unix:///tmp/r.sock?db=1&pass=****"
+        );
+    }
+}

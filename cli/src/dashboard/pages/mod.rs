@@ -1,0 +1,52 @@
+//! The HTML pages, one module per page. Parts marked `data-live` are
+//! refreshed in place by `/static/app.js` every 2 s.
+
+mod events;
+mod job;
+mod jobs;
+mod locks;
+mod queues;
+mod workers;
+
+use leasehold_core::Millis;
+use maud::Markup;
+
+use super::data::Res;
+use super::error::PageError;
+use super::html::{layout, Nav};
+use super::App;
+
+pub use events::events;
+pub use job::{find, job};
+pub use jobs::jobs;
+pub use locks::locks;
+pub use queues::overview;
+pub use workers::workers;
+
+/// A page handler's answer: the page, or an error page.
+type Page = Result<Markup, PageError>;
+
+impl App {
+    /// The footer line: Redis, key prefix, version.
+    fn footer(&self) -> String {
+        format!(
+            "Redis {} · key prefix {} · leasehold {}",
+            self.shown_url,
+            self.config.prefix,
+            env!("CARGO_PKG_VERSION")
+        )
+    }
+
+    /// The whole page around `body`, with the action mode shown.
+    fn page(&self, title: &str, nav: Nav, body: Markup) -> Markup {
+        layout(title, nav, Some(self.token.is_some()), &self.footer(), body)
+    }
+
+    /// Redis `TIME` (ms).
+    async fn now(&self) -> Res<Millis> {
+        leasehold_core::Inspector::new(self.base.clone())
+            .now()
+            .await
+            .map_err(|e| self.fail(e))
+    }
+}

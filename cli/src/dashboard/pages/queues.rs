@@ -1,0 +1,136 @@
+//! `GET /`: every queue at a glance (counts per state, what waits, workers,
+//! locks, STALE jobs).
+
+use axum::extract::State;
+use leasehold_core::{JobState, QueueStatus};
+use maud::{html, Markup};
+
+use super::locks::locks_table;
+use super::Page;
+use crate::dashboard::html::{job_url, jobs_url, opt, Nav};
+use crate::dashboard::Shared;
+use crate::time::human;
+
+/// A state's count as a tile linking to its jobs.
+fn count_tile(queue: &str, state: JobState, n: u64, mark: &str) -> Markup {
+    html! {
+        a class={ "tile st-" (state.as_str()) } href=(jobs_url(queue, state.as_str()))
+            data-state=(state.as_str()) {
+            span.n { (n) (mark) }
+            span.l { (state.as_str()) }
+        }
+    }
+}
+
+/// One queue's card.
+fn queue_card(s: &QueueStatus) -> Markup {
+    let c = &s.counts;
+    let sampled = c.terminal_sampled < c.terminal;
+    let mark = if sampled { "*" } else { "" };
+    let q = s.queue.as_str();
+    html! {
+        section.card.queue data-queue=(q) {
+            h2 { a href=(jobs_url(q, "")) { (q) } }
+            div.tiles {
+                (count_tile(q, JobState::Queued, c.queued, ""))
+                (count_tile(q, JobState::Leased, c.leased, if c.leases_unclassified > 0 { "+" } else { "" }))
+                (count_tile(q, JobState::Running, c.running, ""))
+                (count_tile(q, JobState::Stale, c.stale, ""))
+                (count_tile(q, JobState::Succeeded, c.succeeded, mark))
+                (count_tile(q, JobState::Failed, c.failed, mark))
+                (count_tile(q, JobState::Cancelled, c.cancelled, mark))
+            }
+            @if sampled {
+                p.note { "* among the newest " (c.terminal_sampled) " of " (c.terminal) " terminal jobs kept" }
+            }
+            @if c.leases_unclassified > 0 {
+                p.note { "+ " (c.leases_unclassified) " leases beyond the classification limit" }
+            }
+            dl.facts {
+                dt { "Oldest waiting" }
+                dd {
+                    @match &s.oldest_waiting {
+                        Some(o) => { (human(o.age_ms)) " — " a.mono href=(job_url(q, o.job.as_str())) { (o.job) } " (" (o.pipeline) ")" },
+                        None => "nothing waiting",
+                    }
+                }
+                dt { "Waiting" }
+                dd {
+                    @if s.pipelines.is_empty() && s.parked == 0 { "-" }
+                    @for p in &s.pipelines {
+                        span.pill { (p.pipeline) ": " (p.ready) " ready"
+                            @if p.delayed > 0 { ", " (p.delayed) " delayed (" (p.due) " due)" } }
+                        " "
+                    }
+                    @if s.parked > 0 { span.pill { (s.parked) " parked on locked resources" } }
+                }
+                dt { "Live workers" }
+                dd.workers-count { (s.workers.len())
+                    @for w in &s.workers {
+                        " " span.pill.mono { (w.id)
+                            @if let (Some(a), Some(n)) = (w.active, w.concurrency) { " (" (a) "/" (n) " busy)" }
+                            @if w.shutting_down { " (shutting down)" } }
+                    }
+                }
+                dt { "Locks held" }
+                dd { (s.locks.len()) }
+                @if s.cleanups_waiting + s.cleanups_claimed > 0 {
+                    dt { "Cleanup hooks" }
+                    dd { (s.cleanups_waiting) " waiting, " (s.cleanups_claimed) " claimed (resolved STALE jobs)" }
+                }
+                @if s.expired_leases > 0 {
+                    dt.warn { "Expired leases" }
+                    dd.warn { (s.expired_leases) " not swept yet (their workers are probably gone; the next sweep recovers them)" }
+                }
+            }
+            @if !s.locks.is_empty() {
+                h3 { "Locks" }
+                (locks_table(&s.locks.iter().map(|l| (q, l)).collect::<Vec<_>>(), false))
+            }
+            @if c.stale > 0 {
+                h3.warn { "STALE: " (c.stale) " job(s) need a decision" }
+                table.grid.stale {
+                    thead { tr { th { "Job" } th { "Pipeline" } th { "Step cut off" } th { "Last done" } th { "Worker" } th { "STALE for" } th { "Lock" } } }
+                    tbody {
+                        @for j in &s.stale {
+                            tr {
+                                td { a.mono href=(job_url(q, j.job.id.as_str())) { (j.job.id) } }
+                                td { (j.job.pipeline) }
+                                td { (opt(j.job.step.as_deref())) }
+                                td { (opt(j.job.last_step.as_deref())) }
+                                td.mono { (opt(j.job.worker.as_deref())) }
+                                td { (human(s.now - j.stale_at)) }
+                                td { @match (&j.job.resource, j.holds_lock) {
+                                    (Some(r), Some(true)) => { "holds " (r) },
+                                    (Some(r), _) => { (r) " (not held)" },
+                                    (None, _) => "-",
+                                } }
+                            }
+                        }
+                    }
+                }
+                @if (s.stale.len() as u64) < c.stale {
+                    p.note { a href=(jobs_url(q, "STALE")) { "all STALE jobs" } }
+                }
+            }
+        }
+    }
+}
+
+/// `GET /`: every queue at a glance.
+pub async fn overview(State(app): State<Shared>) -> Page {
+    let all = app.overview().await?;
+    Ok(app.page(
+        "Queues",
+        Nav::Queues,
+        html! {
+            h1 { "Queues" }
+            div #queues data-live {
+                @if all.is_empty() {
+                    p.empty { "No queues found under key prefix " code { (app.config.prefix) } " (a queue appears once it has had a job)." }
+                }
+                @for s in &all { (queue_card(s)) }
+            }
+        },
+    ))
+}

@@ -1,0 +1,97 @@
+//! Why a command failed, and the exit code that says so: the mapping of core
+//! errors to failures that the commands and the dashboard share.
+
+use leasehold_core::Error;
+
+/// Why the command failed, with its exit code.
+#[derive(Debug)]
+pub enum Failure {
+    /// Exit 2: the arguments cannot work.
+    Usage(String),
+    /// Exit 3: the job does not exist.
+    UnknownJob(String),
+    /// Exit 4: the state model refuses the move.
+    Refused(String),
+    /// Exit 5: Redis cannot be reached.
+    Unreachable(String),
+    /// Exit 1: anything else.
+    Other(String),
+}
+
+impl Failure {
+    /// The process exit code of this failure.
+    pub(crate) fn code(&self) -> u8 {
+        match self {
+            Failure::Other(_) => 1,
+            Failure::Usage(_) => 2,
+            Failure::UnknownJob(_) => 3,
+            Failure::Refused(_) => 4,
+            Failure::Unreachable(_) => 5,
+        }
+    }
+
+    /// The message for the operator.
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            Failure::Usage(m)
+            | Failure::UnknownJob(m)
+            | Failure::Refused(m)
+            | Failure::Unreachable(m)
+            | Failure::Other(m) => m,
+        }
+    }
+
+    /// The same failure with `extra` appended to its message.
+    pub(crate) fn context(self, extra: &str) -> Failure {
+        let add = |m: String| format!("{m} ({extra})");
+        match self {
+            Failure::Usage(m) => Failure::Usage(add(m)),
+            Failure::UnknownJob(m) => Failure::UnknownJob(add(m)),
+            Failure::Refused(m) => Failure::Refused(add(m)),
+            Failure::Unreachable(m) => Failure::Unreachable(add(m)),
+            Failure::Other(m) => Failure::Other(add(m)),
+        }
+    }
+}
+
+/// A command's result.
+pub type Outcome<T = ()> = Result<T, Failure>;
+
+/// Whether `e` is the state model refusing a move (as opposed to Redis or the
+/// arguments failing).
+pub(crate) fn is_refusal(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Refused { .. }
+            | Error::AlreadyTerminal { .. }
+            | Error::LeaseLost { .. }
+            | Error::InputKeyTaken { .. }
+    )
+}
+
+/// Maps a core error to a failure and exit code.
+pub fn classify(shown_url: &str, e: Error) -> Failure {
+    let unreachable = match &e {
+        Error::Timeout(_) | Error::Pool(_) => true,
+        Error::Redis(re) => {
+            re.is_io_error()
+                || re.is_connection_dropped()
+                || re.is_connection_refusal()
+                || re.is_timeout()
+        }
+        _ => false,
+    };
+    if unreachable {
+        return Failure::Unreachable(format!("cannot reach Redis at {shown_url}: {e}"));
+    }
+    if is_refusal(&e) {
+        return Failure::Refused(e.to_string());
+    }
+    match e {
+        Error::NotFound { queue, job } => {
+            Failure::UnknownJob(format!("job {job} not found in queue {queue}"))
+        }
+        Error::InvalidArgument(m) => Failure::Usage(m),
+        other => Failure::Other(other.to_string()),
+    }
+}

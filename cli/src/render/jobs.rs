@@ -1,0 +1,68 @@
+//! `jobs`: one page of jobs, newest change first.
+
+use std::fmt::Write as _;
+
+use leasehold_core::JobPage;
+
+use crate::table::Table;
+use crate::time::stamp;
+use crate::wording::opt;
+
+/// `jobs`.
+pub fn jobs(page: &JobPage, offset: usize) -> String {
+    let mut out = String::new();
+    if page.jobs.is_empty() {
+        out.push_str("no jobs match\n");
+    } else {
+        let mut t = Table::new(&[
+            "ID",
+            "QUEUE",
+            "PIPELINE",
+            "STATE",
+            "ATTEMPT",
+            "STEP",
+            "LAST DONE",
+            "RESOURCE",
+            "WORKER",
+            "CREATED",
+            "UPDATED",
+        ]);
+        for j in &page.jobs {
+            let mut state = j.state.to_string();
+            if j.cancel_reason.is_some() && !j.state.is_terminal() {
+                state.push_str(" (cancel requested)");
+            }
+            t.row(vec![
+                j.id.to_string(),
+                j.queue.clone(),
+                j.pipeline.clone(),
+                state,
+                j.attempt.to_string(),
+                opt(j.step.as_deref()),
+                opt(j.last_step.as_deref()),
+                opt(j.resource.as_deref()),
+                opt(j.worker.as_deref()),
+                stamp(j.created_at),
+                stamp(j.updated_at),
+            ]);
+        }
+        out.push_str(&t.render(""));
+        let _ = write!(out, "{} jobs (offset {offset})", page.jobs.len());
+        if page.has_more {
+            let _ = write!(
+                out,
+                "; more may match: --offset {}",
+                offset + page.jobs.len()
+            );
+        }
+        out.push('\n');
+    }
+    if page.truncated {
+        let _ = writeln!(
+            out,
+            "note: stopped after reading {} index entries; narrow the filter (--queue, --state, --pipeline)",
+            page.examined
+        );
+    }
+    out
+}

@@ -1,0 +1,272 @@
+//! The words the command line and the dashboard share for jobs, locks and
+//! actions: a lock's time left, a job's step timeline, the verdict on its
+//! state, an attempt's error and resolution, why the state model refused a
+//! move, and what cancel, retry and resolve did.
+
+use std::fmt::Write as _;
+
+use leasehold_core::{
+    AttemptError, Cancelled, Error, Job, JobId, JobState, LockInfo, Millis, Resolution, RetryMode,
+};
+use serde::Serialize;
+
+use crate::failure::Failure;
+use crate::time::human;
+
+/// `-` for nothing.
+pub(crate) fn opt(s: Option<&str>) -> String {
+    s.unwrap_or("-").to_owned()
+}
+
+/// `yes` or `no`.
+pub(crate) fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// The time a lock has left: `free`, `persisted (STALE holder)`, a duration, or `?`.
+pub(crate) fn lock_ttl(lock: &LockInfo) -> String {
+    match (lock.holder.as_ref(), lock.ttl_ms) {
+        (None, _) => "free".into(),
+        (Some(_), Some(-1)) => "persisted (STALE holder)".into(),
+        (Some(_), Some(t)) if t >= 0 => human(t),
+        (Some(_), _) => "?".into(),
+    }
+}
+
+/// The state of a lock's holder, or `gone` when its job record is gone.
+pub(crate) fn holder_state(lock: &LockInfo) -> &'static str {
+    lock.holder_state.map_or("gone", JobState::as_str)
+}
+
+/// An attempt's error: `kind: message (retryable: yes|no)`.
+pub(crate) fn attempt_error(e: &AttemptError) -> String {
+    format!(
+        "{}: {} (retryable: {})",
+        e.kind,
+        e.message,
+        yes_no(e.retryable)
+    )
+}
+
+/// An operator's decision on a STALE attempt: `operator ACTION by WHO: REASON`.
+pub(crate) fn resolution(r: &Resolution) -> String {
+    format!("operator {} by {}: {}", r.action, r.by, r.reason)
+}
+
+/// One moment of a job's step timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Moment {
+    /// When (ms).
+    pub at: Millis,
+    /// The attempt.
+    pub attempt: u32,
+    /// What happened.
+    pub what: String,
+}
+
+/// The step timeline of every attempt, from the records and the current attempt's fields.
+pub fn timeline(job: &Job) -> Vec<Moment> {
+    let mut out = vec![Moment {
+        at: job.created_at,
+        attempt: 1,
+        what: "enqueued".into(),
+    }];
+    let mut cancels = Vec::new();
+    for a in &job.attempts {
+        if let Some(at) = a.leased_at {
+            out.push(Moment {
+                at,
+                attempt: a.n,
+                what: format!("leased by {} (fence {})", a.worker, a.fence),
+            });
+        }
+        if let Some(at) = a.started_at {
+            out.push(Moment {
+                at,
+                attempt: a.n,
+                what: "started".into(),
+            });
+        }
+        for s in &a.steps {
+            out.push(Moment {
+                at: s.at,
+                attempt: a.n,
+                what: format!("step {} completed", s.step),
+            });
+        }
+        if let Some(c) = &a.cancel {
+            cancels.push((c.clone(), a.n));
+        }
+        let mut what = format!("ended {}", a.state);
+        if let Some(e) = &a.error {
+            let _ = write!(what, ": {}", attempt_error(e));
+        } else if let Some(r) = a.reason.as_deref().filter(|r| !r.is_empty()) {
+            let _ = write!(what, ": {r}");
+        }
+        if let Some(r) = &a.resolution {
+            let _ = write!(what, " [{}]", resolution(r));
+        }
+        out.push(Moment {
+            at: a.ended_at,
+            attempt: a.n,
+            what,
+        });
+    }
+    let recorded = job.attempts.iter().any(|a| a.n == job.attempt);
+    if !recorded {
+        if let Some(at) = job.leased_at {
+            out.push(Moment {
+                at,
+                attempt: job.attempt,
+                what: format!(
+                    "leased by {} (fence {})",
+                    opt(job.worker.as_deref()),
+                    job.fence.unwrap_or(0)
+                ),
+            });
+        }
+        if let Some(at) = job.started_at {
+            out.push(Moment {
+                at,
+                attempt: job.attempt,
+                what: "started".into(),
+            });
+        }
+        for s in &job.steps {
+            out.push(Moment {
+                at: s.at,
+                attempt: job.attempt,
+                what: format!("step {} completed", s.step),
+            });
+        }
+        if let Some(at) = job.stale_at {
+            out.push(Moment {
+                at,
+                attempt: job.attempt,
+                what: format!(
+                    "went STALE: lease expired while running step {}",
+                    opt(job.step.as_deref())
+                ),
+            });
+        }
+    }
+    if let Some(c) = &job.cancel {
+        cancels.push((c.clone(), job.attempt));
+    }
+    cancels.dedup_by(|a, b| a.0 == b.0);
+    for (c, n) in cancels {
+        if let Some(at) = c.at {
+            out.push(Moment {
+                at,
+                attempt: n,
+                what: format!("cancel requested by {}: {}", c.by, c.reason),
+            });
+        }
+    }
+    out.sort_by_key(|m| m.at);
+    out
+}
+
+/// What an operator should know about the job's state: whether a failure is
+/// retryable, whether a retry is pending, whether a decision is needed.
+pub(crate) fn verdict(j: &Job) -> Option<String> {
+    let last_failed = j
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| a.state == JobState::Failed);
+    match j.state {
+        JobState::Failed => {
+            let a = j.attempts.iter().find(|a| a.n == j.attempt)?;
+            Some(match &a.error {
+                Some(e) if !e.retryable => format!(
+                    "not retryable: the step said retrying won't help ({}); `leasehold retry` starts a new attempt anyway",
+                    e.kind
+                ),
+                Some(_) => format!(
+                    "retryable, but automatic retries are used up (attempt {} of {}); `leasehold retry` starts a new attempt",
+                    j.attempt, j.max_attempts
+                ),
+                None => "failed without an error record; `leasehold retry` starts a new attempt".into(),
+            })
+        }
+        JobState::Queued if j.attempt > 1 => match last_failed.and_then(|a| a.error.as_ref().map(|e| (a.n, e))) {
+            Some((n, e)) if n + 1 == j.attempt => Some(format!(
+                "automatic retry pending after attempt {n} failed ({}: {})",
+                e.kind, e.message
+            )),
+            _ => Some(format!("attempt {} waiting (an operator retry)", j.attempt)),
+        },
+        JobState::Stale => Some(format!(
+            "needs a decision: the worker died while running step {}; side effects may exist. \
+             `leasehold retry {id} [--resume|--from-start]` or `leasehold resolve {id} --as failed|cancelled|succeeded --reason ...`",
+            opt(j.step.as_deref()),
+            id = j.id
+        )),
+        _ => None,
+    }
+}
+
+/// The refusal message for `op` (`cancel`, `retry`, `resolve`) on a job in
+/// `state`; an error that is not a refusal stays as it is (`Failure::Other`).
+pub(crate) fn refused(op: &str, id: &JobId, queue: &str, e: Error) -> Failure {
+    let why = |state: JobState| -> String {
+        match (op, state) {
+            ("cancel", JobState::Stale) => "its worker died mid-step and side effects may exist; decide with `leasehold retry` or `leasehold resolve --as cancelled`".into(),
+            ("cancel", s) if s.is_terminal() => "it has already ended; a terminal result is never rewritten".into(),
+            ("retry", JobState::Succeeded) => "a SUCCEEDED result is never rewritten; enqueue a new job to run the input again".into(),
+            ("retry", _) => "retry applies only to FAILED, CANCELLED and STALE jobs; cancel it first, or wait for it to end".into(),
+            ("resolve", _) => "resolve applies only to STALE jobs (a worker died while RUNNING); use cancel or retry for other states".into(),
+            _ => "the transition table has no such move".into(),
+        }
+    };
+    match e {
+        Error::Refused { state, .. } | Error::AlreadyTerminal { state, .. } | Error::LeaseLost { state, .. } => {
+            Failure::Refused(format!("cannot {op} job {id} in queue {queue}: it is {state}; {}", why(state)))
+        }
+        Error::InputKeyTaken { holder, .. } => Failure::Refused(format!(
+            "cannot {op} job {id} in queue {queue}: job {holder} holds its input key and has not finished (the same input would be processed twice)"
+        )),
+        other => Failure::Other(other.to_string()),
+    }
+}
+
+/// What a cancel did: its outcome (`cancelled`, `requested`,
+/// `already_requested`), the job's state after it, and a sentence.
+pub(crate) fn cancelled(id: &JobId, result: &Cancelled) -> (&'static str, JobState, String) {
+    match result {
+        Cancelled::Now => (
+            "cancelled",
+            JobState::Cancelled,
+            format!("job {id} cancelled (it was QUEUED)"),
+        ),
+        Cancelled::Requested { state } => (
+            "requested",
+            *state,
+            format!("cancel requested for job {id} ({state}): its worker honours it at the next renewal, checkpoint or start"),
+        ),
+        Cancelled::AlreadyRequested { state, reason } => (
+            "already_requested",
+            *state,
+            format!("job {id} ({state}) already has a cancel request ({reason:?}); it stands"),
+        ),
+    }
+}
+
+/// What a retry did: the job is queued again as attempt `attempt`.
+pub(crate) fn retried(id: &JobId, attempt: u32, mode: RetryMode) -> String {
+    let how = match mode {
+        RetryMode::Resume => "resuming after the last completed step",
+        RetryMode::FromStart => "from the first step",
+    };
+    format!("job {id} queued again as attempt {attempt}, {how}")
+}
+
+/// What a resolve did.
+pub(crate) fn resolved(id: &JobId, state: JobState) -> String {
+    format!("job {id} resolved as {state}")
+}
