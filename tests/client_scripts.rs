@@ -2,59 +2,28 @@
 //! private `redis-server` (one per test): enqueue, lease, start, checkpoint,
 //! renew, finish, cancel, operator retry and resolve.
 
-use std::cell::RefCell;
+mod support;
+
 use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
 use std::time::Duration;
 
-use leasehold::redis::{self, FromRedisValue, Value};
+use leasehold::redis;
 use leasehold::{
     AttemptError, Cancelled, Error, Finished, JobId, JobState, Lease, NewJob, Outcome, Queue,
-    QueueConfig, Renewal, RetryMode, StaleLock, Started,
+    Renewal, RetryMode, StaleLock, Started,
 };
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde_json::json;
-
-/// Generous deadline for every condition a test waits on.
-const WAIT: Duration = Duration::from_secs(10);
-/// A lease TTL long enough never to expire during a test unless forced.
-const TTL: Duration = Duration::from_secs(60);
+use support::{
+    command_calls, connect, enqueue, events, eventually, force_expire, get, job, lease_one, read,
+    zmembers, zscore, TTL, WAIT,
+};
 
 // ---- helpers ----------------------------------------------------------------
-
-/// Runs one command on the test server and converts its reply.
-#[track_caller]
-fn get<T: FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
-    let reply = srv.cmd(args);
-    if let Value::ServerError(e) = &reply {
-        panic!("{args:?} failed: {e:?}");
-    }
-    redis::from_redis_value(reply).unwrap_or_else(|e| panic!("{args:?}: cannot convert: {e}"))
-}
 
 fn redis_now_ms(srv: &RedisServer) -> i64 {
     let (secs, micros): (i64, i64) = get(srv, &["TIME"]);
     secs * 1000 + micros / 1000
-}
-
-fn zscore(srv: &RedisServer, key: &str, member: &str) -> Option<f64> {
-    get(srv, &["ZSCORE", key, member])
-}
-
-fn zmembers(srv: &RedisServer, key: &str) -> Vec<String> {
-    get(srv, &["ZRANGE", key, "0", "-1"])
-}
-
-/// Every event of the queue's stream, as field maps, oldest first.
-fn events(srv: &RedisServer, q: &Queue) -> Vec<BTreeMap<String, String>> {
-    let raw: Vec<(String, Vec<String>)> = get(srv, &["XRANGE", &q.keys().events(), "-", "+"]);
-    raw.into_iter()
-        .map(|(_, flat)| {
-            flat.chunks(2)
-                .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
-                .collect()
-        })
-        .collect()
 }
 
 /// The events of one job, oldest first.
@@ -77,69 +46,6 @@ fn mv(op: &str, from: &str, to: &str) -> (String, String, String) {
     (op.to_owned(), from.to_owned(), to.to_owned())
 }
 
-async fn connect(srv: &RedisServer, queue: &str) -> Queue {
-    Queue::connect(&srv.url(), queue, QueueConfig::default())
-        .await
-        .expect("connect")
-}
-
-async fn enqueue(q: &Queue, job: NewJob) -> JobId {
-    let e = q.enqueue(job).await.expect("enqueue");
-    assert!(e.created);
-    e.id
-}
-
-fn job(pipeline: &str, n: u64) -> NewJob {
-    NewJob::new(pipeline, &json!({ "n": n })).expect("serialisable input")
-}
-
-async fn lease_one(q: &Queue, worker: &str, pipeline: &str) -> Lease {
-    let mut leased = q
-        .lease(worker, &[pipeline], 1, TTL)
-        .await
-        .expect("lease")
-        .leases;
-    assert_eq!(leased.len(), 1, "expected exactly one lease");
-    leased.pop().unwrap()
-}
-
-async fn read(q: &Queue, id: &JobId) -> leasehold::Job {
-    q.job(id).await.expect("read job").expect("job exists")
-}
-
-/// Makes the job's lease look expired to the sweeper.
-fn force_expire(srv: &RedisServer, q: &Queue, id: &JobId) {
-    let changed: i64 = get(
-        srv,
-        &["ZADD", &q.keys().leases(), "XX", "CH", "0", id.as_str()],
-    );
-    assert_eq!(changed, 1, "job {id} had no lease to expire");
-}
-
-/// Polls `f` until it yields `Some`, within [`WAIT`].
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let slot = RefCell::new(None);
-    wait_until_async(WAIT, what, || {
-        let fut = f();
-        let slot = &slot;
-        async move {
-            match fut.await {
-                Some(v) => {
-                    *slot.borrow_mut() = Some(v);
-                    true
-                }
-                None => false,
-            }
-        }
-    })
-    .await;
-    slot.into_inner().unwrap()
-}
-
 fn failed(kind: &str, message: &str, retryable: bool, backoff: Duration) -> Outcome {
     Outcome::Failed {
         error: AttemptError {
@@ -156,16 +62,6 @@ fn failed(kind: &str, message: &str, retryable: bool, backoff: Duration) -> Outc
 async fn reset_stats(srv: &RedisServer, q: &Queue) {
     q.load_scripts().await.expect("load scripts");
     assert_eq!(get::<String>(srv, &["CONFIG", "RESETSTAT"]), "OK");
-}
-
-/// `calls` of a command in `INFO commandstats` (0 when absent).
-fn calls(srv: &RedisServer, command: &str) -> u64 {
-    let info = srv.info("commandstats");
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
-        .unwrap_or(0)
 }
 
 // ---- enqueue ----------------------------------------------------------------
@@ -351,12 +247,12 @@ async fn bulk_enqueue_is_chunked_one_script_call_per_chunk_and_replies_in_order(
     assert_eq!(out.len(), 2500);
     assert!(out.iter().all(|e| e.created));
     assert_eq!(
-        calls(&srv, "evalsha"),
+        command_calls(&srv, "evalsha"),
         3,
         "2,500 jobs are 3 chunks of at most 1,000: 3 script calls\n{}",
         srv.info("commandstats")
     );
-    assert_eq!(calls(&srv, "eval"), 0);
+    assert_eq!(command_calls(&srv, "eval"), 0);
     let distinct: HashSet<&JobId> = out.iter().map(|e| &e.id).collect();
     assert_eq!(distinct.len(), 2500);
 
@@ -387,7 +283,7 @@ async fn bulk_enqueue_is_chunked_one_script_call_per_chunk_and_replies_in_order(
         .map(|i| job(if i % 2 == 0 { "even" } else { "odd" }, i))
         .collect();
     let out = q.enqueue_bulk(mixed).await.unwrap();
-    assert_eq!(calls(&srv, "evalsha"), 2);
+    assert_eq!(command_calls(&srv, "evalsha"), 2);
     for (i, e) in out.iter().enumerate() {
         let j = read(&q, &e.id).await;
         assert_eq!(j.input, json!({ "n": i }));
@@ -821,7 +717,7 @@ async fn renew_reports_held_cancel_requested_and_lost_per_lease_in_one_call() {
     reset_stats(&srv, &q).await;
     let replies = q.renew(&[&r, &le, &c, &f, &forged, &gone]).await.unwrap();
     assert_eq!(
-        calls(&srv, "evalsha"),
+        command_calls(&srv, "evalsha"),
         1,
         "one script call for the whole batch"
     );

@@ -1,11 +1,13 @@
-//! The forbidden moves of DESIGN.md, and the moves of callers that no longer
-//! hold a job's lease, are refused by the scripts with a typed error that names
-//! the job, its current state and the refused operation, and change nothing:
-//! every key of the queue (hashes, zsets, streams, strings, TTL presence) is
-//! byte-for-byte the same before and after.
+//! The forbidden moves of `docs/design.md`, and the moves of callers that no
+//! longer hold a job's lease, are refused by the scripts with a typed error
+//! that names the job, its current state and the refused operation, and
+//! change nothing: every key of the queue (hashes, zsets, streams, strings,
+//! TTL presence) is byte-for-byte the same before and after.
 //!
 //! Lease expiry is forced by rewriting the job's score in `<base>:leases` to 0
 //! (`ZADD XX`) and sweeping, never by waiting.
+
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,6 +18,7 @@ use leasehold::{
     Renewal, Started,
 };
 use leasehold_testkit::RedisServer;
+use support::get;
 
 const QUEUE: &str = "q";
 const PATTERN: &str = "leasehold:{q}:*";
@@ -96,11 +99,7 @@ impl Fixture {
     }
 
     fn lock_holder(&self) -> Option<String> {
-        match self.srv.cmd(&["GET", &self.queue.keys().lock("shop:a")]) {
-            Value::Nil => None,
-            Value::BulkString(b) => Some(String::from_utf8(b).expect("utf-8 lock value")),
-            other => panic!("GET lock answered {other:?}"),
-        }
+        get(&self.srv, &["GET", &self.queue.keys().lock("shop:a")])
     }
 }
 

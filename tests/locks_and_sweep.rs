@@ -1,43 +1,24 @@
 //! Resource locks and the recovery sweeper, against a real private
 //! `redis-server` per test.
 
-use std::cell::RefCell;
+mod support;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::redis::{self, FromRedisValue, Value};
+use leasehold::redis;
 use leasehold::{
-    Cancelled, Error, Finished, JobId, JobState, Lease, NewJob, Outcome, Queue, QueueConfig,
-    Renewal, StaleLock, Started, SweepReport, SweptJob,
+    Cancelled, Error, Finished, JobId, JobState, Lease, Outcome, Queue, Renewal, StaleLock,
+    Started, SweepReport, SweptJob,
 };
 use leasehold_testkit::{wait_until_async, RedisServer};
-use serde_json::json;
-
-/// Generous deadline for every condition a test waits on.
-const WAIT: Duration = Duration::from_secs(10);
-/// A lease TTL long enough never to expire during a test unless forced.
-const TTL: Duration = Duration::from_secs(60);
+use support::{
+    connect, enqueue, events, eventually, force_expire, get, job, lease_one, read, zmembers,
+    zscore, TTL, WAIT,
+};
 
 // ---- helpers ----------------------------------------------------------------
-
-#[track_caller]
-fn get<T: FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
-    let reply = srv.cmd(args);
-    if let Value::ServerError(e) = &reply {
-        panic!("{args:?} failed: {e:?}");
-    }
-    redis::from_redis_value(reply).unwrap_or_else(|e| panic!("{args:?}: cannot convert: {e}"))
-}
-
-fn zscore(srv: &RedisServer, key: &str, member: &str) -> Option<f64> {
-    get(srv, &["ZSCORE", key, member])
-}
-
-fn zmembers(srv: &RedisServer, key: &str) -> Vec<String> {
-    get(srv, &["ZRANGE", key, "0", "-1"])
-}
 
 fn exists(srv: &RedisServer, key: &str) -> bool {
     get::<i64>(srv, &["EXISTS", key]) == 1
@@ -51,17 +32,6 @@ fn lock_holder(srv: &RedisServer, q: &Queue, res: &str) -> Option<String> {
     get(srv, &["GET", &q.keys().lock(res)])
 }
 
-fn events(srv: &RedisServer, q: &Queue) -> Vec<BTreeMap<String, String>> {
-    let raw: Vec<(String, Vec<String>)> = get(srv, &["XRANGE", &q.keys().events(), "-", "+"]);
-    raw.into_iter()
-        .map(|(_, flat)| {
-            flat.chunks(2)
-                .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
-                .collect()
-        })
-        .collect()
-}
-
 fn last_event(srv: &RedisServer, q: &Queue, id: &JobId) -> BTreeMap<String, String> {
     events(srv, q)
         .into_iter()
@@ -70,47 +40,12 @@ fn last_event(srv: &RedisServer, q: &Queue, id: &JobId) -> BTreeMap<String, Stri
         .expect("the job has events")
 }
 
-async fn connect(srv: &RedisServer, queue: &str) -> Queue {
-    Queue::connect(&srv.url(), queue, QueueConfig::default())
-        .await
-        .expect("connect")
-}
-
-fn job(n: u64) -> NewJob {
-    NewJob::new("p", &json!({ "n": n })).expect("serialisable input")
-}
-
-async fn enqueue(q: &Queue, job: NewJob) -> JobId {
-    let e = q.enqueue(job).await.expect("enqueue");
-    assert!(e.created);
-    e.id
-}
-
 async fn lease(q: &Queue, worker: &str, n: usize) -> Vec<Lease> {
     q.lease(worker, &["p"], n, TTL).await.expect("lease").leases
 }
 
-async fn lease_one(q: &Queue, worker: &str) -> Lease {
-    let mut l = lease(q, worker, 1).await;
-    assert_eq!(l.len(), 1, "expected exactly one lease");
-    l.pop().unwrap()
-}
-
 async fn state(q: &Queue, id: &JobId) -> JobState {
     q.job(id).await.unwrap().expect("job exists").state
-}
-
-async fn read(q: &Queue, id: &JobId) -> leasehold::Job {
-    q.job(id).await.expect("read job").expect("job exists")
-}
-
-/// Makes the job's lease look expired to the sweeper.
-fn force_expire(srv: &RedisServer, q: &Queue, id: &JobId) {
-    let changed: i64 = get(
-        srv,
-        &["ZADD", &q.keys().leases(), "XX", "CH", "0", id.as_str()],
-    );
-    assert_eq!(changed, 1, "job {id} had no lease to expire");
 }
 
 fn force_expire_all(srv: &RedisServer, q: &Queue, ids: &[&JobId]) {
@@ -125,29 +60,6 @@ fn force_expire_all(srv: &RedisServer, q: &Queue, ids: &[&JobId]) {
             .ignore();
     }
     pipe.query::<()>(&mut con).unwrap();
-}
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let slot = RefCell::new(None);
-    wait_until_async(WAIT, what, || {
-        let fut = f();
-        let slot = &slot;
-        async move {
-            match fut.await {
-                Some(v) => {
-                    *slot.borrow_mut() = Some(v);
-                    true
-                }
-                None => false,
-            }
-        }
-    })
-    .await;
-    slot.into_inner().unwrap()
 }
 
 fn swept(job: &JobId, from: JobState, to: JobState) -> SweptJob {
@@ -165,10 +77,10 @@ async fn one_job_per_resource_the_other_is_parked_not_polled() {
     let srv = RedisServer::start();
     let q = connect(&srv, "locks").await;
     let k = q.keys().clone();
-    let a1 = enqueue(&q, job(1).resource("shop:a")).await;
-    let a2 = enqueue(&q, job(2).resource("shop:a")).await;
-    let b1 = enqueue(&q, job(3).resource("shop:b")).await;
-    let free = enqueue(&q, job(4)).await;
+    let a1 = enqueue(&q, job("p", 1).resource("shop:a")).await;
+    let a2 = enqueue(&q, job("p", 2).resource("shop:a")).await;
+    let b1 = enqueue(&q, job("p", 3).resource("shop:b")).await;
+    let free = enqueue(&q, job("p", 4)).await;
 
     let ttl = Duration::from_secs(20);
     let leased = q.lease("w1", &["p"], 10, ttl).await.unwrap().leases;
@@ -210,7 +122,7 @@ async fn one_job_per_resource_the_other_is_parked_not_polled() {
         get::<i64>(&srv, &["SISMEMBER", &k.parked_resources(), "shop:a"]),
         0
     );
-    let l = lease_one(&q, "w2").await;
+    let l = lease_one(&q, "w2", "p").await;
     assert_eq!(l.job, a2);
     assert_eq!(
         lock_holder(&srv, &q, "shop:a").as_deref(),
@@ -223,9 +135,9 @@ async fn release_or_cancel_of_the_holder_unparks_the_waiters() {
     let srv = RedisServer::start();
     let q = connect(&srv, "unpark").await;
     let k = q.keys().clone();
-    let j1 = enqueue(&q, job(1).resource("r")).await;
-    let j2 = enqueue(&q, job(2).resource("r")).await;
-    let l1 = lease_one(&q, "w").await;
+    let j1 = enqueue(&q, job("p", 1).resource("r")).await;
+    let j2 = enqueue(&q, job("p", 2).resource("r")).await;
+    let l1 = lease_one(&q, "w", "p").await;
     assert_eq!(l1.job, j1);
     assert!(lease(&q, "w", 5).await.is_empty(), "j2 parks");
 
@@ -264,7 +176,7 @@ async fn release_or_cancel_of_the_holder_unparks_the_waiters() {
     );
 
     // Lease again: j1 first; j2 parks again. Cancel j1 before it starts.
-    let l1 = lease_one(&q, "w").await;
+    let l1 = lease_one(&q, "w", "p").await;
     assert_eq!(l1.job, j1);
     assert!(lease(&q, "w", 5).await.is_empty());
     assert!(matches!(
@@ -276,12 +188,12 @@ async fn release_or_cancel_of_the_holder_unparks_the_waiters() {
         Started::Cancelled { .. }
     ));
     assert!(!exists(&srv, &k.lock("r")));
-    let l2 = lease_one(&q, "w").await;
+    let l2 = lease_one(&q, "w", "p").await;
     assert_eq!(l2.job, j2);
 
     // A release with a cancel pending ends the job CANCELLED and unparks too.
-    let j4 = enqueue(&q, job(4).resource("r4")).await;
-    let j5 = enqueue(&q, job(5).resource("r4")).await;
+    let j4 = enqueue(&q, job("p", 4).resource("r4")).await;
+    let j5 = enqueue(&q, job("p", 5).resource("r4")).await;
     let l4 = q.lease("w", &["p"], 5, TTL).await.unwrap().leases;
     assert_eq!(l4.len(), 1);
     assert_eq!(l4[0].job, j4);
@@ -291,10 +203,10 @@ async fn release_or_cancel_of_the_holder_unparks_the_waiters() {
     assert_eq!(j.state, JobState::Cancelled);
     assert_eq!(j.attempts[0].state, JobState::Cancelled);
     assert!(!exists(&srv, &k.lock("r4")));
-    assert_eq!(lease_one(&q, "w").await.job, j5);
+    assert_eq!(lease_one(&q, "w", "p").await.job, j5);
 
     // A RUNNING holder cannot release; finishing as CANCELLED unparks the next one.
-    let j3 = enqueue(&q, job(3).resource("r")).await;
+    let j3 = enqueue(&q, job("p", 3).resource("r")).await;
     assert!(lease(&q, "w", 5).await.is_empty());
     q.start(&l2, "s").await.unwrap();
     let err = q.release(&l2).await.unwrap_err();
@@ -317,7 +229,7 @@ async fn release_or_cancel_of_the_holder_unparks_the_waiters() {
     )
     .await
     .unwrap();
-    assert_eq!(lease_one(&q, "w").await.job, j3);
+    assert_eq!(lease_one(&q, "w", "p").await.job, j3);
 }
 
 #[tokio::test]
@@ -325,8 +237,8 @@ async fn lock_ttl_is_renewed_by_renew_and_checkpoint() {
     let srv = RedisServer::start();
     let q = connect(&srv, "ttl").await;
     let k = q.keys().clone();
-    enqueue(&q, job(1).resource("r")).await;
-    let plain = enqueue(&q, job(2)).await;
+    enqueue(&q, job("p", 1).resource("r")).await;
+    let plain = enqueue(&q, job("p", 2)).await;
     let ttl = Duration::from_secs(5);
     let ls = q.lease("w", &["p"], 2, ttl).await.unwrap().leases;
     let (l, lp) = (&ls[0], &ls[1]);
@@ -366,16 +278,16 @@ async fn a_holder_whose_lock_was_taken_by_another_job_cannot_renew_it() {
     let srv = RedisServer::start();
     let q = connect(&srv, "steal").await;
     let k = q.keys().clone();
-    enqueue(&q, job(1).resource("r")).await;
-    let l1 = lease_one(&q, "w1").await;
+    enqueue(&q, job("p", 1).resource("r")).await;
+    let l1 = lease_one(&q, "w1", "p").await;
     q.start(&l1, "s").await.unwrap();
     let _: i64 = get(&srv, &["PEXPIRE", &k.lock("r"), "1"]);
     wait_until_async(WAIT, "the lock expired", || async {
         !exists(&srv, &k.lock("r"))
     })
     .await;
-    let j2 = enqueue(&q, job(2).resource("r")).await;
-    let l2 = lease_one(&q, "w2").await;
+    let j2 = enqueue(&q, job("p", 2).resource("r")).await;
+    let l2 = lease_one(&q, "w2", "p").await;
     assert_eq!(l2.job, j2);
     assert_eq!(lock_holder(&srv, &q, "r").as_deref(), Some(j2.as_str()));
 
@@ -416,9 +328,9 @@ async fn sweep_requeues_an_expired_leased_job_and_unparks_its_waiters() {
     let srv = RedisServer::start();
     let q = connect(&srv, "sw1").await;
     let k = q.keys().clone();
-    let j1 = enqueue(&q, job(1).resource("r")).await;
-    let j2 = enqueue(&q, job(2).resource("r")).await;
-    let old = lease_one(&q, "w-dead").await;
+    let j1 = enqueue(&q, job("p", 1).resource("r")).await;
+    let j2 = enqueue(&q, job("p", 2).resource("r")).await;
+    let old = lease_one(&q, "w-dead", "p").await;
     assert!(lease(&q, "w", 5).await.is_empty(), "j2 parks");
     force_expire(&srv, &q, &j1);
 
@@ -464,7 +376,7 @@ async fn sweep_requeues_an_expired_leased_job_and_unparks_its_waiters() {
         ),
         "{err:?}"
     );
-    let new = lease_one(&q, "w-new").await;
+    let new = lease_one(&q, "w-new", "p").await;
     assert_eq!(new.job, j1);
     assert!(new.fence > old.fence);
     let err = q.start(&old, "s").await.unwrap_err();
@@ -493,9 +405,9 @@ async fn sweep_cancels_an_expired_leased_job_with_a_cancel_request() {
     let srv = RedisServer::start();
     let q = connect(&srv, "sw2").await;
     let k = q.keys().clone();
-    let id = enqueue(&q, job(1).resource("r").input_key("key")).await;
-    let waiter = enqueue(&q, job(2).resource("r")).await;
-    let old = lease_one(&q, "w-dead").await;
+    let id = enqueue(&q, job("p", 1).resource("r").input_key("key")).await;
+    let waiter = enqueue(&q, job("p", 2).resource("r")).await;
+    let old = lease_one(&q, "w-dead", "p").await;
     assert!(lease(&q, "w", 5).await.is_empty());
     q.cancel(&id, "not needed", "op").await.unwrap();
     force_expire(&srv, &q, &id);
@@ -534,7 +446,7 @@ async fn sweep_cancels_an_expired_leased_job_with_a_cancel_request() {
         ),
         "{err:?}"
     );
-    assert_eq!(lease_one(&q, "w").await.job, waiter);
+    assert_eq!(lease_one(&q, "w", "p").await.job, waiter);
 }
 
 #[tokio::test]
@@ -542,9 +454,9 @@ async fn sweep_makes_an_expired_running_job_stale_and_holds_its_lock() {
     let srv = RedisServer::start();
     let q = connect(&srv, "sw3").await;
     let k = q.keys().clone();
-    let id = enqueue(&q, job(1).resource("r")).await;
-    let waiter = enqueue(&q, job(2).resource("r")).await;
-    let old = lease_one(&q, "w-dead").await;
+    let id = enqueue(&q, job("p", 1).resource("r")).await;
+    let waiter = enqueue(&q, job("p", 2).resource("r")).await;
+    let old = lease_one(&q, "w-dead", "p").await;
     q.start(&old, "fetch").await.unwrap();
     q.checkpoint(&old, "fetch", r#"{"rows":1}"#, Some("load"))
         .await
@@ -624,7 +536,7 @@ async fn sweep_makes_an_expired_running_job_stale_and_holds_its_lock() {
         .await
         .unwrap();
     assert!(!exists(&srv, &k.lock("r")));
-    assert_eq!(lease_one(&q, "w").await.job, waiter);
+    assert_eq!(lease_one(&q, "w", "p").await.job, waiter);
 }
 
 #[tokio::test]
@@ -632,9 +544,9 @@ async fn sweep_releases_the_lock_of_a_stale_job_whose_policy_says_release() {
     let srv = RedisServer::start();
     let q = connect(&srv, "sw4").await;
     let k = q.keys().clone();
-    let id = enqueue(&q, job(1).resource("r").stale_lock(StaleLock::Release)).await;
-    let waiter = enqueue(&q, job(2).resource("r")).await;
-    let old = lease_one(&q, "w-dead").await;
+    let id = enqueue(&q, job("p", 1).resource("r").stale_lock(StaleLock::Release)).await;
+    let waiter = enqueue(&q, job("p", 2).resource("r")).await;
+    let old = lease_one(&q, "w-dead", "p").await;
     q.start(&old, "s").await.unwrap();
     assert!(lease(&q, "w", 5).await.is_empty());
     force_expire(&srv, &q, &id);
@@ -642,14 +554,16 @@ async fn sweep_releases_the_lock_of_a_stale_job_whose_policy_says_release() {
     assert_eq!(state(&q, &id).await, JobState::Stale);
     assert!(!exists(&srv, &k.lock("r")));
     assert!(!exists(&srv, &k.parked("r")));
-    assert_eq!(lease_one(&q, "w").await.job, waiter);
+    assert_eq!(lease_one(&q, "w", "p").await.job, waiter);
 }
 
 #[tokio::test]
 async fn sweep_handles_at_most_batch_expired_leases_per_call() {
     let srv = RedisServer::start();
     let q = connect(&srv, "batch").await;
-    q.enqueue_bulk((0..50).map(job).collect()).await.unwrap();
+    q.enqueue_bulk((0..50).map(|n| job("p", n)).collect())
+        .await
+        .unwrap();
     let ls = lease(&q, "w", 50).await;
     assert_eq!(ls.len(), 50);
     let ids: Vec<&JobId> = ls.iter().map(|l| &l.job).collect();
@@ -668,7 +582,10 @@ async fn sweep_handles_at_most_batch_expired_leases_per_call() {
 async fn concurrent_sweeps_recover_each_expired_lease_exactly_once() {
     let srv = RedisServer::start();
     let q = connect(&srv, "conc").await;
-    let out = q.enqueue_bulk((0..200).map(job).collect()).await.unwrap();
+    let out = q
+        .enqueue_bulk((0..200).map(|n| job("p", n)).collect())
+        .await
+        .unwrap();
     assert_eq!(out.len(), 200);
     let ls = lease(&q, "w-dead", 200).await;
     assert_eq!(ls.len(), 200);
@@ -745,10 +662,10 @@ async fn sweep_unparks_waiters_of_a_lock_that_expired_on_its_own() {
     let srv = RedisServer::start();
     let q = connect(&srv, "exp").await;
     let k = q.keys().clone();
-    enqueue(&q, job(1).resource("r")).await;
-    let w1 = enqueue(&q, job(2).resource("r")).await;
-    let w2 = enqueue(&q, job(3).resource("r")).await;
-    let holder = lease_one(&q, "w").await;
+    enqueue(&q, job("p", 1).resource("r")).await;
+    let w1 = enqueue(&q, job("p", 2).resource("r")).await;
+    let w2 = enqueue(&q, job("p", 3).resource("r")).await;
+    let holder = lease_one(&q, "w", "p").await;
     assert!(lease(&q, "w", 5).await.is_empty());
     assert_eq!(get::<u64>(&srv, &["ZCARD", &k.parked("r")]), 2);
 
@@ -766,7 +683,7 @@ async fn sweep_unparks_waiters_of_a_lock_that_expired_on_its_own() {
         get::<i64>(&srv, &["SISMEMBER", &k.parked_resources(), "r"]),
         0
     );
-    assert_eq!(lease_one(&q, "w").await.job, w1);
+    assert_eq!(lease_one(&q, "w", "p").await.job, w1);
     assert_eq!(state(&q, &holder.job).await, JobState::Leased);
 }
 
@@ -775,12 +692,12 @@ async fn sweep_dry_run_reports_the_same_moves_and_changes_nothing() {
     let srv = RedisServer::start();
     let q = connect(&srv, "dry").await;
     let k = q.keys().clone();
-    let a = enqueue(&q, job(1).resource("r")).await;
-    enqueue(&q, job(2).resource("r")).await; // parked behind a
-    let b = enqueue(&q, job(3)).await;
-    let c = enqueue(&q, job(4)).await;
-    enqueue(&q, job(5).resource("r2")).await; // holds r2, lease kept
-    enqueue(&q, job(6).resource("r2")).await; // parked behind it
+    let a = enqueue(&q, job("p", 1).resource("r")).await;
+    enqueue(&q, job("p", 2).resource("r")).await; // parked behind a
+    let b = enqueue(&q, job("p", 3)).await;
+    let c = enqueue(&q, job("p", 4)).await;
+    enqueue(&q, job("p", 5).resource("r2")).await; // holds r2, lease kept
+    enqueue(&q, job("p", 6).resource("r2")).await; // parked behind it
     let ls = lease(&q, "w-dead", 10).await;
     assert_eq!(ls.len(), 4);
     q.cancel(&b, "stop", "op").await.unwrap();
@@ -826,8 +743,8 @@ async fn an_unrenewed_lease_really_expires_and_is_recovered() {
     let srv = RedisServer::start();
     let q = connect(&srv, "real").await;
     let k = q.keys().clone();
-    let id = enqueue(&q, job(1).resource("r")).await;
-    let waiter = enqueue(&q, job(2).resource("r")).await;
+    let id = enqueue(&q, job("p", 1).resource("r")).await;
+    let waiter = enqueue(&q, job("p", 2).resource("r")).await;
     let ls = q
         .lease("w-dead", &["p"], 5, Duration::from_millis(300))
         .await
@@ -871,13 +788,13 @@ async fn an_unrenewed_lease_really_expires_and_is_recovered() {
 async fn a_retried_stale_job_keeps_its_place_ahead_of_the_jobs_parked_behind_it() {
     let srv = RedisServer::start();
     let q = connect(&srv, "q").await;
-    let first = enqueue(&q, job(1).resource("r")).await;
-    let held = lease_one(&q, "w1").await;
+    let first = enqueue(&q, job("p", 1).resource("r")).await;
+    let held = lease_one(&q, "w1", "p").await;
     assert_eq!(held.job, first);
     q.start(&held, "a").await.expect("start");
     // later jobs of the same resource park behind the holder
-    let second = enqueue(&q, job(2).resource("r")).await;
-    let third = enqueue(&q, job(3).resource("r")).await;
+    let second = enqueue(&q, job("p", 2).resource("r")).await;
+    let third = enqueue(&q, job("p", 3).resource("r")).await;
     assert!(lease(&q, "w2", 2).await.is_empty());
     force_expire(&srv, &q, &first);
     q.sweep(10).await.expect("sweep");

@@ -3,34 +3,22 @@
 //! Redis going away (or hanging) yields transient errors within the configured
 //! timeouts, and bad input is rejected before anything is written.
 
+mod support;
+
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use leasehold::redis::{self, FromRedisValue, Value};
+use leasehold::redis;
 use leasehold::{
     Error, JobId, JobState, Lease, NewJob, Outcome, Queue, QueueConfig, Renewal, Retention,
     RetryMode, StaleLock,
 };
 use leasehold_testkit::{wait_until_async, RedisServer};
-use serde_json::json;
-
-/// Generous deadline for every condition a test waits on.
-const WAIT: Duration = Duration::from_secs(10);
-/// A lease TTL long enough never to expire during a test unless forced.
-const TTL: Duration = Duration::from_secs(60);
+use support::{connect, enqueue, get, job, lease_one, TTL, WAIT};
 
 // ---- helpers ----------------------------------------------------------------
-
-#[track_caller]
-fn get<T: FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
-    let reply = srv.cmd(args);
-    if let Value::ServerError(e) = &reply {
-        panic!("{args:?} failed: {e:?}");
-    }
-    redis::from_redis_value(reply).unwrap_or_else(|e| panic!("{args:?}: cannot convert: {e}"))
-}
 
 /// Number of keys matching `pattern` (SCAN, never KEYS).
 fn count_keys(srv: &RedisServer, pattern: &str) -> usize {
@@ -71,28 +59,6 @@ fn config(retention: Retention, events_max_len: u64) -> QueueConfig {
     }
 }
 
-async fn connect(srv: &RedisServer, queue: &str) -> Queue {
-    Queue::connect(&srv.url(), queue, QueueConfig::default())
-        .await
-        .expect("connect")
-}
-
-fn job(n: u64) -> NewJob {
-    NewJob::new("p", &json!({ "n": n })).expect("serialisable input")
-}
-
-async fn enqueue(q: &Queue, job: NewJob) -> JobId {
-    let e = q.enqueue(job).await.expect("enqueue");
-    assert!(e.created);
-    e.id
-}
-
-async fn lease_one(q: &Queue) -> Lease {
-    let mut l = q.lease("w", &["p"], 1, TTL).await.expect("lease").leases;
-    assert_eq!(l.len(), 1, "expected exactly one lease");
-    l.pop().unwrap()
-}
-
 /// Enqueues `n` jobs (each with its own input key) and runs them all to their
 /// end with `batch` leases at a time, started and finished concurrently: every
 /// third job (input `n` divisible by 3) FAILED, so that its attempt has a
@@ -107,7 +73,7 @@ async fn run_to_end(
     mut check: impl FnMut(&RedisServer),
 ) {
     let jobs: Vec<NewJob> = (first..first + n)
-        .map(|i| job(i).input_key(format!("input:{i}")))
+        .map(|i| job("p", i).input_key(format!("input:{i}")))
         .collect();
     let out = q.enqueue_bulk(jobs).await.unwrap();
     assert!(out.iter().all(|e| e.created));
@@ -277,9 +243,9 @@ async fn age_retention_deletes_old_terminal_jobs_only() {
         .unwrap();
     run_to_end(&srv, &q, 0, 10, 10, |_| {}).await;
     // Non-terminal jobs are never purged, whatever their age.
-    let running = enqueue(&q, job(99)).await;
-    let waiting = enqueue(&q, job(100)).await;
-    let l = lease_one(&q).await;
+    let running = enqueue(&q, job("p", 99)).await;
+    let waiting = enqueue(&q, job("p", 100)).await;
+    let l = lease_one(&q, "w", "p").await;
     assert_eq!(l.job, running);
     q.start(&l, "s").await.unwrap();
     assert_eq!(q.purge(100).await.unwrap(), 0, "an hour has not passed");
@@ -320,8 +286,8 @@ async fn age_retention_deletes_old_terminal_jobs_only() {
 
 /// A job leased and RUNNING, for corrupting.
 async fn running_job(q: &Queue, n: u64) -> Lease {
-    enqueue(q, job(n).max_attempts(3)).await;
-    let l = lease_one(q).await;
+    enqueue(q, job("p", n).max_attempts(3)).await;
+    let l = lease_one(q, "w", "p").await;
     q.start(&l, "fetch").await.unwrap();
     l
 }
@@ -405,7 +371,7 @@ async fn corrupt_state_is_a_typed_error_for_reads_and_scripts() {
     let r = q.sweep(10).await.unwrap();
     assert!(r.moves.is_empty(), "{r:?}");
     // A waiting job with an unknown state is never leased.
-    let other = enqueue(&q, job(2)).await;
+    let other = enqueue(&q, job("p", 2)).await;
     let _: i64 = get(
         &srv,
         &["HSET", &q.keys().job(other.as_str()), "state", "BOGUS"],
@@ -423,12 +389,12 @@ async fn corrupt_state_is_a_typed_error_for_reads_and_scripts() {
 async fn corrupt_input_is_a_typed_error_when_read() {
     let srv = RedisServer::start();
     let q = connect(&srv, "bad").await;
-    let id = enqueue(&q, job(1)).await;
+    let id = enqueue(&q, job("p", 1)).await;
     let key = q.keys().job(id.as_str());
     let _: i64 = get(&srv, &["HSET", &key, "input", "{not json"]);
     assert_corrupt(&q.job(&id).await.unwrap_err(), &key, "input");
     // Scripts pass the input through untouched: the worker's parse fails, not Redis.
-    let l = lease_one(&q).await;
+    let l = lease_one(&q, "w", "p").await;
     assert_eq!(l.input, "{not json");
     assert!(serde_json::from_str::<serde_json::Value>(&l.input).is_err());
     q.start(&l, "fetch").await.unwrap();
@@ -461,7 +427,7 @@ async fn corrupt_attempt_number_is_a_typed_error_for_reads_and_scripts() {
     assert_eq!(get::<String>(&srv, &["HGET", &key, "state"]), "RUNNING");
 
     // A waiting job with a corrupt attempt number: leasing it is a typed error.
-    let id = enqueue(&q, job(2)).await;
+    let id = enqueue(&q, job("p", 2)).await;
     let _: i64 = get(&srv, &["HSET", &q.keys().job(id.as_str()), "attempt", "x"]);
     assert_typed(q.lease("w", &["p"], 1, TTL).await);
 }
@@ -527,7 +493,7 @@ async fn corrupt_step_output_is_a_typed_error_when_read() {
     )
     .await
     .unwrap();
-    let l2 = lease_one(&q).await;
+    let l2 = lease_one(&q, "w", "p").await;
     assert_eq!(l2.attempt, 2);
     assert_eq!(l2.last_step.as_deref(), Some("fetch"));
     assert_eq!(l2.last_output.as_deref(), Some("rows=1"));
@@ -552,7 +518,7 @@ async fn every_unreadable_field_is_named_in_the_error() {
     ];
     let mut con = srv.connection();
     for (i, (field, value)) in cases.iter().enumerate() {
-        let id = enqueue(&q, job(i as u64)).await;
+        let id = enqueue(&q, job("p", i as u64)).await;
         let key = q.keys().job(id.as_str());
         if *field == "cancel_at" {
             let _: i64 = get(&srv, &["HSET", &key, "cancel_reason", "x"]);
@@ -573,7 +539,7 @@ async fn every_unreadable_field_is_named_in_the_error() {
         assert_corrupt(&err, &key, field);
     }
     // A live lease with a corrupt fence is named too.
-    let _l = lease_one(&q).await;
+    let _l = lease_one(&q, "w", "p").await;
     let ids: Vec<String> = get(&srv, &["ZRANGE", &q.keys().leases(), "0", "-1"]);
     let key = q.keys().job(&ids[0]);
     let _: i64 = get(&srv, &["HSET", &key, "fence", "NaN"]);
@@ -619,15 +585,15 @@ async fn redis_killed_gives_transient_errors_and_the_same_queue_works_after_rest
     let q = Queue::connect(&srv.url(), "down", short_timeouts())
         .await
         .unwrap();
-    let id = enqueue(&q, job(1)).await;
-    let l = lease_one(&q).await;
+    let id = enqueue(&q, job("p", 1)).await;
+    let l = lease_one(&q, "w", "p").await;
     assert_eq!(l.job, id);
 
     srv.kill();
     // connect (1 s) + response (1 s), with slack for a loaded machine.
     let limit = Duration::from_secs(5);
     expect_transient("ping", limit, q.ping()).await;
-    expect_transient("enqueue", limit, q.enqueue(job(2))).await;
+    expect_transient("enqueue", limit, q.enqueue(job("p", 2))).await;
     expect_transient("lease", limit, q.lease("w", &["p"], 1, TTL)).await;
     expect_transient("start", limit, q.start(&l, "s")).await;
     expect_transient("renew", limit, q.renew(&[&l])).await;
@@ -652,12 +618,12 @@ async fn redis_killed_gives_transient_errors_and_the_same_queue_works_after_rest
         q.renew(&[&l]).await.unwrap(),
         [Renewal::Lost { state: None }]
     );
-    let id2 = enqueue(&q, job(3)).await;
+    let id2 = enqueue(&q, job("p", 3)).await;
     assert!(
         srv.info("commandstats").contains("cmdstat_script|load:"),
         "the scripts were loaded again (SCRIPT LOAD after NOSCRIPT)"
     );
-    let l2 = lease_one(&q).await;
+    let l2 = lease_one(&q, "w", "p").await;
     assert_eq!(l2.job, id2);
     q.start(&l2, "s").await.unwrap();
     q.finish(&l2, &Outcome::Succeeded).await.unwrap();
@@ -673,7 +639,7 @@ async fn a_hung_redis_gives_a_timeout_within_the_response_timeout() {
     let q = Queue::connect(&srv.url(), "hung", short_timeouts())
         .await
         .unwrap();
-    let id = enqueue(&q, job(1)).await;
+    let id = enqueue(&q, job("p", 1)).await;
     q.load_scripts().await.unwrap();
     // Writes (scripts) are held by the server until unpaused; reads still answer.
     assert_eq!(
@@ -699,7 +665,7 @@ async fn a_hung_redis_gives_a_timeout_within_the_response_timeout() {
     // The queue is usable again; the orphaned lease is recovered by the sweeper.
     let _: i64 = get(&srv, &["ZADD", &q.keys().leases(), "XX", "0", id.as_str()]);
     assert_eq!(q.sweep(10).await.unwrap().requeued, 1);
-    assert_eq!(lease_one(&q).await.job, id);
+    assert_eq!(lease_one(&q, "w", "p").await.job, id);
 }
 
 #[tokio::test]
@@ -724,7 +690,7 @@ async fn a_slow_redis_within_the_response_timeout_is_not_an_error() {
         "OK"
     );
     let e = q
-        .enqueue(job(1))
+        .enqueue(job("p", 1))
         .await
         .expect("a slow answer within response_timeout is an answer");
     assert!(e.created);
@@ -741,7 +707,7 @@ async fn a_slow_redis_within_the_response_timeout_is_not_an_error() {
 async fn bad_input_is_rejected_before_anything_is_written() {
     let srv = RedisServer::start();
     let q = connect(&srv, "input").await;
-    let ok = || job(1);
+    let ok = || job("p", 1);
     let bad: Vec<(&str, NewJob)> = vec![
         ("invalid JSON input", NewJob::from_json("p", "{nope")),
         ("empty input", NewJob::from_json("p", "")),
@@ -811,7 +777,7 @@ async fn bad_input_is_rejected_before_anything_is_written() {
 
     // Operations on a real job with bad arguments write nothing either.
     let id = enqueue(&q, ok().stale_lock(StaleLock::Hold)).await;
-    let l = lease_one(&q).await;
+    let l = lease_one(&q, "w", "p").await;
     q.start(&l, "fetch").await.unwrap();
     let before = srv.dump("*");
     for (what, result) in [

@@ -5,21 +5,20 @@
 //! the hand-built attempt records of `prelude.lua` (`record_of`/`jstr`) staying
 //! valid JSON that round-trips names and messages needing escapes.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use leasehold::redis::{self, FromRedisValue, Value};
+use leasehold::redis::{self, Value};
 use leasehold::{
     AttemptError, AttemptRecord, Finished, HolderOp, HolderReply, Inspector, JobId, JobState,
-    Lease, LeaseRequest, NewJob, Outcome, Queue, QueueConfig, Started,
+    Lease, LeaseRequest, NewJob, Outcome, Queue, Started,
 };
 use leasehold_testkit::RedisServer;
 use serde_json::json;
+use support::{command_calls, connect, enqueue, get, job, read, zmembers, TTL, WAIT};
 
-/// A lease TTL long enough never to expire during a test.
-const TTL: Duration = Duration::from_secs(60);
-/// Generous deadline for the few conditions a test polls for.
-const WAIT: Duration = Duration::from_secs(10);
 /// 2^42: the span of one priority level in a ready score.
 const PRIORITY_SPAN: u64 = 4_398_046_511_104;
 
@@ -32,23 +31,9 @@ fn settle_src() -> String {
 
 // ---- helpers ----------------------------------------------------------------
 
-/// Runs one command on the test server and converts its reply.
-#[track_caller]
-fn get<T: FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
-    let reply = srv.cmd(args);
-    if let Value::ServerError(e) = &reply {
-        panic!("{args:?} failed: {e:?}");
-    }
-    redis::from_redis_value(reply).unwrap_or_else(|e| panic!("{args:?}: cannot convert: {e}"))
-}
-
 /// `ZSCORE` as Redis prints it (no float conversion on our side).
 fn zscore_text(srv: &RedisServer, key: &str, member: &str) -> Option<String> {
     get(srv, &["ZSCORE", key, member])
-}
-
-fn zmembers(srv: &RedisServer, key: &str) -> Vec<String> {
-    get(srv, &["ZRANGE", key, "0", "-1"])
 }
 
 fn hget(srv: &RedisServer, key: &str, field: &str) -> Option<String> {
@@ -72,18 +57,6 @@ fn next_redis_ms(srv: &RedisServer) {
     }
 }
 
-/// `calls=` of one command in `INFO commandstats` (0 when never called).
-fn command_calls(srv: &RedisServer, command: &str) -> u64 {
-    let prefix = format!("cmdstat_{command}:");
-    srv.info("commandstats")
-        .lines()
-        .find(|l| l.starts_with(&prefix))
-        .and_then(|l| l.split("calls=").nth(1))
-        .and_then(|s| s.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A ready score as an exact integer: `(255 - priority) * 2^42 + t`.
 #[track_caller]
 fn score_value(text: &str) -> u64 {
@@ -94,22 +67,6 @@ fn score_value(text: &str) -> u64 {
 /// `(priority, t)` of a ready score.
 fn decode_score(score: u64) -> (u64, u64) {
     (255 - score / PRIORITY_SPAN, score % PRIORITY_SPAN)
-}
-
-async fn connect(srv: &RedisServer, queue: &str) -> Queue {
-    Queue::connect(&srv.url(), queue, QueueConfig::default())
-        .await
-        .expect("connect")
-}
-
-fn job(pipeline: &str, n: u64) -> NewJob {
-    NewJob::new(pipeline, &json!({ "n": n })).expect("serialisable input")
-}
-
-async fn enqueue(q: &Queue, job: NewJob) -> JobId {
-    let e = q.enqueue(job).await.expect("enqueue");
-    assert!(e.created);
-    e.id
 }
 
 /// Enqueues `make()` and returns its id and ready score, making sure the score
@@ -134,10 +91,6 @@ async fn enqueue_with_awkward_score(
         next_redis_ms(srv);
     }
     panic!("20 ready scores in a row ended in 00");
-}
-
-async fn read(q: &Queue, id: &JobId) -> leasehold::Job {
-    q.job(id).await.expect("read job").expect("job exists")
 }
 
 /// Every key of the server: the testkit's rendering (types, values, scores,

@@ -2,30 +2,28 @@
 //! pipeline's list only, so an idle worker of another pipeline never takes it;
 //! a lease that empties a pipeline's ready set deletes the tokens nobody needs.
 
+mod support;
+
 use std::time::Duration;
 
 use leasehold::{
-    pipeline, Client, JobId, JobState, NewJob, Queue, QueueConfig, StepContext, StepError, Worker,
+    pipeline, Client, JobId, JobState, NewJob, QueueConfig, StepContext, StepError, Worker,
 };
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
+use support::{connect, get, TTL};
 
-const TTL: Duration = Duration::from_secs(60);
+/// Deadline for the waits of this file (worker start-up included).
 const WAIT: Duration = Duration::from_secs(30);
 
 fn llen(srv: &RedisServer, key: &str) -> i64 {
-    match srv.cmd(&["LLEN", key]) {
-        leasehold::redis::Value::Int(n) => n,
-        other => panic!("LLEN {key}: {other:?}"),
-    }
+    get(srv, &["LLEN", key])
 }
 
 #[tokio::test]
 async fn tokens_go_to_their_pipeline_and_a_lease_that_drains_it_drops_them() {
     let srv = RedisServer::start();
-    let q = Queue::connect(&srv.url(), "wk", QueueConfig::default())
-        .await
-        .expect("connect");
+    let q = connect(&srv, "wk").await;
     let k = q.keys().clone();
     for _ in 0..3 {
         q.enqueue(NewJob::from_json("pa", "{}"))

@@ -2,6 +2,8 @@
 //! (the default) while its jobs are short; it never runs more than its
 //! concurrency at once, and hands prefetched jobs back when it shuts down.
 
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +13,7 @@ use leasehold::{
 };
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
+use support::get;
 
 const WAIT: Duration = Duration::from_secs(30);
 const LEASES: &str = "leasehold:{pf}:leases";
@@ -47,10 +50,7 @@ impl Sleepy {
 }
 
 fn held(redis: &RedisServer) -> i64 {
-    match redis.cmd(&["ZCARD", LEASES]) {
-        leasehold::redis::Value::Int(n) => n,
-        other => panic!("ZCARD: {other:?}"),
-    }
+    get(redis, &["ZCARD", LEASES])
 }
 
 async fn enqueue(client: &Client, n: u64) -> Vec<JobId> {

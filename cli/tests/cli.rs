@@ -2,106 +2,24 @@
 //! `redis-server` populated through the `Queue` client (no worker runtime: the
 //! tests lease, start, checkpoint and finish jobs themselves).
 
+mod support;
+
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use leasehold_core::{
-    AttemptError, JobId, JobState, Lease, NewJob, Outcome, Queue, QueueConfig, Started,
-};
+use leasehold_core::{AttemptError, JobId, JobState, Lease, Outcome, Queue};
 use leasehold_testkit::RedisServer;
 use serde_json::{json, Value};
+use support::binary::{command, run_cmd, Run, BIN};
+use support::jobs::{enqueue, job, lease_one, queue, start};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 const TTL: Duration = Duration::from_secs(60);
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
-/// What one run of the binary did.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    #[track_caller]
-    fn ok(self) -> Run {
-        assert_eq!(self.code, 0, "expected success: {self:#?}");
-        self
-    }
-
-    #[track_caller]
-    fn code(self, code: i32) -> Run {
-        assert_eq!(self.code, code, "expected exit {code}: {self:#?}");
-        self
-    }
-
-    #[track_caller]
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:#?}"))
-    }
-}
-
-fn command(url: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("--redis-url").arg(url).args(args);
-    for var in [
-        "LEASEHOLD_REDIS_URL",
-        "REDIS_URL",
-        "LEASEHOLD_PREFIX",
-        "LEASEHOLD_BY",
-        "LEASEHOLD_KEEP_COUNT",
-        "LEASEHOLD_KEEP_AGE",
-        "LEASEHOLD_EVENTS_MAX_LEN",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("USER", "tester")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    cmd
-}
-
-async fn run_cmd(mut cmd: Command) -> Run {
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("the binary finished within 60 s")
-        .expect("the binary runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
+/// Runs the binary against `srv` with `args`.
 async fn cli(srv: &RedisServer, args: &[&str]) -> Run {
     run_cmd(command(&srv.url(), args)).await
-}
-
-async fn queue(srv: &RedisServer, name: &str) -> Queue {
-    Queue::connect(&srv.url(), name, QueueConfig::default())
-        .await
-        .expect("connect")
-}
-
-async fn enqueue(q: &Queue, job: NewJob) -> JobId {
-    q.enqueue(job).await.expect("enqueue").id
-}
-
-fn job(pipeline: &str, n: u32) -> NewJob {
-    NewJob::new(pipeline, &json!({ "n": n })).unwrap()
-}
-
-async fn lease_one(q: &Queue, worker: &str, pipeline: &str, ttl: Duration) -> Lease {
-    let mut leased = q.lease(worker, &[pipeline], 1, ttl).await.expect("lease");
-    assert_eq!(leased.leases.len(), 1, "expected one lease of {pipeline}");
-    leased.leases.pop().unwrap()
-}
-
-async fn start(q: &Queue, lease: &Lease) {
-    assert_eq!(q.start(lease, "fetch").await.unwrap(), Started::Running);
 }
 
 fn failure(retryable: bool) -> Outcome {

@@ -9,8 +9,9 @@
 //! sweep on their own after their first heartbeat (`sweep_interval` of an
 //! hour), so the binary's `sweep` is the one that recovers expired leases.
 
+mod support;
+
 use std::future::Future;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,11 +22,10 @@ use leasehold_core::{
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use tokio::process::Command;
+use support::binary::{command, run_cmd, Run};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 /// The pipeline's queue.
 const QUEUE: &str = "ops";
 /// The pipeline's name.
@@ -266,74 +266,9 @@ impl Drop for DoomedWorker {
 
 // ---- the binary -----------------------------------------------------------------
 
-/// What one run of the binary did.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    #[track_caller]
-    fn ok(self) -> Run {
-        assert_eq!(self.code, 0, "expected success: {self:#?}");
-        self
-    }
-
-    #[track_caller]
-    fn code(self, code: i32) -> Run {
-        assert_eq!(self.code, code, "expected exit {code}: {self:#?}");
-        self
-    }
-
-    #[track_caller]
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:#?}"))
-    }
-
-    /// Asserts that stdout contains every one of `parts`.
-    #[track_caller]
-    fn shows(self, parts: &[&str]) -> Run {
-        for part in parts {
-            assert!(
-                self.stdout.contains(part),
-                "stdout lacks {part:?}:\n{}\n(stderr: {})",
-                self.stdout,
-                self.stderr
-            );
-        }
-        self
-    }
-}
-
+/// Runs the binary against `url` with `args`.
 async fn cli(url: &str, args: &[&str]) -> Run {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("--redis-url").arg(url).args(args);
-    for var in [
-        "LEASEHOLD_REDIS_URL",
-        "REDIS_URL",
-        "LEASEHOLD_PREFIX",
-        "LEASEHOLD_BY",
-        "LEASEHOLD_KEEP_COUNT",
-        "LEASEHOLD_KEEP_AGE",
-        "LEASEHOLD_EVENTS_MAX_LEN",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("USER", "tester")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("the binary finished within 60 s")
-        .expect("the binary runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    run_cmd(command(url, args)).await
 }
 
 /// Runs the binary with `args` (which should include `--json`) until `done`

@@ -7,41 +7,17 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_core::{
-    AttemptError, JobId, JobState, Lease, NewJob, Outcome, Queue, QueueConfig, Started,
-};
+use leasehold_core::{AttemptError, JobId, JobState, Lease, NewJob, Outcome, Queue};
 use leasehold_testkit::RedisServer;
 use reqwest::{header, StatusCode};
 use serde_json::{json, Value};
-use support::{command, http, Dashboard};
+use support::binary::command;
+use support::dashboard::{http, Dashboard};
+use support::jobs::{enqueue, job, lease_one, queue, start};
 
 const TTL: Duration = Duration::from_secs(60);
 const TOKEN: &str = "dash-secret-0123456789";
 const EVIL: &str = "<script>alert('x')</script>";
-
-async fn queue(srv: &RedisServer, name: &str) -> Queue {
-    Queue::connect(&srv.url(), name, QueueConfig::default())
-        .await
-        .expect("connect")
-}
-
-async fn enqueue(q: &Queue, job: NewJob) -> JobId {
-    q.enqueue(job).await.expect("enqueue").id
-}
-
-fn job(pipeline: &str, n: u32) -> NewJob {
-    NewJob::new(pipeline, &json!({ "n": n })).unwrap()
-}
-
-async fn lease_one(q: &Queue, worker: &str, pipeline: &str, ttl: Duration) -> Lease {
-    let mut leased = q.lease(worker, &[pipeline], 1, ttl).await.expect("lease");
-    assert_eq!(leased.leases.len(), 1, "expected one lease of {pipeline}");
-    leased.leases.pop().unwrap()
-}
-
-async fn start(q: &Queue, lease: &Lease) {
-    assert_eq!(q.start(lease, "fetch").await.unwrap(), Started::Running);
-}
 
 /// Queue `orders` with a job in most states, a live worker and two locks.
 struct Scene {

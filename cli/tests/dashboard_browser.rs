@@ -26,7 +26,7 @@ use leasehold::{
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use support::{http, Dashboard};
+use support::dashboard::{http, Dashboard};
 use tokio::process::{Child, Command};
 
 const TOKEN: &str = "browser-test-token-42";

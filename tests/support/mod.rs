@@ -1,0 +1,142 @@
+//! Shared by the root crate's integration tests that drive the `Queue` client
+//! against a private `redis-server`: reading Redis directly (`get` and a few
+//! typed reads), connecting, enqueueing and leasing one job, forcing a lease
+//! expired, and polling until a condition yields a value.
+//!
+//! Each test file includes it with `mod support;` and uses what it needs, so
+//! some items are unused in any one file.
+
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use leasehold::redis::{self, FromRedisValue, Value};
+use leasehold::{JobId, Lease, NewJob, Queue, QueueConfig};
+use leasehold_testkit::{wait_until_async, RedisServer};
+use serde_json::json;
+
+/// Generous deadline for every condition a test waits on.
+pub const WAIT: Duration = Duration::from_secs(10);
+/// A lease TTL long enough never to expire during a test unless forced.
+pub const TTL: Duration = Duration::from_secs(60);
+
+// ---- reading Redis directly ---------------------------------------------------
+
+/// Runs one command on the test server and converts its reply.
+#[track_caller]
+pub fn get<T: FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
+    let reply = srv.cmd(args);
+    if let Value::ServerError(e) = &reply {
+        panic!("{args:?} failed: {e:?}");
+    }
+    redis::from_redis_value(reply).unwrap_or_else(|e| panic!("{args:?}: cannot convert: {e}"))
+}
+
+/// The score of `member` in the sorted set `key`, if it is a member.
+pub fn zscore(srv: &RedisServer, key: &str, member: &str) -> Option<f64> {
+    get(srv, &["ZSCORE", key, member])
+}
+
+/// Every member of the sorted set `key`, lowest score first.
+pub fn zmembers(srv: &RedisServer, key: &str) -> Vec<String> {
+    get(srv, &["ZRANGE", key, "0", "-1"])
+}
+
+/// Every event of the queue's stream, as field maps, oldest first.
+pub fn events(srv: &RedisServer, q: &Queue) -> Vec<BTreeMap<String, String>> {
+    let raw: Vec<(String, Vec<String>)> = get(srv, &["XRANGE", &q.keys().events(), "-", "+"]);
+    raw.into_iter()
+        .map(|(_, flat)| {
+            flat.chunks(2)
+                .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
+                .collect()
+        })
+        .collect()
+}
+
+/// `calls=` of one command in `INFO commandstats` (0 when never called).
+pub fn command_calls(srv: &RedisServer, command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:");
+    srv.info("commandstats")
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .and_then(|l| l.split("calls=").nth(1))
+        .and_then(|s| s.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+// ---- the queue client ---------------------------------------------------------
+
+/// A `Queue` client for `queue` on the test server, with the default config.
+pub async fn connect(srv: &RedisServer, queue: &str) -> Queue {
+    Queue::connect(&srv.url(), queue, QueueConfig::default())
+        .await
+        .expect("connect")
+}
+
+/// A new job of `pipeline` with input `{"n": n}`.
+pub fn job(pipeline: &str, n: u64) -> NewJob {
+    NewJob::new(pipeline, &json!({ "n": n })).expect("serialisable input")
+}
+
+/// Enqueues `job`, asserting it was created (not an idempotent duplicate).
+pub async fn enqueue(q: &Queue, job: NewJob) -> JobId {
+    let e = q.enqueue(job).await.expect("enqueue");
+    assert!(e.created);
+    e.id
+}
+
+/// Leases exactly one job of `pipeline` for `worker`, with [`TTL`].
+pub async fn lease_one(q: &Queue, worker: &str, pipeline: &str) -> Lease {
+    let mut leased = q
+        .lease(worker, &[pipeline], 1, TTL)
+        .await
+        .expect("lease")
+        .leases;
+    assert_eq!(leased.len(), 1, "expected exactly one lease");
+    leased.pop().unwrap()
+}
+
+/// The job as the client reads it; it must exist.
+pub async fn read(q: &Queue, id: &JobId) -> leasehold::Job {
+    q.job(id).await.expect("read job").expect("job exists")
+}
+
+/// Makes the job's lease look expired to the sweeper.
+pub fn force_expire(srv: &RedisServer, q: &Queue, id: &JobId) {
+    let changed: i64 = get(
+        srv,
+        &["ZADD", &q.keys().leases(), "XX", "CH", "0", id.as_str()],
+    );
+    assert_eq!(changed, 1, "job {id} had no lease to expire");
+}
+
+// ---- waiting ------------------------------------------------------------------
+
+/// Polls `f` until it yields `Some`, within [`WAIT`].
+pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let slot = RefCell::new(None);
+    wait_until_async(WAIT, what, || {
+        let fut = f();
+        let slot = &slot;
+        async move {
+            match fut.await {
+                Some(v) => {
+                    *slot.borrow_mut() = Some(v);
+                    true
+                }
+                None => false,
+            }
+        }
+    })
+    .await;
+    slot.into_inner().unwrap()
+}
