@@ -1,6 +1,19 @@
 //! The worker runtime: leases jobs of the pipelines it serves, runs them with
 //! heartbeats, cancellation and retries, sweeps expired leases, and shuts down
 //! gracefully.
+//!
+//! This file holds the public face ([`WorkerBuilder`], [`Worker`] and its
+//! shutdown sequence); the parts live in their own files:
+//! - `lease_loop.rs`: one lease loop per lease group, leasing and settling in
+//!   batched `settle` calls; `settler.rs` is how job tasks reach it, and
+//!   `waiter.rs` its blocking wait when idle;
+//! - `attempt.rs`: one attempt at a leased job, step by step; `step.rs` runs
+//!   one step;
+//! - `heartbeat.rs`: lease renewal and the worker's registration;
+//! - `sweeper.rs`: recovery of expired leases; `cleanup_claims.rs`: cleanup
+//!   hooks of resolved STALE jobs;
+//! - `active.rs`: the jobs held right now; `shared.rs`: state all parts share;
+//!   `runner.rs`: a pipeline with its input type erased.
 
 mod active;
 mod attempt;
