@@ -27,9 +27,13 @@ pub(crate) enum StopWhy {
 /// One held job.
 #[derive(Debug)]
 pub(crate) struct ActiveJob {
+    /// The job's lease.
     pub(crate) lease: Arc<Lease>,
+    /// The name of the queue it was leased from.
     pub(crate) queue: String,
+    /// What the job's steps see of it (cancel token and reason, fence).
     pub(crate) shared: Arc<StepShared>,
+    /// Why the job must stop, once it must.
     why: Mutex<Option<StopWhy>>,
     /// Set once the job's final operation (finish or release) is sent: a renewal
     /// that then finds the lease gone is racing that operation, not losing the job.
@@ -45,6 +49,7 @@ pub(crate) struct ActiveJob {
 }
 
 impl ActiveJob {
+    /// A job just leased at `leased_at`, held by `worker` from `queue`.
     pub(crate) fn new(
         lease: Lease,
         queue: String,
@@ -158,6 +163,7 @@ impl ActiveJob {
         }
     }
 
+    /// The job's cancellation token, fired by [`ActiveJob::stop`].
     pub(crate) fn token(&self) -> &CancellationToken {
         &self.shared.cancel
     }
@@ -183,18 +189,21 @@ impl ActiveJob {
 pub(crate) struct ActiveJobs(Mutex<HashMap<JobId, Arc<ActiveJob>>>);
 
 impl ActiveJobs {
+    /// Adds a job the worker now holds.
     pub(crate) fn insert(&self, job: Arc<ActiveJob>) {
         if let Ok(mut map) = self.0.lock() {
             map.insert(job.lease.job.clone(), job);
         }
     }
 
+    /// Removes a job whose task ended.
     pub(crate) fn remove(&self, id: &JobId) {
         if let Ok(mut map) = self.0.lock() {
             map.remove(id);
         }
     }
 
+    /// The jobs held right now.
     pub(crate) fn snapshot(&self) -> Vec<Arc<ActiveJob>> {
         self.0
             .lock()
@@ -202,6 +211,7 @@ impl ActiveJobs {
             .unwrap_or_default()
     }
 
+    /// How many jobs are held right now.
     pub(crate) fn len(&self) -> usize {
         self.0.lock().map(|m| m.len()).unwrap_or(0)
     }

@@ -1,38 +1,52 @@
-//! The heartbeat: one batched renewal per queue per interval, reporting lost
-//! leases and cancel requests to the job tasks; the worker's registration; and
-//! the sweeper at its own interval.
+//! The heartbeat: the worker's background task for its held leases and its
+//! registration.
+//!
+//! Duties:
+//! - at each renewal interval, renews every held lease in one call per queue
+//!   (500 leases a call at most), moving each job's local deadline on;
+//! - tells job tasks what a renewal found: a cancel request (phase B) or a
+//!   lost lease stops the job's running step;
+//! - stops a job whose lease passed its local deadline without a renewal
+//!   (cut off from Redis: it is surely swept);
+//! - registers the worker (its id, pipelines, concurrency, active jobs,
+//!   draining or not) after each renewal and at once when shutdown begins, and
+//!   deregisters it when the task stops;
+//! - drives the sweeper (`sweeper.rs`) at the sweep interval until shutdown
+//!   begins.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use deadpool_redis::redis;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info, warn};
 
 use super::active::StopWhy;
-use super::job;
-use super::runner::Runner;
-use super::Shared;
-use crate::id::JobId;
+use super::shared::Shared;
+use super::sweeper::Sweeper;
 use crate::lease::{Lease, Renewal};
-use crate::metrics::{QueueLabels, RecoveryLabels};
+use crate::metrics::QueueLabels;
 use crate::queue::Queue;
 
+/// Settings and handles of a worker's heartbeat task.
 pub(crate) struct Heartbeat {
+    /// The worker's shared state.
     pub(crate) shared: Arc<Shared>,
+    /// The served queues.
     pub(crate) queues: Vec<Queue>,
+    /// The renewal interval.
     pub(crate) every: Duration,
-    pub(crate) sweep_every: Duration,
-    pub(crate) sweep_batch: usize,
+    /// The served pipelines' names, for the registration.
     pub(crate) pipelines: Vec<String>,
-    /// Served pipelines by queue name, for cleanup hooks of resolved STALE jobs.
-    pub(crate) runners: Vec<(String, Arc<dyn Runner>)>,
-    pub(crate) tasks: TaskTracker,
+    /// Jobs run at once, for the registration.
     pub(crate) concurrency: usize,
+    /// The sweeper, run at its own interval.
+    pub(crate) sweeper: Sweeper,
+    /// Fired when the worker has stopped: the task deregisters and ends.
     pub(crate) stop: CancellationToken,
 }
 
+/// Runs the heartbeat task until `hb.stop` fires.
 pub(crate) async fn run(hb: Heartbeat) {
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -41,7 +55,7 @@ pub(crate) async fn run(hb: Heartbeat) {
     let mut tick = tokio::time::interval(hb.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // the sweeper keeps its own interval, independent of the renewal tick
-    let mut sweep_tick = tokio::time::interval(hb.sweep_every);
+    let mut sweep_tick = tokio::time::interval(hb.sweeper.every);
     sweep_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut announced = false;
     loop {
@@ -50,7 +64,7 @@ pub(crate) async fn run(hb: Heartbeat) {
                 renew_all(&hb).await;
                 register(&hb, started).await;
             }
-            _ = sweep_tick.tick(), if !hb.shared.stop_leasing.is_cancelled() => sweep_all(&hb).await,
+            _ = sweep_tick.tick(), if !hb.shared.stop_leasing.is_cancelled() => hb.sweeper.sweep_all().await,
             // tell operators at once that this worker is draining
             _ = hb.shared.stop_leasing.cancelled(), if !announced => {
                 announced = true;
@@ -62,44 +76,7 @@ pub(crate) async fn run(hb: Heartbeat) {
     deregister(&hb).await;
 }
 
-/// One sweep of every served queue, then the cleanup hooks of resolved STALE jobs.
-async fn sweep_all(hb: &Heartbeat) {
-    for queue in &hb.queues {
-        match queue.sweep(hb.sweep_batch).await {
-            Ok(r) if !r.moves.is_empty() || r.unparked > 0 => {
-                for (to, n) in [
-                    ("QUEUED", r.requeued),
-                    ("CANCELLED", r.cancelled),
-                    ("STALE", r.stale),
-                ] {
-                    if n > 0 {
-                        hb.shared
-                            .metrics
-                            .sweeper_recoveries
-                            .get_or_create(&RecoveryLabels {
-                                queue: queue.name().to_owned(),
-                                to: to.to_owned(),
-                            })
-                            .inc_by(n);
-                    }
-                }
-                for m in &r.moves {
-                    hb.shared
-                        .metrics
-                        .transition(queue.name(), "", m.from.as_str(), m.to.as_str());
-                }
-                info!(
-                    queue = %queue.name(), requeued = r.requeued, cancelled = r.cancelled,
-                    stale = r.stale, unparked = r.unparked, "sweeper recovered expired leases"
-                )
-            }
-            Ok(_) => {}
-            Err(e) => debug!(queue = %queue.name(), error = %e, "sweep failed"),
-        }
-        take_cleanups(hb, queue).await;
-    }
-}
-
+/// Renews every held lease, telling job tasks of cancels and lost leases.
 async fn renew_all(hb: &Heartbeat) {
     let active = hb.shared.active.snapshot();
     for queue in &hb.queues {
@@ -170,6 +147,7 @@ async fn renew_all(hb: &Heartbeat) {
     }
 }
 
+/// Registers the worker in every served queue, for `hb.every` × 3 (1 s at least).
 async fn register(hb: &Heartbeat, started: u128) {
     let info = serde_json::json!({
         "id": hb.shared.id,
@@ -207,6 +185,7 @@ async fn register(hb: &Heartbeat, started: u128) {
     }
 }
 
+/// Removes the worker's registration from every served queue.
 async fn deregister(hb: &Heartbeat) {
     for queue in &hb.queues {
         let Ok(mut conn) = queue.pool().get().await else {
@@ -222,70 +201,5 @@ async fn deregister(hb: &Heartbeat) {
             .ignore()
             .query_async(&mut conn)
             .await;
-    }
-}
-
-/// Runs cleanup hooks of STALE jobs resolved by an operator, for served pipelines:
-/// claims them (at most 16 per tick), runs each hook in a task of its own, and
-/// marks the claim done after it. A claim left behind by a worker that died
-/// expires and the hook runs again elsewhere.
-async fn take_cleanups(hb: &Heartbeat, queue: &Queue) {
-    let served: Vec<&str> = hb
-        .runners
-        .iter()
-        .filter(|(q, _)| q == queue.name())
-        .map(|(_, r)| r.name())
-        .collect();
-    let ids = match queue.claim_cleanups(16, &served, job::CLEANUP_CLAIM).await {
-        Ok(ids) => ids,
-        Err(e) => {
-            debug!(queue = %queue.name(), error = %e, "cannot claim from the cleanup list");
-            return;
-        }
-    };
-    for raw in ids {
-        let id = match JobId::parse(&raw) {
-            Ok(id) => id,
-            Err(e) => {
-                error!(queue = %queue.name(), job = %raw, error = %e, "the cleanup list holds a malformed job id; dropped");
-                let _ = queue.cleanup_done(&raw).await;
-                continue;
-            }
-        };
-        // read once: the hook gets this copy
-        let job = match queue.job(&id).await {
-            Ok(Some(job)) => job,
-            Ok(None) => {
-                let _ = queue.cleanup_done(&raw).await;
-                continue;
-            }
-            Err(e) if e.is_transient() => {
-                warn!(job = %id, error = %e, "cannot read a resolved job; its cleanup will be tried again");
-                continue;
-            }
-            Err(e) => {
-                error!(job = %id, error = %e, "a resolved job cannot be read: its cleanup hook cannot run");
-                let _ = queue.cleanup_done(&raw).await;
-                continue;
-            }
-        };
-        let pipeline = job.pipeline.as_str();
-        let Some(runner) = hb
-            .runners
-            .iter()
-            .find(|(q, r)| q == queue.name() && r.name() == pipeline)
-            .map(|(_, r)| r.clone())
-        else {
-            // claimed for a pipeline this worker serves: cannot happen unless the
-            // job's pipeline field changed since; leave the claim to expire
-            continue;
-        };
-        let queue = queue.clone();
-        hb.tasks.spawn(async move {
-            job::cleanup_after_resolve(runner.as_ref(), job).await;
-            if let Err(e) = queue.cleanup_done(&raw).await {
-                warn!(job = %id, error = %e, "cannot end the cleanup claim; the hook may run again after it expires");
-            }
-        });
     }
 }

@@ -1,73 +1,50 @@
-//! Leasing and settling: holder operations of running jobs and leases of new
-//! ones, batched into one `settle` call; blocking on Redis when idle.
+//! The lease loop: leasing and settling for one lease group (the pipelines of
+//! one queue leased with one TTL).
+//!
+//! Duties:
+//! - collects the holder operations of the group's running jobs (sent through
+//!   their `Settler`, see `settler.rs`) and sends them to Redis together with
+//!   a lease of new jobs for the free lease slots, one `settle` call per batch;
+//! - keeps at most [`MAX_IN_FLIGHT`] calls in flight, sending a second one only
+//!   for a batch worth its fixed cost; requests that arrive meanwhile form the
+//!   next batch, so a busy worker pays one round trip per batch and an idle one
+//!   answers at once;
+//! - leases ahead of free run slots (prefetch) while jobs are short, or always
+//!   when the prefetch is set;
+//! - hands each call's replies to the waiting job tasks and spawns a task per
+//!   leased job (see `attempt.rs`);
+//! - backs off after a failed call;
+//! - with nothing to do and free slots, blocks on the queue's wake lists (see
+//!   `waiter.rs`) until work arrives or a delayed job comes due;
+//! - at shutdown, stops leasing and keeps settling until every job task ended.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, aio::MultiplexedConnection, AsyncConnectionConfig};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, error, warn};
+use tracing::{error, warn};
 
+use super::attempt;
 use super::runner::Runner;
-use super::{job, RedisSource, Shared};
-use crate::error::{Error, Result};
-use crate::lease::{Lease, Leased, Outcome};
+use super::settler::{Pending, Settler};
+use super::shared::{RedisSource, Shared};
+use super::waiter::Waiter;
+use crate::error::Error;
+use crate::lease::Leased;
 use crate::metrics::{PipelineLabels, QueueLabels};
 use crate::queue::Queue;
-use crate::settle::{HolderOp, HolderReply, LeaseRequest};
+use crate::settle::{HolderOp, LeaseRequest};
 
 /// Pipelines of one queue leased with one TTL.
 pub(crate) struct LeaseGroup {
+    /// The queue they are leased from.
     pub(crate) queue: Queue,
+    /// Their lease time-to-live.
     pub(crate) ttl: Duration,
+    /// The pipelines.
     pub(crate) runners: Vec<Arc<dyn Runner>>,
-}
-
-/// A holder operation a job task asks its group's settler to perform.
-pub(crate) enum Request {
-    Start {
-        first_step: &'static str,
-    },
-    Checkpoint {
-        step: &'static str,
-        output: String,
-        next_step: Option<&'static str>,
-    },
-    Finish {
-        outcome: Outcome,
-        last_step: Option<(&'static str, String)>,
-    },
-    Release,
-}
-
-struct Pending {
-    lease: Arc<Lease>,
-    request: Request,
-    reply: oneshot::Sender<Result<HolderReply>>,
-}
-
-/// The handle job tasks use to reach their group's settler.
-#[derive(Clone)]
-pub(crate) struct Settler {
-    tx: mpsc::UnboundedSender<Pending>,
-}
-
-impl Settler {
-    /// Performs `request` on `lease` in the settler's next batch.
-    pub(crate) async fn call(&self, lease: &Arc<Lease>, request: Request) -> Result<HolderReply> {
-        let (reply, rx) = oneshot::channel();
-        let pending = Pending {
-            lease: lease.clone(),
-            request,
-            reply,
-        };
-        if self.tx.send(pending).is_err() {
-            return Err(Error::Pool("the worker's settler has stopped".into()));
-        }
-        rx.await
-            .unwrap_or_else(|_| Err(Error::Pool("the worker's settler dropped a request".into())))
-    }
 }
 
 /// Leasing and settling for one lease group: every holder operation of the
@@ -77,17 +54,24 @@ impl Settler {
 /// idle one answers at once. With nothing to do and free slots, it blocks on
 /// the queue's wake list until work arrives or a delayed job comes due.
 pub(crate) struct LeaseLoop {
+    /// The worker's shared state.
     pub(crate) shared: Arc<Shared>,
+    /// The group it leases for.
     pub(crate) group: LeaseGroup,
+    /// Lease slots for jobs that may run now.
     pub(crate) slots: Arc<Semaphore>,
     /// Lease slots for jobs taken ahead of free `slots` (prefetch).
     pub(crate) prefetch_slots: Arc<Semaphore>,
     /// Whether prefetching follows the jobs' run times (the default) rather
     /// than always using every `prefetch_slots` permit.
     pub(crate) prefetch_auto: bool,
+    /// Where the leased jobs' tasks run.
     pub(crate) jobs: TaskTracker,
+    /// Where the worker's Redis is, for the blocking connection.
     pub(crate) source: RedisSource,
+    /// Longest an idle loop blocks before looking again.
     pub(crate) max_idle_wait: Duration,
+    /// Lease slots in all (running and prefetched): the most jobs one call leases.
     pub(crate) batch: usize,
 }
 
@@ -113,6 +97,12 @@ const SECOND_CALL_DIVISOR: usize = 4;
 /// went at all.
 const SECOND_CALL_MIN_WORK: usize = 4;
 
+/// First pause after a failed call.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Longest pause after failed calls.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
 /// Whether a second call in flight is worth sending for `ops` pending
 /// operations, `starts` of them starts, from a worker of `batch` lease slots
 /// (running and prefetched).
@@ -126,9 +116,112 @@ enum CallDone {
     Settled {
         /// Whether it asked for leases and got none.
         found_nothing: bool,
+        /// When the next delayed job comes due (ms since epoch, Redis clock).
         next_due: Option<i64>,
     },
     Failed,
+}
+
+/// The moving parts of a running lease loop.
+struct LoopState {
+    /// Requests from the job tasks.
+    requests: mpsc::UnboundedReceiver<Pending>,
+    /// Set once every `Settler` is gone: every job task has ended (shutdown).
+    closed: bool,
+    /// The handle leased jobs get; dropped when leasing stops, so the channel
+    /// closes once every job task has ended.
+    settler: Option<Settler>,
+    /// Requests collected for the next call.
+    pending: Vec<Pending>,
+    /// Where settle calls report how they went.
+    done_tx: mpsc::UnboundedSender<CallDone>,
+    /// Where the loop hears of finished settle calls.
+    done_rx: mpsc::UnboundedReceiver<CallDone>,
+    /// Settle calls in flight.
+    in_flight: usize,
+    /// A call outcome received while waiting, applied at the top of the loop.
+    arrived: Option<CallDone>,
+    /// The pause after the next failed call.
+    backoff: Duration,
+    /// Whether the last call asked for leases and got none.
+    idle: bool,
+    /// When the next delayed job comes due, as the last call said.
+    next_due: Option<i64>,
+    /// The blocking waiter while no wait runs.
+    waiter: Option<Waiter>,
+    /// The blocking wait running in a task of its own; it gives the waiter back.
+    waiting: Option<JoinHandle<Waiter>>,
+}
+
+impl LoopState {
+    fn new(lease_loop: &LeaseLoop) -> Self {
+        let (settler, requests) = Settler::channel();
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        LoopState {
+            requests,
+            closed: false,
+            settler: Some(settler),
+            pending: Vec::new(),
+            done_tx,
+            done_rx,
+            in_flight: 0,
+            arrived: None,
+            backoff: FIRST_BACKOFF,
+            idle: false,
+            next_due: None,
+            // The blocking wait runs in a task of its own and is never dropped mid-call:
+            // a BLPOP abandoned on its connection would still take the next wake-up token.
+            waiter: Some(Waiter::new(&lease_loop.source, lease_loop.wake_keys())),
+            waiting: None,
+        }
+    }
+
+    /// Applies the outcomes of the calls that finished: whether the queue had
+    /// nothing to lease and when a delayed job comes due; pauses after a failure.
+    async fn apply_finished_calls(&mut self) {
+        let mut outcomes: Vec<CallDone> = self.arrived.take().into_iter().collect();
+        while let Ok(done) = self.done_rx.try_recv() {
+            outcomes.push(done);
+        }
+        for done in outcomes {
+            self.in_flight -= 1;
+            match done {
+                CallDone::Settled {
+                    found_nothing,
+                    next_due,
+                } => {
+                    self.backoff = FIRST_BACKOFF;
+                    self.idle = found_nothing;
+                    self.next_due = next_due;
+                }
+                CallDone::Failed => {
+                    tokio::time::sleep(self.backoff).await;
+                    self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    /// Takes the requests already sent, up to a full batch.
+    fn collect_requests(&mut self) {
+        while self.pending.len() < MAX_BATCH {
+            match self.requests.try_recv() {
+                Ok(p) => self.pending.push(p),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// While a call is in flight: waits for one more request or for a call to return.
+    async fn wait_for_request_or_call(&mut self) {
+        tokio::select! {
+            r = self.requests.recv() => match r {
+                Some(p) => self.pending.push(p),
+                None => self.closed = true,
+            },
+            d = self.done_rx.recv() => self.arrived = d,
+        }
+    }
 }
 
 impl LeaseLoop {
@@ -148,59 +241,23 @@ impl LeaseLoop {
             && (!self.prefetch_auto || self.shared.jobs_are_short())
     }
 
+    /// Runs the loop until leasing stopped and every job task has ended.
     pub(crate) async fn run(self) {
         let this = Arc::new(self);
-        let stop = this.shared.stop_leasing.clone();
-        // The blocking wait runs in a task of its own and is never dropped mid-call:
-        // a BLPOP abandoned on its connection would still take the next wake-up token.
-        let mut waiter = Some(Waiter::new(&this.source, this.wake_keys()));
-        let mut waiting: Option<tokio::task::JoinHandle<Waiter>> = None;
-        let (tx, mut rx) = mpsc::unbounded_channel::<Pending>();
-        // dropped at shutdown, so the channel closes once every job task has ended
-        let mut tx = Some(Settler { tx });
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<CallDone>();
-        let mut in_flight = 0usize;
-        // a call outcome received while waiting, applied at the top of the loop
-        let mut arrived: Option<CallDone> = None;
-        let mut backoff = Duration::from_millis(100);
-        let mut idle = false;
-        let mut next_due: Option<i64> = None;
-        let mut pending: Vec<Pending> = Vec::new();
-        let mut closed = false;
+        let mut state = LoopState::new(&this);
         loop {
-            if stop.is_cancelled() {
-                tx = None;
+            if this.shared.stop_leasing.is_cancelled() {
+                state.settler = None;
             }
-            // outcomes of calls that finished
-            let mut outcomes: Vec<CallDone> = arrived.take().into_iter().collect();
-            while let Ok(done) = done_rx.try_recv() {
-                outcomes.push(done);
-            }
-            for done in outcomes {
-                in_flight -= 1;
-                match done {
-                    CallDone::Settled {
-                        found_nothing,
-                        next_due: due,
-                    } => {
-                        backoff = Duration::from_millis(100);
-                        idle = found_nothing;
-                        next_due = due;
-                    }
-                    CallDone::Failed => {
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
-                    }
-                }
-            }
+            state.apply_finished_calls().await;
             // checked after the outcomes: with the channel closed and no call in
             // flight, the wait below would have nothing left to wait for
-            if closed && in_flight == 0 && pending.is_empty() {
+            if state.closed && state.in_flight == 0 && state.pending.is_empty() {
                 return;
             }
-            if in_flight >= MAX_IN_FLIGHT {
+            if state.in_flight >= MAX_IN_FLIGHT {
                 // requests keep arriving on the channel meanwhile: the next batch grows
-                arrived = done_rx.recv().await;
+                state.arrived = state.done_rx.recv().await;
                 continue;
             }
             // let the job tasks just woken by the last replies run to their next
@@ -208,105 +265,125 @@ impl LeaseLoop {
             for _ in 0..2 {
                 tokio::task::yield_now().await;
             }
-            while pending.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(p) => pending.push(p),
+            state.collect_requests();
+            // A second call in flight only for a batch worth its fixed cost:
+            // otherwise wait for more requests or for the first call to return.
+            if state.in_flight > 0 && !state.closed && !this.worth_a_second_call(&state.pending) {
+                state.wait_for_request_or_call().await;
+                continue;
+            }
+            let prefetching = this.prefetching();
+            let permits = if state.settler.is_some() {
+                this.take_free_slots(prefetching)
+            } else {
+                Vec::new()
+            };
+            if state.pending.is_empty() && (permits.is_empty() || state.idle) {
+                drop(permits);
+                this.wait_for_work(&mut state, prefetching).await;
+                continue;
+            }
+            this.send_batch(&mut state, permits);
+        }
+    }
+
+    /// Whether `pending` is worth a second call in flight.
+    fn worth_a_second_call(&self, pending: &[Pending]) -> bool {
+        let starts = pending.iter().filter(|p| p.is_start()).count();
+        second_call_ready(pending.len(), starts, self.batch)
+    }
+
+    /// The free lease slots, up to `batch`: run slots first, then (while
+    /// `prefetching`) prefetch slots.
+    fn take_free_slots(&self, prefetching: bool) -> Vec<OwnedSemaphorePermit> {
+        let mut permits = Vec::new();
+        for slots in [
+            Some(&self.slots),
+            prefetching.then_some(&self.prefetch_slots),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            while permits.len() < self.batch {
+                match slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
                     Err(_) => break,
                 }
             }
-            // A second call in flight only for a batch worth its fixed cost:
-            // otherwise wait for more requests or for the first call to return.
-            let worth_a_second_call = || {
-                let starts = pending
-                    .iter()
-                    .filter(|p| matches!(p.request, Request::Start { .. }))
-                    .count();
-                second_call_ready(pending.len(), starts, this.batch)
-            };
-            if in_flight > 0 && !closed && !worth_a_second_call() {
-                tokio::select! {
-                    r = rx.recv() => match r {
-                        Some(p) => pending.push(p),
-                        None => closed = true,
-                    },
-                    d = done_rx.recv() => arrived = d,
-                }
-                continue;
-            }
-            let mut permits = Vec::new();
-            let prefetching = this.prefetching();
-            if tx.is_some() {
-                for slots in [
-                    Some(&this.slots),
-                    prefetching.then_some(&this.prefetch_slots),
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    while permits.len() < this.batch {
-                        match slots.clone().try_acquire_owned() {
-                            Ok(p) => permits.push(p),
-                            Err(_) => break,
-                        }
-                    }
-                }
-            }
-            if pending.is_empty() && (permits.is_empty() || idle) {
-                drop(permits);
-                // nothing to settle: wait for a request, a free slot, a call to
-                // finish, or (idle) work in Redis
-                let wait = match next_due {
-                    Some(due) => due_in(due).min(this.max_idle_wait),
-                    None => this.max_idle_wait,
-                };
-                let leasing = tx.is_some();
-                if leasing && idle && in_flight == 0 && waiting.is_none() {
-                    let mut w = waiter
-                        .take()
-                        .unwrap_or_else(|| Waiter::new(&this.source, this.wake_keys()));
-                    waiting = Some(tokio::spawn(async move {
-                        w.wait(wait).await;
-                        w
-                    }));
-                }
-                let wait_done = async {
-                    match waiting.as_mut() {
-                        Some(handle) => handle.await.ok(),
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    r = rx.recv(), if !closed => match r {
-                        Some(p) => pending.push(p),
-                        None => {
-                            // every job task has ended (shutdown)
-                            closed = true;
-                            if let Some(handle) = waiting.take() {
-                                handle.abort();
-                            }
-                        }
-                    },
-                    d = done_rx.recv(), if in_flight > 0 => arrived = d,
-                    p = this.slots.clone().acquire_owned(), if leasing && !idle => drop(p),
-                    p = this.prefetch_slots.clone().acquire_owned(), if leasing && !idle && prefetching => drop(p),
-                    w = wait_done, if leasing && idle => {
-                        waiting = None;
-                        waiter = w;
-                        idle = false;
-                    }
-                    _ = stop.cancelled(), if leasing => {}
-                }
-                continue;
-            }
-            let batch: Vec<Pending> = std::mem::take(&mut pending);
-            in_flight += 1;
-            let call = this.clone();
-            let settler = tx.clone();
-            let done = done_tx.clone();
-            tokio::spawn(async move {
-                let _ = done.send(call.settle_batch(batch, permits, settler).await);
-            });
         }
+        permits
+    }
+
+    /// Nothing to settle: waits for a request, a free slot, a call to finish,
+    /// or (idle) work in Redis, in a blocking wait of its own.
+    async fn wait_for_work(&self, state: &mut LoopState, prefetching: bool) {
+        let wait = match state.next_due {
+            Some(due) => due_in(due).min(self.max_idle_wait),
+            None => self.max_idle_wait,
+        };
+        let leasing = state.settler.is_some();
+        if leasing && state.idle && state.in_flight == 0 && state.waiting.is_none() {
+            let mut w = state
+                .waiter
+                .take()
+                .unwrap_or_else(|| Waiter::new(&self.source, self.wake_keys()));
+            state.waiting = Some(tokio::spawn(async move {
+                w.wait(wait).await;
+                w
+            }));
+        }
+        let LoopState {
+            requests,
+            closed,
+            pending,
+            done_rx,
+            in_flight,
+            arrived,
+            idle,
+            waiter,
+            waiting,
+            ..
+        } = state;
+        let wait_done = async {
+            match waiting.as_mut() {
+                Some(handle) => handle.await.ok(),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = requests.recv(), if !*closed => match r {
+                Some(p) => pending.push(p),
+                None => {
+                    // every job task has ended (shutdown)
+                    *closed = true;
+                    if let Some(handle) = waiting.take() {
+                        handle.abort();
+                    }
+                }
+            },
+            d = done_rx.recv(), if *in_flight > 0 => *arrived = d,
+            p = self.slots.clone().acquire_owned(), if leasing && !*idle => drop(p),
+            p = self.prefetch_slots.clone().acquire_owned(), if leasing && !*idle && prefetching => drop(p),
+            w = wait_done, if leasing && *idle => {
+                *waiting = None;
+                *waiter = w;
+                *idle = false;
+            }
+            _ = self.shared.stop_leasing.cancelled(), if leasing => {}
+        }
+    }
+
+    /// Sends the pending requests and a lease for `permits` in a settle call
+    /// of its own task; it reports back on the loop's `done` channel.
+    fn send_batch(self: &Arc<Self>, state: &mut LoopState, permits: Vec<OwnedSemaphorePermit>) {
+        let batch: Vec<Pending> = std::mem::take(&mut state.pending);
+        state.in_flight += 1;
+        let call = self.clone();
+        let settler = state.settler.clone();
+        let done = state.done_tx.clone();
+        tokio::spawn(async move {
+            let _ = done.send(call.settle_batch(batch, permits, settler).await);
+        });
     }
 
     /// One settle call: the batch's operations and a lease for `permits`;
@@ -318,30 +395,7 @@ impl LeaseLoop {
         settler: Option<Settler>,
     ) -> CallDone {
         let pipelines: Vec<&'static str> = self.group.runners.iter().map(|r| r.name()).collect();
-        let leases: Vec<Arc<Lease>> = batch.iter().map(|p| p.lease.clone()).collect();
-        let ops: Vec<HolderOp<'_>> = batch
-            .iter()
-            .zip(&leases)
-            .map(|(p, lease)| match &p.request {
-                Request::Start { first_step } => HolderOp::Start { lease, first_step },
-                Request::Checkpoint {
-                    step,
-                    output,
-                    next_step,
-                } => HolderOp::Checkpoint {
-                    lease,
-                    step,
-                    output,
-                    next_step: *next_step,
-                },
-                Request::Finish { outcome, last_step } => HolderOp::Finish {
-                    lease,
-                    outcome,
-                    last_step: last_step.as_ref().map(|(s, o)| (*s, o.as_str())),
-                },
-                Request::Release => HolderOp::Release { lease },
-            })
-            .collect();
+        let ops: Vec<HolderOp<'_>> = batch.iter().map(Pending::as_op).collect();
         let want = if settler.is_some() { permits.len() } else { 0 };
         let request = (want > 0).then_some(LeaseRequest {
             worker: &self.shared.id,
@@ -353,7 +407,7 @@ impl LeaseLoop {
         match result {
             Ok(settled) => {
                 for (p, reply) in batch.into_iter().zip(settled.replies) {
-                    let _ = p.reply.send(reply);
+                    p.answer(reply);
                 }
                 let leased = settled.leased;
                 for bad in &leased.unreadable {
@@ -381,13 +435,15 @@ impl LeaseLoop {
                             detail: e.to_string(),
                         }
                     };
-                    let _ = p.reply.send(Err(error));
+                    p.answer(Err(error));
                 }
                 CallDone::Failed
             }
         }
     }
 
+    /// Counts the leased jobs in the metrics and spawns a task for each, with
+    /// one of `permits` (its lease slot) held until the task ends.
     fn spawn_jobs(
         &self,
         settler: &Settler,
@@ -429,7 +485,7 @@ impl LeaseLoop {
             let queue = self.group.queue.clone();
             let settler = settler.clone();
             self.jobs.spawn(async move {
-                job::run(shared, runner, queue, settler, lease).await;
+                attempt::run(shared, runner, queue, settler, lease).await;
                 drop(permit);
             });
         }
@@ -443,77 +499,6 @@ fn due_in(due: i64) -> Duration {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
     Duration::from_millis(u64::try_from(due - now).unwrap_or(0).max(5))
-}
-
-/// Blocks on the queue's wake list with a connection of its own.
-struct Waiter {
-    source: RedisSource,
-    /// The wake lists of the group's pipelines.
-    keys: Vec<String>,
-    conn: Option<MultiplexedConnection>,
-}
-
-impl Waiter {
-    fn new(source: &RedisSource, keys: Vec<String>) -> Self {
-        Waiter {
-            source: source.clone(),
-            keys,
-            conn: None,
-        }
-    }
-
-    /// A connection of its own: opened from the URL, or taken out of the pool for good.
-    async fn connect(&self, wait: Duration) -> Result<MultiplexedConnection> {
-        match &self.source {
-            RedisSource::Url(url) => {
-                let client = redis::Client::open(url.as_str())?;
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(Duration::from_secs(5)))
-                    .set_response_timeout(Some(wait + Duration::from_secs(5)));
-                Ok(client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?)
-            }
-            RedisSource::Pool(pool) => {
-                // a new connection made by the pool's manager, never one of the pool's
-                // own: those are shared (multiplexed) with script calls, which a
-                // blocking BLPOP would stall
-                use deadpool::managed::Manager as _;
-                Ok(pool.manager().create().await?)
-            }
-        }
-    }
-
-    /// Waits up to `wait` for a wake-up token.
-    async fn wait(&mut self, wait: Duration) {
-        let max_block = Duration::from_secs(60);
-        let wait = wait.min(max_block);
-        if self.conn.is_none() {
-            match self.connect(max_block).await {
-                Ok(c) => self.conn = Some(c),
-                Err(e) => {
-                    debug!(error = %e, "cannot open the blocking connection; sleeping instead");
-                    tokio::time::sleep(wait).await;
-                    return;
-                }
-            }
-        }
-        let Some(conn) = self.conn.as_mut() else {
-            return;
-        };
-        let secs = wait.as_secs_f64().max(0.01);
-        let reply: std::result::Result<Option<(String, String)>, Error> = redis::cmd("BLPOP")
-            .arg(&self.keys)
-            .arg(format!("{secs:.3}"))
-            .query_async(conn)
-            .await
-            .map_err(Error::from);
-        if let Err(e) = reply {
-            debug!(error = %e, "blocking wait failed; reconnecting next time");
-            self.conn = None;
-            tokio::time::sleep(wait.min(Duration::from_millis(500))).await;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,16 +1,35 @@
 //! The worker runtime: leases jobs of the pipelines it serves, runs them with
 //! heartbeats, cancellation and retries, sweeps expired leases, and shuts down
 //! gracefully.
+//!
+//! This file holds the public face ([`WorkerBuilder`], [`Worker`] and its
+//! shutdown sequence); the parts live in their own files:
+//! - `lease_loop.rs`: one lease loop per lease group, leasing and settling in
+//!   batched `settle` calls; `settler.rs` is how job tasks reach it, and
+//!   `waiter.rs` its blocking wait when idle;
+//! - `attempt.rs`: one attempt at a leased job, step by step; `step.rs` runs
+//!   one step;
+//! - `heartbeat.rs`: lease renewal and the worker's registration;
+//! - `sweeper.rs`: recovery of expired leases; `cleanup_claims.rs`: cleanup
+//!   hooks of resolved STALE jobs;
+//! - `active.rs`: the jobs held right now; `shared.rs`: state all parts share;
+//!   `runner.rs`: a pipeline with its input type erased.
 
 mod active;
+mod attempt;
+mod cleanup_claims;
 mod heartbeat;
-mod job;
 mod lease_loop;
 mod runner;
+mod settler;
+mod shared;
+mod step;
+mod sweeper;
+mod waiter;
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,63 +41,14 @@ use tracing::{info, warn};
 
 use self::active::{ActiveJobs, StopWhy};
 use self::runner::{PipelineRunner, Runner};
+use self::shared::{RedisSource, Shared};
+pub use self::sweeper::sweep_queues;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::pipeline::{queue_of, Pipeline};
 use crate::queue::{connect_pool, Queue};
 use std::net::SocketAddr;
-
-/// State shared by a worker's loops and job tasks.
-pub(crate) struct Shared {
-    pub(crate) id: String,
-    pub(crate) active: ActiveJobs,
-    /// Fired first on shutdown: no more leases; unstarted jobs are handed back.
-    pub(crate) stop_leasing: CancellationToken,
-    /// Fired with `stop_leasing`: running jobs stop at their next step boundary.
-    pub(crate) stop_at_boundary: CancellationToken,
-    /// How long a step may keep running after its cancellation token fired.
-    pub(crate) cancel_grace: Duration,
-    /// The process's metrics.
-    pub(crate) metrics: Arc<Metrics>,
-    /// One permit per job allowed to run at once (the concurrency); a leased job
-    /// takes one before it starts and gives it back when it sends its final operation.
-    pub(crate) run_slots: Arc<Semaphore>,
-    /// Moving average of how long a job runs (start to final operation), in
-    /// µs; `u64::MAX` until one has run. Automatic prefetch uses it.
-    pub(crate) job_run_us: AtomicU64,
-}
-
-/// Jobs that run shorter than this on average are prefetched by default.
-pub(crate) const SHORT_JOB: Duration = Duration::from_millis(25);
-
-impl Shared {
-    /// Adds one job's run time to the moving average.
-    pub(crate) fn record_run(&self, ran: Duration) {
-        let sample = ran.as_micros().min(u64::MAX as u128 - 1) as u64;
-        let old = self.job_run_us.load(Ordering::Relaxed);
-        let new = if old == u64::MAX {
-            sample
-        } else {
-            old - old / 8 + sample / 8
-        };
-        self.job_run_us.store(new, Ordering::Relaxed);
-    }
-
-    /// Whether jobs have been short enough, on average, to lease ahead of free slots.
-    pub(crate) fn jobs_are_short(&self) -> bool {
-        self.job_run_us.load(Ordering::Relaxed) < SHORT_JOB.as_micros() as u64
-    }
-}
-
-/// Where a worker's Redis is.
-#[derive(Clone)]
-pub(crate) enum RedisSource {
-    /// A URL: the worker builds its pool and opens its blocking connection.
-    Url(String),
-    /// A pool of the caller's; the blocking connection is taken out of it for good.
-    Pool(deadpool_redis::Pool),
-}
 
 /// Settings of a worker; build one with [`Worker::builder`] or [`Worker::builder_with_pool`].
 pub struct WorkerBuilder {
@@ -309,22 +279,6 @@ impl std::fmt::Debug for Worker {
     }
 }
 
-/// Runs the sweeper once over every queue of the given pipelines: what a
-/// worker does at each sweep interval, callable on its own.
-pub async fn sweep_queues(queues: &[Queue], batch: usize) -> Result<crate::lease::SweepReport> {
-    let mut total = crate::lease::SweepReport::default();
-    for queue in queues {
-        let r = queue.sweep(batch).await?;
-        total.requeued += r.requeued;
-        total.cancelled += r.cancelled;
-        total.stale += r.stale;
-        total.unparked += r.unparked;
-        total.purged += r.purged;
-        total.moves.extend(r.moves);
-    }
-    Ok(total)
-}
-
 impl Worker {
     /// A worker connecting to `url`.
     pub fn builder(url: impl Into<String>) -> WorkerBuilder {
@@ -444,16 +398,23 @@ impl Worker {
             };
             loops.spawn(ctx.run());
         }
+        let sweeper = sweeper::Sweeper {
+            shared: shared.clone(),
+            queues: queues.clone(),
+            every: self.sweep_interval,
+            batch: self.sweep_batch,
+            cleanups: cleanup_claims::CleanupClaimer {
+                runners: runners.clone(),
+                tasks: jobs.clone(),
+            },
+        };
         let heartbeat = tokio::spawn(heartbeat::run(heartbeat::Heartbeat {
             shared: shared.clone(),
             queues: queues.clone(),
             every: self.renew_interval,
-            sweep_every: self.sweep_interval,
-            sweep_batch: self.sweep_batch,
             pipelines: pipelines.iter().map(|p| p.to_string()).collect(),
             concurrency: self.concurrency,
-            runners: runners.clone(),
-            tasks: jobs.clone(),
+            sweeper,
             stop: stop_background.clone(),
         }));
 

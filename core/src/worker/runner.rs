@@ -13,11 +13,17 @@ pub(crate) type AnyInput = dyn Any + Send + Sync;
 
 /// What the worker needs of a pipeline.
 pub(crate) trait Runner: Send + Sync + 'static {
+    /// The pipeline's name.
     fn name(&self) -> &'static str;
+    /// Its steps, in order.
     fn steps(&self) -> &'static [StepSpec];
+    /// Its options (queue, lease TTL, retry policy).
     fn options(&self) -> PipelineOptions;
+    /// What the queue registers of it.
     fn spec(&self) -> PipelineSpec;
+    /// Decodes a job's input (JSON text).
     fn decode(&self, input: &str) -> Result<Box<AnyInput>, String>;
+    /// Runs step `index` on `input`, given the previous step's output.
     fn run_step<'a>(
         &'a self,
         index: usize,
@@ -25,9 +31,11 @@ pub(crate) trait Runner: Send + Sync + 'static {
         input: &'a AnyInput,
         previous: Option<&'a str>,
     ) -> BoxFuture<'a, Result<String, StepError>>;
+    /// Runs the pipeline's cleanup hook.
     fn cleanup<'a>(&'a self, ctx: &'a CleanupContext, input: &'a AnyInput) -> BoxFuture<'a, ()>;
 }
 
+/// A pipeline as a [`Runner`].
 pub(crate) struct PipelineRunner<P>(pub(crate) Arc<P>);
 
 impl<P: Pipeline> Runner for PipelineRunner<P> {
