@@ -11,6 +11,7 @@ use leasehold::{
 };
 use serde::{Deserialize, Serialize};
 
+/// The input window of the test pipeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Window {
     shop_id: String,
@@ -18,6 +19,7 @@ pub struct Window {
     fail: Option<String>,
 }
 
+/// One generated order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Order {
     id: u64,
@@ -36,6 +38,7 @@ impl std::fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
+/// The test pipeline.
 #[derive(Default)]
 pub struct OrdersSync {
     loads: AtomicU32,
@@ -347,6 +350,7 @@ fn the_step_enum() {
 // The defaults: name from the type, queue from the name, the core's retry
 // policy, no keys; a step after a `()` output takes no previous output, and a
 // later step may ignore the previous output while taking the input.
+/// A pipeline declared with every default.
 pub struct NightlyHTTPRollup;
 
 #[pipeline]

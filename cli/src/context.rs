@@ -9,7 +9,7 @@ use leasehold_core::{
 use crate::failure::{classify, Failure, Outcome};
 
 /// Connection and settings shared by the commands.
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// The URL as given (with credentials), for dedicated connections.
     pub url: String,
     /// The URL for messages (password redacted).
@@ -90,7 +90,7 @@ impl Ctx {
 /// One page of the jobs matching `filter` in the queues of `inspectors`, newest
 /// change first. With several queues, each queue's first `offset + limit`
 /// matches are read and merged.
-pub async fn list_jobs_across(
+pub(crate) async fn list_jobs_across(
     inspectors: &[Inspector],
     filter: &JobFilter,
     page: Page,
@@ -131,7 +131,7 @@ pub async fn list_jobs_across(
 }
 
 /// `url` with any password replaced by `****`, for messages.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let mut out = url.to_owned();
     if let Some(scheme_end) = out.find("://") {
         let rest_start = scheme_end + 3;

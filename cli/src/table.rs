@@ -2,14 +2,14 @@
 
 /// A table: a header row and data rows, printed with columns padded to their widest cell.
 #[derive(Debug, Default)]
-pub struct Table {
+pub(crate) struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
     /// A table with these column names.
-    pub fn new(header: &[&str]) -> Self {
+    pub(crate) fn new(header: &[&str]) -> Self {
         Table {
             header: header.iter().map(|h| (*h).to_owned()).collect(),
             rows: Vec::new(),
@@ -17,17 +17,17 @@ impl Table {
     }
 
     /// Adds a row; missing cells print empty.
-    pub fn row(&mut self, cells: Vec<String>) {
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
 
     /// Whether no row was added.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
 
     /// The table as text, each line indented by `indent` and ending in a newline.
-    pub fn render(&self, indent: &str) -> String {
+    pub(crate) fn render(&self, indent: &str) -> String {
         let n = self.header.len();
         let clean = |s: &str| s.replace(['\n', '\r', '\t'], " ");
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();

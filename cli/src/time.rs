@@ -10,10 +10,10 @@ use jiff::tz::TimeZone;
 use jiff::{Span, SpanRelativeTo, Timestamp, Zoned};
 
 /// Most windows one backfill may create (a guard against a typo in `--step`).
-pub const MAX_WINDOWS: usize = 1_000_000;
+pub(crate) const MAX_WINDOWS: usize = 1_000_000;
 
 /// Parses a duration such as `5m`, `1h30m`, `2d`, `500ms` or `PT5M` (days are 24 hours).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let span = Span::from_str(s.trim())
         .map_err(|e| format!("{s:?} is not a duration (try 30s, 5m, 1h, 7d): {e}"))?;
     let d = span
@@ -23,7 +23,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// Parses a backfill step: a positive span such as `1h`, `15m`, `1d` or `1mo`.
-pub fn parse_step(s: &str) -> Result<Span, String> {
+pub(crate) fn parse_step(s: &str) -> Result<Span, String> {
     let span = Span::from_str(s.trim())
         .map_err(|e| format!("{s:?} is not a step (try 15m, 1h, 1d, 1mo): {e}"))?;
     if !span.is_positive() {
@@ -34,7 +34,7 @@ pub fn parse_step(s: &str) -> Result<Span, String> {
 
 /// Parses an instant: RFC 3339 (`2026-05-06T00:00:00Z`, `2026-05-06T02:00+02:00`),
 /// or a date or civil time taken as UTC (`2026-05-06`, `2026-05-06T13:00`).
-pub fn parse_instant(s: &str) -> Result<Timestamp, String> {
+pub(crate) fn parse_instant(s: &str) -> Result<Timestamp, String> {
     let s = s.trim();
     if let Ok(ts) = Timestamp::from_str(s) {
         return Ok(ts);
@@ -52,7 +52,7 @@ pub fn parse_instant(s: &str) -> Result<Timestamp, String> {
 
 /// One backfill window, `[from, to)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Window {
+pub(crate) struct Window {
     /// Start, inclusive.
     pub from: Timestamp,
     /// End, exclusive (the last window is cut at the range's end).
@@ -60,7 +60,7 @@ pub struct Window {
 }
 
 /// The windows covering `[from, to)` in steps of `step`, in UTC.
-pub fn windows(from: Timestamp, to: Timestamp, step: Span) -> Result<Vec<Window>, String> {
+pub(crate) fn windows(from: Timestamp, to: Timestamp, step: Span) -> Result<Vec<Window>, String> {
     if from >= to {
         return Err(format!("--from {from} must be before --to {to}"));
     }
@@ -93,7 +93,7 @@ pub fn windows(from: Timestamp, to: Timestamp, step: Span) -> Result<Vec<Window>
 
 /// Replaces `{from}`, `{to}` (RFC 3339, UTC) and `{from_ms}`, `{to_ms}` (epoch
 /// milliseconds) in `template`; other braces are left alone.
-pub fn render(template: &str, w: &Window) -> String {
+pub(crate) fn render(template: &str, w: &Window) -> String {
     template
         .replace("{from}", &w.from.to_string())
         .replace("{to}", &w.to.to_string())
@@ -102,7 +102,7 @@ pub fn render(template: &str, w: &Window) -> String {
 }
 
 /// A time in ms as RFC 3339 UTC with milliseconds.
-pub fn stamp(ms: i64) -> String {
+pub(crate) fn stamp(ms: i64) -> String {
     match Timestamp::from_millisecond(ms) {
         Ok(ts) => ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
         Err(_) => format!("{ms}ms"),
@@ -110,7 +110,7 @@ pub fn stamp(ms: i64) -> String {
 }
 
 /// A duration in ms, short: `850ms`, `42s`, `3m12s`, `2h05m`, `3d4h`.
-pub fn human(ms: i64) -> String {
+pub(crate) fn human(ms: i64) -> String {
     let sign = if ms < 0 { "-" } else { "" };
     let ms = ms.unsigned_abs();
     let s = ms / 1000;
@@ -131,7 +131,7 @@ pub fn human(ms: i64) -> String {
 }
 
 /// A duration, for messages.
-pub fn human_duration(d: Duration) -> String {
+pub(crate) fn human_duration(d: Duration) -> String {
     human(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 

@@ -59,7 +59,7 @@ pub(crate) fn resolution(r: &Resolution) -> String {
 
 /// One moment of a job's step timeline.
 #[derive(Debug, Clone, Serialize)]
-pub struct Moment {
+pub(crate) struct Moment {
     /// When (ms).
     pub at: Millis,
     /// The attempt.
@@ -69,7 +69,7 @@ pub struct Moment {
 }
 
 /// The step timeline of every attempt, from the records and the current attempt's fields.
-pub fn timeline(job: &Job) -> Vec<Moment> {
+pub(crate) fn timeline(job: &Job) -> Vec<Moment> {
     let mut out = vec![Moment {
         at: job.created_at,
         attempt: 1,

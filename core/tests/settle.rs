@@ -52,7 +52,7 @@ async fn settle_starts_checkpoints_finishes_and_leases_in_one_call_each() {
     assert_eq!(first.leased.leases.len(), 10);
     let leases = first.leased.leases;
 
-    let starts: Vec<HolderOp> = leases
+    let starts: Vec<HolderOp<'_>> = leases
         .iter()
         .map(|l| HolderOp::Start {
             lease: l,
@@ -231,7 +231,7 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
     };
     let leases = q.settle(&[], Some(req), TTL).await.unwrap().leased.leases;
     assert_eq!(leases.len(), 3);
-    let starts: Vec<HolderOp> = leases
+    let starts: Vec<HolderOp<'_>> = leases
         .iter()
         .map(|l| HolderOp::Start {
             lease: l,

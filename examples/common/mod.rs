@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A Redis to talk to: `REDIS_URL` if set, else a private server that dies with the example.
-pub struct ExampleRedis {
+pub(crate) struct ExampleRedis {
     /// The URL to connect to.
     pub url: String,
     child: Option<Child>,
@@ -14,7 +14,7 @@ pub struct ExampleRedis {
 
 impl ExampleRedis {
     /// Uses `REDIS_URL`, or starts `redis-server` on a unix socket in a temporary directory.
-    pub fn from_env_or_spawn() -> Result<Self, String> {
+    pub(crate) fn from_env_or_spawn() -> Result<Self, String> {
         if let Ok(url) = std::env::var("REDIS_URL") {
             println!("using Redis at {url} (from REDIS_URL)");
             return Ok(ExampleRedis {

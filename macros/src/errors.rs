@@ -7,11 +7,11 @@ use quote::ToTokens;
 
 /// Errors found so far, combined into one `syn::Error`.
 #[derive(Default)]
-pub struct Errors(Option<syn::Error>);
+pub(crate) struct Errors(Option<syn::Error>);
 
 impl Errors {
     /// Adds an error.
-    pub fn push(&mut self, error: syn::Error) {
+    pub(crate) fn push(&mut self, error: syn::Error) {
         match &mut self.0 {
             Some(all) => all.combine(error),
             None => self.0 = Some(error),
@@ -19,17 +19,17 @@ impl Errors {
     }
 
     /// Adds an error at `span`.
-    pub fn at(&mut self, span: Span, message: impl Display) {
+    pub(crate) fn at(&mut self, span: Span, message: impl Display) {
         self.push(syn::Error::new(span, message));
     }
 
     /// Adds an error spanning `tokens`.
-    pub fn spanned(&mut self, tokens: impl ToTokens, message: impl Display) {
+    pub(crate) fn spanned(&mut self, tokens: impl ToTokens, message: impl Display) {
         self.push(syn::Error::new_spanned(tokens, message));
     }
 
     /// Keeps the error of `result`, if any, and its value otherwise.
-    pub fn ok<T>(&mut self, result: syn::Result<T>) -> Option<T> {
+    pub(crate) fn ok<T>(&mut self, result: syn::Result<T>) -> Option<T> {
         match result {
             Ok(value) => Some(value),
             Err(error) => {
@@ -40,12 +40,12 @@ impl Errors {
     }
 
     /// True when nothing went wrong.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_none()
     }
 
     /// A `compile_error!` per error.
-    pub fn to_compile_errors(&self) -> TokenStream {
+    pub(crate) fn to_compile_errors(&self) -> TokenStream {
         self.0
             .as_ref()
             .map(syn::Error::to_compile_error)

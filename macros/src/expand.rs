@@ -14,7 +14,7 @@ use crate::parse;
 use crate::template::{Member, Part, Template};
 
 /// The whole macro: parse, model, expand.
-pub fn pipeline(args: TokenStream, item: TokenStream) -> TokenStream {
+pub(crate) fn pipeline(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let settings = parse::settings(args, &mut errors);
     let item_impl = match parse::item(item.clone()) {

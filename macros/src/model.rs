@@ -18,7 +18,7 @@ use crate::parse::{Marked, MarkerKind, Parsed, Settings};
 use crate::template::Template;
 
 /// A pipeline, as far as it could be understood.
-pub struct Model {
+pub(crate) struct Model {
     /// The impl block, markers removed.
     pub item: ItemImpl,
     /// `#[cfg]`s of the impl block, repeated on generated items.
@@ -42,7 +42,7 @@ pub struct Model {
 }
 
 /// A step.
-pub struct Step {
+pub(crate) struct Step {
     /// The method.
     pub ident: Ident,
     /// Its name, as recorded in Redis.
@@ -61,7 +61,7 @@ pub struct Step {
 }
 
 /// A step or cleanup parameter after the context.
-pub enum Param {
+pub(crate) enum Param {
     /// `&Input`: the job input; the referenced type as written.
     Input(Type),
     /// The previous step's output, by value.
@@ -69,7 +69,7 @@ pub enum Param {
 }
 
 /// The cleanup hook.
-pub struct Cleanup {
+pub(crate) struct Cleanup {
     pub ident: Ident,
     /// The type its `&Input` parameter refers to, if it takes one.
     pub input: Option<Type>,
@@ -92,7 +92,7 @@ const PIPELINE_KEYS: &[&str] = &[
 const STEP_KEYS: &[&str] = &["timeout", "retry"];
 
 /// Validates the parsed pipeline, reporting every problem into `errors`.
-pub fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> Model {
+pub(crate) fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> Model {
     let Parsed { item, marked } = parsed;
     let cfgs = item
         .attrs
@@ -625,7 +625,7 @@ fn build_cleanup(sig: &Signature, errors: &mut Errors) -> Option<Cleanup> {
 }
 
 /// `OrdersSync` → `orders_sync`, `HTTPFetch` → `http_fetch`.
-pub fn snake_case(name: &str) -> String {
+pub(crate) fn snake_case(name: &str) -> String {
     let chars: Vec<char> = name.chars().collect();
     let mut out = String::new();
     for (i, &c) in chars.iter().enumerate() {
@@ -650,7 +650,7 @@ pub fn snake_case(name: &str) -> String {
 }
 
 /// `load_rows` → `LoadRows`.
-pub fn pascal_case(name: &str) -> String {
+pub(crate) fn pascal_case(name: &str) -> String {
     let mut out = String::new();
     for part in name.split('_').filter(|p| !p.is_empty()) {
         let mut chars = part.chars();

@@ -11,7 +11,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitStr, Meta, Token};
 use crate::errors::Errors;
 
 /// A setting whose key is known and appears once.
-pub struct Setting {
+pub(crate) struct Setting {
     pub key: Ident,
     pub meta: Meta,
 }
@@ -29,7 +29,7 @@ impl Setting {
     }
 
     /// A string value.
-    pub fn string(&self, example: &str) -> syn::Result<LitStr> {
+    pub(crate) fn string(&self, example: &str) -> syn::Result<LitStr> {
         self.string_of("a string", example)
     }
 
@@ -46,7 +46,7 @@ impl Setting {
     }
 
     /// A duration string, like `"30s"`.
-    pub fn duration(&self) -> syn::Result<(Duration, Span)> {
+    pub(crate) fn duration(&self) -> syn::Result<(Duration, Span)> {
         let lit = self.string_of("a duration string", "\"30s\"")?;
         let duration = parse_duration(&lit.value()).map_err(|why| {
             syn::Error::new(lit.span(), format!("bad duration {:?}: {why}", lit.value()))
@@ -55,7 +55,7 @@ impl Setting {
     }
 
     /// A positive integer.
-    pub fn count(&self, example: &str) -> syn::Result<u32> {
+    pub(crate) fn count(&self, example: &str) -> syn::Result<u32> {
         match self.value(example)? {
             Expr::Lit(ExprLit {
                 lit: Lit::Int(int), ..
@@ -78,7 +78,11 @@ impl Setting {
     }
 
     /// A number in `range`.
-    pub fn number(&self, example: &str, range: std::ops::RangeInclusive<f64>) -> syn::Result<f64> {
+    pub(crate) fn number(
+        &self,
+        example: &str,
+        range: std::ops::RangeInclusive<f64>,
+    ) -> syn::Result<f64> {
         let value = self.value(example)?;
         let parsed = match value {
             Expr::Lit(ExprLit {
@@ -112,7 +116,7 @@ impl Setting {
     }
 
     /// The settings inside `key(...)`.
-    pub fn nested(&self, example: &str) -> syn::Result<Vec<Meta>> {
+    pub(crate) fn nested(&self, example: &str) -> syn::Result<Vec<Meta>> {
         match &self.meta {
             Meta::List(list) => Ok(list
                 .parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)?
@@ -128,7 +132,12 @@ impl Setting {
 
 /// Sorts `settings` into known keys, reporting unknown keys (with the list of
 /// known ones and a suggestion) and keys given twice.
-pub fn known(settings: Vec<Meta>, known: &[&str], what: &str, errors: &mut Errors) -> Vec<Setting> {
+pub(crate) fn known(
+    settings: Vec<Meta>,
+    known: &[&str],
+    what: &str,
+    errors: &mut Errors,
+) -> Vec<Setting> {
     let mut seen: HashMap<String, Span> = HashMap::new();
     let mut out = Vec::new();
     for meta in settings {
@@ -190,7 +199,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// Parses `"250ms"`, `"30s"`, `"5m"`, `"1h"`, or a sum like `"1m30s"`; the
 /// error says what is wrong and how to write it.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     const HELP: &str =
         "write a number and a unit (ms, s, m, h), like \"250ms\", \"30s\" or \"1m30s\"";
     if text.is_empty() {
@@ -241,7 +250,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// A retry policy as written: unset fields come from elsewhere (the pipeline's
 /// policy, then `RetryPolicy::exponential(3)`).
 #[derive(Clone, Copy, Default)]
-pub struct Retry {
+pub(crate) struct Retry {
     pub max_attempts: Option<u32>,
     pub backoff: Option<Duration>,
     pub max_backoff: Option<Duration>,
@@ -250,7 +259,7 @@ pub struct Retry {
 }
 
 /// The keys of a retry policy.
-pub const RETRY_KEYS: &[&str] = &[
+pub(crate) const RETRY_KEYS: &[&str] = &[
     "max_attempts",
     "backoff",
     "max_backoff",
@@ -260,7 +269,7 @@ pub const RETRY_KEYS: &[&str] = &[
 
 impl Retry {
     /// Reads one retry key; returns false if `setting` is not one.
-    pub fn read(&mut self, setting: &Setting, errors: &mut Errors) -> bool {
+    pub(crate) fn read(&mut self, setting: &Setting, errors: &mut Errors) -> bool {
         match setting.key.to_string().as_str() {
             "max_attempts" => self.max_attempts = errors.ok(setting.count("3")),
             "backoff" => self.backoff = errors.ok(setting.duration()).map(|(d, _)| d),
@@ -273,7 +282,7 @@ impl Retry {
     }
 
     /// This policy, with unset fields taken from `base`.
-    pub fn or(self, base: Retry) -> Retry {
+    pub(crate) fn or(self, base: Retry) -> Retry {
         Retry {
             max_attempts: self.max_attempts.or(base.max_attempts),
             backoff: self.backoff.or(base.backoff),

@@ -9,11 +9,11 @@ use syn::{Attribute, ImplItem, Item, ItemImpl, Meta, Signature, Token};
 use crate::errors::Errors;
 
 /// `key = value`, `key(...)` or `key` settings, as written.
-pub type Settings = Vec<Meta>;
+pub(crate) type Settings = Vec<Meta>;
 
 /// Which marker a method carries.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum MarkerKind {
+pub(crate) enum MarkerKind {
     Step,
     Cleanup,
 }
@@ -32,7 +32,7 @@ impl MarkerKind {
 }
 
 /// A method carrying `#[step]` or `#[cleanup]`.
-pub struct Marked {
+pub(crate) struct Marked {
     pub kind: MarkerKind,
     /// The marker itself, for spans.
     pub attr: Attribute,
@@ -42,13 +42,13 @@ pub struct Marked {
 }
 
 /// The impl block, markers removed, and the marked methods in declaration order.
-pub struct Parsed {
+pub(crate) struct Parsed {
     pub item: ItemImpl,
     pub marked: Vec<Marked>,
 }
 
 /// Parses the attribute's arguments: a comma-separated list of settings.
-pub fn settings(args: TokenStream, errors: &mut Errors) -> Settings {
+pub(crate) fn settings(args: TokenStream, errors: &mut Errors) -> Settings {
     let parser = Punctuated::<Meta, Token![,]>::parse_terminated;
     errors
         .ok(parser.parse2(args))
@@ -57,7 +57,7 @@ pub fn settings(args: TokenStream, errors: &mut Errors) -> Settings {
 }
 
 /// Parses the item `#[pipeline]` is on, which must be an impl block.
-pub fn item(item: TokenStream) -> syn::Result<ItemImpl> {
+pub(crate) fn item(item: TokenStream) -> syn::Result<ItemImpl> {
     match syn::parse2::<Item>(item)? {
         Item::Impl(item) => Ok(item),
         other => Err(syn::Error::new_spanned(
@@ -69,7 +69,7 @@ pub fn item(item: TokenStream) -> syn::Result<ItemImpl> {
 }
 
 /// Takes the markers off the methods of `item`, recording the marked ones.
-pub fn strip_markers(mut item: ItemImpl, errors: &mut Errors) -> Parsed {
+pub(crate) fn strip_markers(mut item: ItemImpl, errors: &mut Errors) -> Parsed {
     let mut marked = Vec::new();
     for impl_item in &mut item.items {
         match impl_item {

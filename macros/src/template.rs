@@ -4,14 +4,14 @@
 use syn::LitStr;
 
 /// A parsed template, with the literal it came from (for spans).
-pub struct Template {
+pub(crate) struct Template {
     pub lit: LitStr,
     pub parts: Vec<Part>,
 }
 
 /// A piece of a template.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Part {
+pub(crate) enum Part {
     /// Literal text (braces already unescaped).
     Text(String),
     /// A field path: `shop_id`, `window.start`, `0`.
@@ -20,14 +20,14 @@ pub enum Part {
 
 /// One step of a field path.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Member {
+pub(crate) enum Member {
     Named(String),
     Index(u32),
 }
 
 impl Template {
     /// Parses `lit`; the error is spanned at it.
-    pub fn parse(lit: LitStr) -> syn::Result<Template> {
+    pub(crate) fn parse(lit: LitStr) -> syn::Result<Template> {
         match parse_parts(&lit.value()) {
             Ok(parts) => Ok(Template { lit, parts }),
             Err(why) => Err(syn::Error::new(lit.span(), why)),
@@ -35,7 +35,7 @@ impl Template {
     }
 
     /// The literal text of the template (without fields), for checks.
-    pub fn text(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn text(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
             Part::Text(t) => Some(t.as_str()),
             Part::Field(_) => None,
@@ -44,7 +44,7 @@ impl Template {
 }
 
 /// Splits a template into text and fields.
-pub fn parse_parts(template: &str) -> Result<Vec<Part>, String> {
+pub(crate) fn parse_parts(template: &str) -> Result<Vec<Part>, String> {
     if template.is_empty() {
         return Err("empty template: a key needs some text or `{field}`s".into());
     }

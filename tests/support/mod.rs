@@ -19,15 +19,15 @@ use leasehold_testkit::{wait_until_async, RedisServer};
 use serde_json::json;
 
 /// Generous deadline for every condition a test waits on.
-pub const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
 /// A lease TTL long enough never to expire during a test unless forced.
-pub const TTL: Duration = Duration::from_secs(60);
+pub(crate) const TTL: Duration = Duration::from_secs(60);
 
 // ---- reading Redis directly ---------------------------------------------------
 
 /// Runs one command on the test server and converts its reply.
 #[track_caller]
-pub fn get<T: FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
+pub(crate) fn get<T: FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
     let reply = srv.cmd(args);
     if let Value::ServerError(e) = &reply {
         panic!("{args:?} failed: {e:?}");
@@ -36,17 +36,17 @@ pub fn get<T: FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
 }
 
 /// The score of `member` in the sorted set `key`, if it is a member.
-pub fn zscore(srv: &RedisServer, key: &str, member: &str) -> Option<f64> {
+pub(crate) fn zscore(srv: &RedisServer, key: &str, member: &str) -> Option<f64> {
     get(srv, &["ZSCORE", key, member])
 }
 
 /// Every member of the sorted set `key`, lowest score first.
-pub fn zmembers(srv: &RedisServer, key: &str) -> Vec<String> {
+pub(crate) fn zmembers(srv: &RedisServer, key: &str) -> Vec<String> {
     get(srv, &["ZRANGE", key, "0", "-1"])
 }
 
 /// Every event of the queue's stream, as field maps, oldest first.
-pub fn events(srv: &RedisServer, q: &Queue) -> Vec<BTreeMap<String, String>> {
+pub(crate) fn events(srv: &RedisServer, q: &Queue) -> Vec<BTreeMap<String, String>> {
     let raw: Vec<(String, Vec<String>)> = get(srv, &["XRANGE", &q.keys().events(), "-", "+"]);
     raw.into_iter()
         .map(|(_, flat)| {
@@ -58,7 +58,7 @@ pub fn events(srv: &RedisServer, q: &Queue) -> Vec<BTreeMap<String, String>> {
 }
 
 /// `calls=` of one command in `INFO commandstats` (0 when never called).
-pub fn command_calls(srv: &RedisServer, command: &str) -> u64 {
+pub(crate) fn command_calls(srv: &RedisServer, command: &str) -> u64 {
     let prefix = format!("cmdstat_{command}:");
     srv.info("commandstats")
         .lines()
@@ -72,26 +72,26 @@ pub fn command_calls(srv: &RedisServer, command: &str) -> u64 {
 // ---- the queue client ---------------------------------------------------------
 
 /// A `Queue` client for `queue` on the test server, with the default config.
-pub async fn connect(srv: &RedisServer, queue: &str) -> Queue {
+pub(crate) async fn connect(srv: &RedisServer, queue: &str) -> Queue {
     Queue::connect(&srv.url(), queue, QueueConfig::default())
         .await
         .expect("connect")
 }
 
 /// A new job of `pipeline` with input `{"n": n}`.
-pub fn job(pipeline: &str, n: u64) -> NewJob {
+pub(crate) fn job(pipeline: &str, n: u64) -> NewJob {
     NewJob::new(pipeline, &json!({ "n": n })).expect("serialisable input")
 }
 
 /// Enqueues `job`, asserting it was created (not an idempotent duplicate).
-pub async fn enqueue(q: &Queue, job: NewJob) -> JobId {
+pub(crate) async fn enqueue(q: &Queue, job: NewJob) -> JobId {
     let e = q.enqueue(job).await.expect("enqueue");
     assert!(e.created);
     e.id
 }
 
 /// Leases exactly one job of `pipeline` for `worker`, with [`TTL`].
-pub async fn lease_one(q: &Queue, worker: &str, pipeline: &str) -> Lease {
+pub(crate) async fn lease_one(q: &Queue, worker: &str, pipeline: &str) -> Lease {
     let mut leased = q
         .lease(worker, &[pipeline], 1, TTL)
         .await
@@ -102,12 +102,12 @@ pub async fn lease_one(q: &Queue, worker: &str, pipeline: &str) -> Lease {
 }
 
 /// The job as the client reads it; it must exist.
-pub async fn read(q: &Queue, id: &JobId) -> leasehold::Job {
+pub(crate) async fn read(q: &Queue, id: &JobId) -> leasehold::Job {
     q.job(id).await.expect("read job").expect("job exists")
 }
 
 /// Makes the job's lease look expired to the sweeper.
-pub fn force_expire(srv: &RedisServer, q: &Queue, id: &JobId) {
+pub(crate) fn force_expire(srv: &RedisServer, q: &Queue, id: &JobId) {
     let changed: i64 = get(
         srv,
         &["ZADD", &q.keys().leases(), "XX", "CH", "0", id.as_str()],
@@ -118,7 +118,7 @@ pub fn force_expire(srv: &RedisServer, q: &Queue, id: &JobId) {
 // ---- waiting ------------------------------------------------------------------
 
 /// Polls `f` until it yields `Some`, within [`WAIT`].
-pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,

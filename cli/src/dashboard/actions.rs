@@ -28,7 +28,7 @@ const MAX_REASON: usize = 2_000;
 const MAX_OPERATOR: usize = 64;
 
 /// The secret that enables actions.
-pub struct Token(Vec<u8>);
+pub(crate) struct Token(Vec<u8>);
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -38,7 +38,7 @@ impl std::fmt::Debug for Token {
 
 impl Token {
     /// Checks a configured token: not empty, no spaces or control characters.
-    pub fn new(token: &str) -> Result<Token, String> {
+    pub(crate) fn new(token: &str) -> Result<Token, String> {
         if token.is_empty() {
             return Err("the dashboard token must not be empty".into());
         }
@@ -50,7 +50,7 @@ impl Token {
 
     /// Whether `given` is the token, in time independent of where they differ.
     /// (The length may leak; the content does not.)
-    pub fn matches(&self, given: &str) -> bool {
+    pub(crate) fn matches(&self, given: &str) -> bool {
         bool::from(self.0.as_slice().ct_eq(given.as_bytes()))
     }
 }
@@ -86,7 +86,7 @@ fn authorise(app: &App, headers: &HeaderMap, field: Option<&str>) -> Res<()> {
 }
 
 /// `dashboard:<operator>`, the operator name cleaned of control characters and cut short.
-pub fn by(operator: Option<&str>) -> String {
+pub(super) fn by(operator: Option<&str>) -> String {
     let name: String = operator
         .unwrap_or("")
         .chars()
@@ -115,7 +115,7 @@ fn reason(text: Option<&str>, required: bool) -> Res<String> {
 
 /// The fields of an action, from a form or a JSON body.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct ActionBody {
+pub(super) struct ActionBody {
     /// The token (when not in `Authorization`).
     pub token: Option<String>,
     /// Who acts (recorded as `dashboard:<operator>`).
@@ -131,7 +131,7 @@ pub struct ActionBody {
 
 /// What an action did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ActionResult {
+pub(super) struct ActionResult {
     /// The job.
     pub job: JobId,
     /// Its queue.
@@ -278,7 +278,7 @@ async fn api(
 }
 
 /// `POST /api/jobs/{queue}/{id}/cancel` `{"reason", "operator"}`.
-pub async fn cancel_api(
+pub(super) async fn cancel_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -288,7 +288,7 @@ pub async fn cancel_api(
 }
 
 /// `POST /api/jobs/{queue}/{id}/retry` `{"mode": "resume"|"from_start", "reason", "operator"}`.
-pub async fn retry_api(
+pub(super) async fn retry_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -298,7 +298,7 @@ pub async fn retry_api(
 }
 
 /// `POST /api/jobs/{queue}/{id}/resolve` `{"as": "failed"|"cancelled"|"succeeded", "reason", "operator"}`.
-pub async fn resolve_api(
+pub(super) async fn resolve_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -328,7 +328,7 @@ async fn form(
 }
 
 /// `POST /jobs/{queue}/{id}/cancel` (form: token, operator, reason).
-pub async fn cancel_form(
+pub(super) async fn cancel_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -338,7 +338,7 @@ pub async fn cancel_form(
 }
 
 /// `POST /jobs/{queue}/{id}/retry` (form: token, operator, reason, mode).
-pub async fn retry_form(
+pub(super) async fn retry_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -348,7 +348,7 @@ pub async fn retry_form(
 }
 
 /// `POST /jobs/{queue}/{id}/resolve` (form: token, operator, reason, as).
-pub async fn resolve_form(
+pub(super) async fn resolve_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,

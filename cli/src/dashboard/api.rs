@@ -28,19 +28,19 @@ use crate::wording::{self, Moment};
 type Api<T> = Result<Json<T>, ApiError>;
 
 /// `GET /api/queues`.
-pub async fn queues(State(app): State<Shared>) -> Api<Vec<QueueStatus>> {
+pub(super) async fn queues(State(app): State<Shared>) -> Api<Vec<QueueStatus>> {
     Ok(Json(app.overview().await?))
 }
 
 /// `GET /api/jobs`.
-pub async fn jobs(State(app): State<Shared>, Query(p): Query<JobsParams>) -> Api<JobPage> {
+pub(super) async fn jobs(State(app): State<Shared>, Query(p): Query<JobsParams>) -> Api<JobPage> {
     let q = p.parse()?;
     Ok(Json(app.jobs(&q).await?))
 }
 
 /// A job's detail with its step timeline.
 #[derive(Debug, Serialize)]
-pub struct JobView {
+pub(super) struct JobView {
     /// The detail.
     #[serde(flatten)]
     pub detail: JobDetail,
@@ -51,7 +51,7 @@ pub struct JobView {
 }
 
 /// `GET /api/jobs/{queue}/{id}`.
-pub async fn job(
+pub(super) async fn job(
     State(app): State<Shared>,
     Path((queue, id)): Path<(String, String)>,
 ) -> Api<JobView> {
@@ -64,7 +64,7 @@ pub async fn job(
 }
 
 /// `GET /api/jobs/{queue}/{id}/events`: the job's events, oldest first.
-pub async fn job_events(
+pub(super) async fn job_events(
     State(app): State<Shared>,
     Path((queue, id)): Path<(String, String)>,
 ) -> Api<Vec<Event>> {
@@ -85,7 +85,7 @@ pub async fn job_events(
 }
 
 /// `GET /api/workers`.
-pub async fn workers(
+pub(super) async fn workers(
     State(app): State<Shared>,
     Query(p): Query<QueueParam>,
 ) -> Api<Vec<QueueWorkers>> {
@@ -93,18 +93,24 @@ pub async fn workers(
 }
 
 /// `GET /api/locks`.
-pub async fn locks(State(app): State<Shared>, Query(p): Query<QueueParam>) -> Api<Vec<QueueLock>> {
+pub(super) async fn locks(
+    State(app): State<Shared>,
+    Query(p): Query<QueueParam>,
+) -> Api<Vec<QueueLock>> {
     Ok(Json(app.locks(p.queue().as_deref()).await?))
 }
 
 /// `GET /api/events`.
-pub async fn events(State(app): State<Shared>, Query(p): Query<EventsParams>) -> Api<Vec<Event>> {
+pub(super) async fn events(
+    State(app): State<Shared>,
+    Query(p): Query<EventsParams>,
+) -> Api<Vec<Event>> {
     let q = p.parse()?;
     Ok(Json(app.events(&q).await?))
 }
 
 /// `GET /metrics`: Prometheus text; `leasehold_jobs{queue,state}` read from Redis now.
-pub async fn metrics(State(app): State<Shared>) -> Response {
+pub(super) async fn metrics(State(app): State<Shared>) -> Response {
     match app.scrape().await {
         Ok(text) => (
             [(header::CONTENT_TYPE, leasehold_core::metrics::CONTENT_TYPE)],

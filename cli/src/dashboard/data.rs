@@ -13,31 +13,31 @@ use super::{App, QUEUE_CACHE};
 use crate::context::list_jobs_across;
 
 /// Most jobs one listing page shows.
-pub const MAX_LIMIT: usize = 500;
+pub(super) const MAX_LIMIT: usize = 500;
 /// Most events the event feed shows.
-pub const MAX_EVENTS: usize = 1_000;
+pub(super) const MAX_EVENTS: usize = 1_000;
 
 /// A request's result.
-pub type Res<T> = Result<T, DashError>;
+pub(super) type Res<T> = Result<T, DashError>;
 
 impl App {
     /// `e` as a request failure, naming the (redacted) Redis URL.
-    pub fn fail(&self, e: leasehold_core::Error) -> DashError {
+    pub(crate) fn fail(&self, e: leasehold_core::Error) -> DashError {
         DashError::from_core(&self.shown_url, e)
     }
 
     /// The client of queue `name`.
-    pub fn queue(&self, name: &str) -> Res<Queue> {
+    pub(crate) fn queue(&self, name: &str) -> Res<Queue> {
         self.base.sibling(name).map_err(|e| self.fail(e))
     }
 
     /// The inspector of queue `name`.
-    pub fn inspector(&self, name: &str) -> Res<Inspector> {
+    pub(crate) fn inspector(&self, name: &str) -> Res<Inspector> {
         Ok(Inspector::new(self.queue(name)?))
     }
 
     /// The queues shown: `--queue`, or those found under the prefix (cached briefly).
-    pub async fn queues(&self) -> Res<Vec<String>> {
+    pub(crate) async fn queues(&self) -> Res<Vec<String>> {
         if !self.pinned.is_empty() {
             return Ok(self.pinned.clone());
         }
@@ -66,7 +66,7 @@ impl App {
     }
 
     /// Every queue at a glance.
-    pub async fn overview(&self) -> Res<Vec<QueueStatus>> {
+    pub(crate) async fn overview(&self) -> Res<Vec<QueueStatus>> {
         let mut out = Vec::new();
         for q in self.queues().await? {
             out.push(
@@ -80,7 +80,7 @@ impl App {
     }
 
     /// One page of jobs.
-    pub async fn jobs(&self, query: &JobsQuery) -> Res<JobPage> {
+    pub(crate) async fn jobs(&self, query: &JobsQuery) -> Res<JobPage> {
         let names = self.queues_or(query.queue.as_deref()).await?;
         let inspectors = names
             .iter()
@@ -92,7 +92,7 @@ impl App {
     }
 
     /// A job's full story, with the lease token redacted; 404 when unknown.
-    pub async fn job(&self, queue: &str, id: &str) -> Res<JobDetail> {
+    pub(crate) async fn job(&self, queue: &str, id: &str) -> Res<JobDetail> {
         let id = job_id(id)?;
         let mut detail = self
             .inspector(queue)?
@@ -107,7 +107,7 @@ impl App {
     }
 
     /// The queues holding job `id`.
-    pub async fn locate(&self, id: &str) -> Res<Vec<String>> {
+    pub(crate) async fn locate(&self, id: &str) -> Res<Vec<String>> {
         let id = job_id(id)?;
         let mut found = Vec::new();
         for q in self.queues().await? {
@@ -125,7 +125,7 @@ impl App {
     }
 
     /// Live workers per queue.
-    pub async fn workers(&self, queue: Option<&str>) -> Res<Vec<QueueWorkers>> {
+    pub(crate) async fn workers(&self, queue: Option<&str>) -> Res<Vec<QueueWorkers>> {
         let mut out = Vec::new();
         for q in self.queues_or(queue).await? {
             let workers = self
@@ -139,7 +139,7 @@ impl App {
     }
 
     /// Locks per queue.
-    pub async fn locks(&self, queue: Option<&str>) -> Res<Vec<QueueLock>> {
+    pub(crate) async fn locks(&self, queue: Option<&str>) -> Res<Vec<QueueLock>> {
         let mut out = Vec::new();
         for q in self.queues_or(queue).await? {
             for lock in self
@@ -159,7 +159,7 @@ impl App {
 
     /// The latest `limit` events, newest first: of one job (its queue given),
     /// or of the queues asked for.
-    pub async fn events(&self, query: &EventsQuery) -> Res<Vec<Event>> {
+    pub(crate) async fn events(&self, query: &EventsQuery) -> Res<Vec<Event>> {
         let limit = query.limit.clamp(1, MAX_EVENTS);
         let mut events = match &query.job {
             Some(id) => {
@@ -198,7 +198,7 @@ impl App {
     }
 
     /// Reads every queue's counts into the `leasehold_jobs` gauges and encodes the registry.
-    pub async fn scrape(&self) -> Res<String> {
+    pub(crate) async fn scrape(&self) -> Res<String> {
         let _one_at_a_time = self.scrape.lock().await;
         let mut rows = Vec::new();
         for s in self.overview().await? {
@@ -231,13 +231,13 @@ impl App {
 }
 
 /// Parses a job id from a URL.
-pub fn job_id(s: &str) -> Res<JobId> {
+pub(super) fn job_id(s: &str) -> Res<JobId> {
     JobId::parse(s).map_err(|e| DashError::BadRequest(e.to_string()))
 }
 
 /// Workers of one queue (the JSON of `leasehold workers --json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct QueueWorkers {
+pub(crate) struct QueueWorkers {
     /// Queue.
     pub queue: String,
     /// Its workers.
@@ -247,7 +247,7 @@ pub struct QueueWorkers {
 
 /// A lock and its queue (the JSON of `leasehold locks --json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct QueueLock {
+pub(crate) struct QueueLock {
     /// Queue.
     pub queue: String,
     /// The lock.
@@ -257,7 +257,7 @@ pub struct QueueLock {
 
 /// Query string of `/jobs` and `/api/jobs`; every field optional, empty means unset.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct JobsParams {
+pub(super) struct JobsParams {
     /// Only this queue.
     pub queue: Option<String>,
     /// Only jobs in this state.
@@ -276,7 +276,7 @@ pub struct JobsParams {
 
 /// A parsed job listing request.
 #[derive(Debug, Clone)]
-pub struct JobsQuery {
+pub(crate) struct JobsQuery {
     /// Only this queue (default: every queue shown).
     pub queue: Option<String>,
     /// Which jobs.
@@ -303,7 +303,7 @@ fn number(name: &str, v: &Option<String>, default: usize) -> Res<usize> {
 
 impl JobsParams {
     /// Checks and parses the parameters.
-    pub fn parse(&self) -> Res<JobsQuery> {
+    pub(super) fn parse(&self) -> Res<JobsQuery> {
         let state = match given(&self.state) {
             None => None,
             Some(s) => Some(s.parse::<JobState>().map_err(|_| {
@@ -332,7 +332,7 @@ impl JobsParams {
 
 /// Query string of `/events` and `/api/events`.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct EventsParams {
+pub(super) struct EventsParams {
     /// Only this queue.
     pub queue: Option<String>,
     /// Only this job's events.
@@ -343,7 +343,7 @@ pub struct EventsParams {
 
 /// A parsed event feed request.
 #[derive(Debug, Clone)]
-pub struct EventsQuery {
+pub(crate) struct EventsQuery {
     /// Only this queue (default: every queue shown).
     pub queue: Option<String>,
     /// Only this job's events.
@@ -354,7 +354,7 @@ pub struct EventsQuery {
 
 impl EventsParams {
     /// Checks and parses the parameters.
-    pub fn parse(&self) -> Res<EventsQuery> {
+    pub(super) fn parse(&self) -> Res<EventsQuery> {
         Ok(EventsQuery {
             queue: given(&self.queue),
             job: given(&self.job),
@@ -365,14 +365,14 @@ impl EventsParams {
 
 /// Query string naming one queue.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct QueueParam {
+pub(super) struct QueueParam {
     /// The queue.
     pub queue: Option<String>,
 }
 
 impl QueueParam {
     /// The queue, if given.
-    pub fn queue(&self) -> Option<String> {
+    pub(super) fn queue(&self) -> Option<String> {
         given(&self.queue)
     }
 }

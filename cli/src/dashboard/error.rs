@@ -35,7 +35,7 @@ pub(crate) const DISABLED: &str =
 
 impl DashError {
     /// From a core error, with the Redis URL for messages.
-    pub fn from_core(shown_url: &str, e: Error) -> DashError {
+    pub(crate) fn from_core(shown_url: &str, e: Error) -> DashError {
         match classify(shown_url, e) {
             Failure::Usage(m) => DashError::BadRequest(m),
             Failure::UnknownJob(m) => DashError::NotFound(m),
@@ -46,7 +46,7 @@ impl DashError {
     }
 
     /// The HTTP status.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             DashError::BadRequest(_) => StatusCode::BAD_REQUEST,
             DashError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
@@ -59,7 +59,7 @@ impl DashError {
     }
 
     /// A short machine-readable kind.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             DashError::BadRequest(_) => "bad_request",
             DashError::Unauthorized(_) => "unauthorized",
@@ -72,7 +72,7 @@ impl DashError {
     }
 
     /// The message for humans.
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             DashError::BadRequest(m)
             | DashError::Unauthorized(m)
@@ -85,7 +85,7 @@ impl DashError {
     }
 
     /// A short title for the error page.
-    pub fn title(&self) -> &'static str {
+    pub(crate) fn title(&self) -> &'static str {
         match self {
             DashError::BadRequest(_) => "Bad request",
             DashError::Unauthorized(_) => "Not authorised",
@@ -160,7 +160,7 @@ impl IntoResponse for PageError {
 }
 
 /// The page for a failed request.
-pub fn error_page(e: &DashError) -> Markup {
+pub(super) fn error_page(e: &DashError) -> Markup {
     let hint = match e {
         DashError::Unavailable(_) => Some(
             "The dashboard keeps running and shows data again as soon as Redis answers; this page retries by itself.",
@@ -185,6 +185,6 @@ pub fn error_page(e: &DashError) -> Markup {
 }
 
 /// Any other path: 404.
-pub async fn not_found() -> Response {
+pub(super) async fn not_found() -> Response {
     PageError(DashError::NotFound("no such page".into())).into_response()
 }

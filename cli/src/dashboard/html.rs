@@ -14,7 +14,7 @@ use crate::time::{human, stamp};
 
 /// Which navigation entry is current.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Nav {
+pub(super) enum Nav {
     /// `/`.
     Queues,
     /// `/jobs` and a job's page.
@@ -31,7 +31,7 @@ pub enum Nav {
 
 /// Percent-encodes `s` for one URL path segment or query value (everything
 /// but RFC 3986's unreserved characters).
-pub fn path_segment(s: &str) -> String {
+pub(super) fn path_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -44,7 +44,7 @@ pub fn path_segment(s: &str) -> String {
 }
 
 /// `?k=v&...` of the pairs whose value is not empty (empty string when none).
-pub fn query(pairs: &[(&str, &str)]) -> String {
+pub(super) fn query(pairs: &[(&str, &str)]) -> String {
     let mut out = String::new();
     for (k, v) in pairs.iter().filter(|(_, v)| !v.is_empty()) {
         out.push(if out.is_empty() { '?' } else { '&' });
@@ -56,22 +56,22 @@ pub fn query(pairs: &[(&str, &str)]) -> String {
 }
 
 /// The URL of a job's page.
-pub fn job_url(queue: &str, id: &str) -> String {
+pub(super) fn job_url(queue: &str, id: &str) -> String {
     format!("/jobs/{}/{}", path_segment(queue), path_segment(id))
 }
 
 /// The URL of the job list with these filters.
-pub fn jobs_url(queue: &str, state: &str) -> String {
+pub(super) fn jobs_url(queue: &str, state: &str) -> String {
     format!("/jobs{}", query(&[("queue", queue), ("state", state)]))
 }
 
 /// A state as a coloured badge.
-pub fn badge(state: JobState) -> Markup {
+pub(super) fn badge(state: JobState) -> Markup {
     html! { span class={ "badge st-" (state.as_str()) } { (state.as_str()) } }
 }
 
 /// An absolute time with the time since `now` on hover and beside it.
-pub fn when(now: Millis, at: Millis) -> Markup {
+pub(super) fn when(now: Millis, at: Millis) -> Markup {
     let rel = if at <= now {
         format!("{} ago", human(now - at))
     } else {
@@ -81,12 +81,12 @@ pub fn when(now: Millis, at: Millis) -> Markup {
 }
 
 /// `-` for nothing.
-pub fn opt(s: Option<&str>) -> &str {
+pub(super) fn opt(s: Option<&str>) -> &str {
     s.filter(|s| !s.is_empty()).unwrap_or("-")
 }
 
 /// The whole page around `body`.
-pub fn layout(
+pub(super) fn layout(
     title: &str,
     nav: Nav,
     actions_enabled: Option<bool>,
@@ -141,7 +141,7 @@ pub fn layout(
 
 /// One bar of the timeline.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Segment {
+pub(super) struct Segment {
     /// CSS class: `wait`, `leased`, `step`, `running`, `cut`, `end`.
     pub kind: &'static str,
     /// Text on the bar.
@@ -154,7 +154,7 @@ pub struct Segment {
 
 /// One attempt's row of the timeline.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AttemptRow {
+pub(super) struct AttemptRow {
     /// Attempt number.
     pub n: u32,
     /// Its state (ended, or current).
@@ -228,7 +228,7 @@ fn segments(
 }
 
 /// The timeline rows of every attempt of `job`, as of `now`.
-pub fn attempt_rows(job: &Job, now: Millis) -> Vec<AttemptRow> {
+pub(super) fn attempt_rows(job: &Job, now: Millis) -> Vec<AttemptRow> {
     let mut rows = Vec::new();
     let mut queued_from = job.created_at;
     for a in &job.attempts {
@@ -275,7 +275,7 @@ pub fn attempt_rows(job: &Job, now: Millis) -> Vec<AttemptRow> {
 }
 
 /// The visual timeline: one track per attempt on a common time scale.
-pub fn timeline(job: &Job, now: Millis) -> Markup {
+pub(super) fn timeline(job: &Job, now: Millis) -> Markup {
     let rows = attempt_rows(job, now);
     let t0 = job.created_at;
     let t1 = rows

@@ -47,7 +47,7 @@ use tokio::sync::Mutex;
 use crate::context::Ctx;
 use crate::{Failure, Outcome};
 
-pub use actions::Token;
+pub(crate) use actions::Token;
 
 /// `dashboard` options.
 #[derive(Debug, Args)]
@@ -252,7 +252,7 @@ pub(crate) fn router(app: Shared) -> Router {
 }
 
 /// Runs the dashboard until SIGINT or SIGTERM.
-pub async fn run(ctx: &Ctx, args: DashboardArgs) -> Outcome {
+pub(crate) async fn run(ctx: &Ctx, args: DashboardArgs) -> Outcome {
     let token = match args.token.as_deref() {
         None => None,
         Some(t) => Some(Token::new(t).map_err(Failure::Usage)?),

@@ -32,12 +32,12 @@ pub(super) fn events_table(events: &[Event]) -> Table {
 }
 
 /// `events`.
-pub fn events(events: &[Event]) -> String {
+pub(crate) fn events(events: &[Event]) -> String {
     events_table(events).render("")
 }
 
 /// One event on one line, for `events --follow`.
-pub fn event_line(e: &Event) -> String {
+pub(crate) fn event_line(e: &Event) -> String {
     let mv = format!(
         "{}->{}",
         e.from.map_or(String::new(), |s| s.to_string()),

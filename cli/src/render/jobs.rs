@@ -9,7 +9,7 @@ use crate::time::stamp;
 use crate::wording::opt;
 
 /// `jobs`.
-pub fn jobs(page: &JobPage, offset: usize) -> String {
+pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
     let mut out = String::new();
     if page.jobs.is_empty() {
         out.push_str("no jobs match\n");

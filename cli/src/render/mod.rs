@@ -7,8 +7,8 @@ mod resources;
 mod show;
 mod status;
 
-pub use events::{event_line, events};
-pub use jobs::jobs;
-pub use resources::{locks, workers};
-pub use show::show;
-pub use status::status;
+pub(crate) use events::{event_line, events};
+pub(crate) use jobs::jobs;
+pub(crate) use resources::{locks, workers};
+pub(crate) use show::show;
+pub(crate) use status::status;

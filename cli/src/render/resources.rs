@@ -21,7 +21,7 @@ fn claims(lock: &LockInfo) -> String {
 }
 
 /// `locks`.
-pub fn locks(rows: &[(String, LockInfo)]) -> String {
+pub(crate) fn locks(rows: &[(String, LockInfo)]) -> String {
     if rows.is_empty() {
         return "no locks held and no live job claims a resource\n".into();
     }
@@ -62,7 +62,7 @@ pub fn locks(rows: &[(String, LockInfo)]) -> String {
 }
 
 /// `workers`.
-pub fn workers(rows: &[(String, Workers)]) -> String {
+pub(crate) fn workers(rows: &[(String, Workers)]) -> String {
     let mut out = String::new();
     let mut t = Table::new(&[
         "QUEUE",

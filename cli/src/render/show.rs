@@ -11,7 +11,7 @@ use crate::time::{human, stamp};
 use crate::wording::{holder_state, lock_ttl, opt, resolution, verdict, yes_no, Moment};
 
 /// `show`.
-pub fn show(d: &JobDetail, timeline: &[Moment]) -> String {
+pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
     let j = &d.job;
     let mut out = String::new();
     let ago = |ms: Millis| format!("{} ({} ago)", stamp(ms), human(d.now - ms));

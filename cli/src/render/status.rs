@@ -10,7 +10,7 @@ use crate::time::{human, stamp};
 use crate::wording::{holder_state, lock_ttl, opt};
 
 /// `status`.
-pub fn status(all: &[QueueStatus]) -> String {
+pub(crate) fn status(all: &[QueueStatus]) -> String {
     let mut out = String::new();
     let mut t = Table::new(&[
         "QUEUE",

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::process::Command;
 
 /// Path of the `leasehold` binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
 /// Every environment variable the binary reads for its options; the builder
 /// removes them all so that only the arguments a test passes count.
@@ -26,7 +26,7 @@ const OPTION_VARS: &[&str] = &[
 
 /// `leasehold --redis-url URL ARGS...` with a clean environment: the option
 /// variables removed, `USER=tester`, stdin closed, killed when dropped.
-pub fn command(url: &str, args: &[&str]) -> Command {
+pub(crate) fn command(url: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.arg("--redis-url").arg(url).args(args);
     for var in OPTION_VARS {
@@ -40,7 +40,7 @@ pub fn command(url: &str, args: &[&str]) -> Command {
 
 /// What one run of the binary did.
 #[derive(Debug)]
-pub struct Run {
+pub(crate) struct Run {
     /// The exit code (-1 if killed by a signal).
     pub code: i32,
     /// Everything written to stdout.
@@ -52,28 +52,28 @@ pub struct Run {
 impl Run {
     /// Asserts the run exited 0.
     #[track_caller]
-    pub fn ok(self) -> Run {
+    pub(crate) fn ok(self) -> Run {
         assert_eq!(self.code, 0, "expected success: {self:#?}");
         self
     }
 
     /// Asserts the run exited with `code`.
     #[track_caller]
-    pub fn code(self, code: i32) -> Run {
+    pub(crate) fn code(self, code: i32) -> Run {
         assert_eq!(self.code, code, "expected exit {code}: {self:#?}");
         self
     }
 
     /// stdout parsed as JSON.
     #[track_caller]
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:#?}"))
     }
 
     /// Asserts that stdout contains every one of `parts`.
     #[track_caller]
-    pub fn shows(self, parts: &[&str]) -> Run {
+    pub(crate) fn shows(self, parts: &[&str]) -> Run {
         for part in parts {
             assert!(
                 self.stdout.contains(part),
@@ -87,7 +87,7 @@ impl Run {
 }
 
 /// Runs `cmd` to its end (within 60 s) and collects its exit code and output.
-pub async fn run_cmd(mut cmd: Command) -> Run {
+pub(crate) async fn run_cmd(mut cmd: Command) -> Run {
     let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
         .await
         .expect("the binary finished within 60 s")

@@ -11,7 +11,7 @@ use tokio::process::Child;
 use super::binary::command;
 
 /// A running `leasehold dashboard`.
-pub struct Dashboard {
+pub(crate) struct Dashboard {
     child: Child,
     /// `http://127.0.0.1:PORT` (no trailing slash).
     pub base: String,
@@ -22,7 +22,7 @@ impl Dashboard {
     /// Starts `leasehold --redis-url URL dashboard --bind 127.0.0.1:0 ARGS...`,
     /// with `LEASEHOLD_DASHBOARD_TOKEN` set to `token_env` if given, and waits
     /// for the line naming the address it serves.
-    pub async fn start(url: &str, args: &[&str], token_env: Option<&str>) -> Dashboard {
+    pub(crate) async fn start(url: &str, args: &[&str], token_env: Option<&str>) -> Dashboard {
         let mut all = vec!["dashboard"];
         if !args.contains(&"--bind") {
             all.extend(["--bind", "127.0.0.1:0"]);
@@ -83,24 +83,24 @@ impl Dashboard {
     }
 
     /// `base` + `path`.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
     /// What the dashboard wrote to stderr so far.
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
     /// Stops the dashboard (SIGKILL) and reaps it.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
 }
 
 /// An HTTP client that does not follow redirects (303s are checked) and never
 /// goes through a proxy.
-pub fn http() -> reqwest::Client {
+pub(crate) fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()

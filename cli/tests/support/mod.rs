@@ -8,6 +8,6 @@
 
 #![allow(dead_code)]
 
-pub mod binary;
-pub mod dashboard;
-pub mod jobs;
+pub(crate) mod binary;
+pub(crate) mod dashboard;
+pub(crate) mod jobs;

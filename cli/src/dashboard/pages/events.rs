@@ -35,7 +35,7 @@ pub(super) fn events_table(events: &[Event], now: Millis, with_job: bool) -> Mar
 }
 
 /// `GET /events`: the event feed, newest first.
-pub async fn events(State(app): State<Shared>, Query(p): Query<EventsParams>) -> Page {
+pub(crate) async fn events(State(app): State<Shared>, Query(p): Query<EventsParams>) -> Page {
     let q = p.parse()?;
     let queues = app.queues().await?;
     let events = app.events(&q).await?;

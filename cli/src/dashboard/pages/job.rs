@@ -17,7 +17,7 @@ use crate::wording::{self, attempt_error, holder_state, lock_ttl, resolution};
 
 /// `?notice=` after an action.
 #[derive(Debug, Default, Deserialize)]
-pub struct JobParams {
+pub(crate) struct JobParams {
     notice: Option<String>,
 }
 
@@ -216,7 +216,7 @@ fn action_forms(app: &App, d: &JobDetail) -> Markup {
 }
 
 /// `GET /jobs/{queue}/{id}`: everything about one job.
-pub async fn job(
+pub(crate) async fn job(
     State(app): State<Shared>,
     Path((queue, id)): Path<(String, String)>,
     Query(params): Query<JobParams>,
@@ -296,12 +296,12 @@ pub async fn job(
 
 /// `?id=` of the find box.
 #[derive(Debug, Default, Deserialize)]
-pub struct FindParams {
+pub(crate) struct FindParams {
     id: Option<String>,
 }
 
 /// `GET /find?id=`: the job's page, wherever it is.
-pub async fn find(
+pub(crate) async fn find(
     State(app): State<Shared>,
     Query(p): Query<FindParams>,
 ) -> Result<Response, PageError> {

@@ -40,7 +40,7 @@ fn jobs_table(page: &JobPage, now: Millis) -> Markup {
 }
 
 /// `GET /jobs`: jobs by state, with filters and paging.
-pub async fn jobs(State(app): State<Shared>, Query(params): Query<JobsParams>) -> Page {
+pub(crate) async fn jobs(State(app): State<Shared>, Query(params): Query<JobsParams>) -> Page {
     let q = params.parse()?;
     let queues = app.queues().await?;
     let page = app.jobs(&q).await?;

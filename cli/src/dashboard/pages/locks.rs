@@ -39,7 +39,7 @@ pub(super) fn locks_table(rows: &[(&str, &LockInfo)], with_queue: bool) -> Marku
 }
 
 /// `GET /locks`.
-pub async fn locks(State(app): State<Shared>, Query(p): Query<QueueParam>) -> Page {
+pub(crate) async fn locks(State(app): State<Shared>, Query(p): Query<QueueParam>) -> Page {
     let all: Vec<QueueLock> = app.locks(p.queue().as_deref()).await?;
     let rows: Vec<(&str, &LockInfo)> = all.iter().map(|l| (l.queue.as_str(), &l.lock)).collect();
     Ok(app.page(

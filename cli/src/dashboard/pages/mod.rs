@@ -16,12 +16,12 @@ use super::error::PageError;
 use super::html::{layout, Nav};
 use super::App;
 
-pub use events::events;
-pub use job::{find, job};
-pub use jobs::jobs;
-pub use locks::locks;
-pub use queues::overview;
-pub use workers::workers;
+pub(super) use events::events;
+pub(super) use job::{find, job};
+pub(super) use jobs::jobs;
+pub(super) use locks::locks;
+pub(super) use queues::overview;
+pub(super) use workers::workers;
 
 /// A page handler's answer: the page, or an error page.
 type Page = Result<Markup, PageError>;

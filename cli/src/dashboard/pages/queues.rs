@@ -118,7 +118,7 @@ fn queue_card(s: &QueueStatus) -> Markup {
 }
 
 /// `GET /`: every queue at a glance.
-pub async fn overview(State(app): State<Shared>) -> Page {
+pub(crate) async fn overview(State(app): State<Shared>) -> Page {
     let all = app.overview().await?;
     Ok(app.page(
         "Queues",

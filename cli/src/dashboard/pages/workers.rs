@@ -10,7 +10,7 @@ use crate::dashboard::Shared;
 use crate::time::human;
 
 /// `GET /workers`.
-pub async fn workers(State(app): State<Shared>, Query(p): Query<QueueParam>) -> Page {
+pub(crate) async fn workers(State(app): State<Shared>, Query(p): Query<QueueParam>) -> Page {
     let all: Vec<QueueWorkers> = app.workers(p.queue().as_deref()).await?;
     let now = app.now().await?;
     let live: usize = all.iter().map(|w| w.workers.live.len()).sum();
