@@ -78,8 +78,9 @@ const OPS: [Op; 11] = [
     Op::Resolve,
 ];
 
-/// The transition table as Lua: `MOVES[op][from][to] = true` for every row of
-/// [`TRANSITIONS`], and `TERMINAL[state]` for the terminal states.
+/// The transition table as Lua: `MOVES`, one string holding every row of
+/// [`TRANSITIONS`] as ` op:FROM>TO ` (a constant: a script run builds no table
+/// for it), and the `TERMINAL` set. `lib/moves.lua` answers from them.
 pub(crate) fn moves_lua() -> String {
     let mut out = String::from(
         "-- gen/moves: generated from the transition table (core/src/transitions.rs)\n\
@@ -89,27 +90,13 @@ pub(crate) fn moves_lua() -> String {
     for state in JobState::ALL.iter().filter(|s| s.is_terminal()) {
         let _ = write!(out, " {} = true,", state.as_str());
     }
-    out.push_str(" }\nlocal MOVES = {\n");
+    out.push_str(" }\nlocal MOVES = '");
     for op in OPS {
-        let _ = write!(out, "  {} = {{", op.as_str());
-        for from in JobState::ALL {
-            let tos: Vec<&str> = TRANSITIONS
-                .iter()
-                .filter(|t| t.op == op && t.from == from)
-                .map(|t| t.to.as_str())
-                .collect();
-            if tos.is_empty() {
-                continue;
-            }
-            let _ = write!(out, " {} = {{", from.as_str());
-            for to in tos {
-                let _ = write!(out, " {to} = true,");
-            }
-            out.push_str(" },");
+        for t in TRANSITIONS.iter().filter(|t| t.op == op) {
+            let _ = write!(out, " {}:{}>{}", op.as_str(), t.from.as_str(), t.to.as_str());
         }
-        out.push_str(" },\n");
     }
-    out.push_str("}\n");
+    out.push_str(" '\n");
     out
 }
 
@@ -258,23 +245,18 @@ mod tests {
     }
 
     #[test]
-    fn the_generated_table_has_every_row() {
+    fn the_generated_table_has_every_row_and_nothing_else() {
         let lua = moves_lua();
+        let moves = lua
+            .lines()
+            .find_map(|l| l.strip_prefix("local MOVES = '"))
+            .and_then(|l| l.strip_suffix('\''))
+            .expect("a MOVES line");
+        let rows: Vec<&str> = moves.split_whitespace().collect();
+        assert_eq!(rows.len(), TRANSITIONS.len(), "{moves}");
         for t in TRANSITIONS {
-            let from = format!("{} = {{", t.from.as_str());
-            let line = lua
-                .lines()
-                .find(|l| {
-                    l.trim_start()
-                        .starts_with(&format!("{} = {{", t.op.as_str()))
-                })
-                .unwrap_or_default();
-            let row = line.split(&from).nth(1).unwrap_or_default();
-            let row = row.split('}').next().unwrap_or_default();
-            assert!(
-                row.contains(&format!("{} = true", t.to.as_str())),
-                "{t:?} missing from {line}"
-            );
+            let row = format!("{}:{}>{}", t.op.as_str(), t.from.as_str(), t.to.as_str());
+            assert!(rows.contains(&row.as_str()), "{t:?} missing from {moves}");
         }
     }
 
