@@ -17,6 +17,15 @@
 -- recorded as its checkpoint would ('' for none).
 local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
     reason, res, interrupted, last_step, last_output)
+  local j = load_job(jk)
+  -- A worker shutting down with a cancel pending (not yet seen by it) ends the
+  -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
+  -- Converted before the state check: it may end a LEASED job, as a cancelled finish may.
+  if interrupted and j.cancel_reason and j.cancel_reason ~= '' then
+    outcome = 'CANCELLED'
+    reason = 'cancel requested: ' .. j.cancel_reason .. ' (honoured at a worker shutdown)'
+    interrupted = false
+  end
   local allowed
   if outcome == 'CANCELLED' then
     allowed = { RUNNING = true, LEASED = true }
@@ -25,7 +34,6 @@ local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, ki
   else
     return { 'BAD_ARG', 'outcome' }
   end
-  local j = load_job(jk)
   local refusal = refuse_job(j, allowed, token)
   if refusal then return refusal end
   local now = now_ms()
@@ -50,13 +58,6 @@ local function finish(jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, ki
       set('last_step', last_step)
       set('out:' .. last_step, last_output)
     end
-  end
-  -- A worker shutting down with a cancel pending (not yet seen by it) ends the
-  -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
-  if interrupted and f[8] and f[8] ~= '' then
-    outcome = 'CANCELLED'
-    reason = 'cancel requested: ' .. f[8] .. ' (honoured at a worker shutdown)'
-    interrupted = false
   end
   if cleanup then j.cleanup_needed = '1' end
   local extra = {}
