@@ -10,8 +10,25 @@
 //! finished. Lease expiry is forced with `ZADD <base>:leases XX 0 <id>` and a
 //! sweep, never by waiting.
 //!
-//! After every operation:
-//! (a) success or refusal (with its exact typed error) matches the model;
+//! Both paths a holder takes are driven in every case. Each generated command
+//! carries whether it joins a settle batch: a run of consecutive holder
+//! commands (start, checkpoint, finish, release) that join becomes one
+//! `Queue::settle` call, as a worker builds it, together with a joining lease
+//! command right after them as the call's lease request (a joining lease after
+//! no batch is a settle call that only leases); every other command, holder
+//! commands that do not join included, goes through its own entry point
+//! (`Queue::start`, `checkpoint`, `finish`, `release`, `lease`). A finish in a
+//! settle call may carry its last step (`HolderOp::Finish::last_step`). The
+//! model plans a batch in order, each operation seeing the ones before it (as
+//! the script runs them), and each reply is checked on its own. Shrinking turns
+//! batches back into single calls where the failure does not need them. A run
+//! of at least `MIN_CASES_FOR_PATHS` cases fails unless both paths were
+//! exercised (each holder op through both, settle ops accepted and refused,
+//! batches of two or more, jobs leased by settle calls).
+//!
+//! After every call:
+//! (a) success or refusal (with its exact typed error) matches the model, per
+//!     operation of a settle call too;
 //! (b) every job's state (and attempt, token, pending cancel) in Redis equals the model's;
 //! (c) no attempt record (`attempt:<n>` field) once seen was rewritten, and the
 //!     records present are exactly those of the ended attempts;
@@ -22,11 +39,26 @@
 //! and the queue's indexes agree with the states: the leases zset holds exactly
 //! the LEASED/RUNNING jobs, the stale zset the STALE ones, the done zset the
 //! terminal ones, every QUEUED job sits in exactly one of ready/delayed/parked,
-//! and the inputs hash equals the model's.
+//! and the inputs hash equals the model's. A refused single call changes no key;
+//! a settle call whose operations were all refused (and asked for no lease)
+//! changes no key; otherwise the hash of a job that only refused operations
+//! named is unchanged.
 //!
-//! The seed is fixed (override with `PROPTEST_RNG_SEED`), as is the case count
-//! (override with `PROPTEST_CASES`). `MODEL_DEBUG=1` prints every case's history;
-//! `--nocapture` shows how often each table row was exercised.
+//! Size and seed: the case count is `DEFAULT_CASES` (32, what CI runs: 2-3 s
+//! of test time in a debug build) unless `PROPTEST_CASES` is set; the seed is
+//! `DEFAULT_SEED` unless `PROPTEST_RNG_SEED` (a u64, read by proptest itself)
+//! is set. The long run, 2,000 cases on three seeds (about a minute per seed
+//! in a release build):
+//!
+//! ```text
+//! for seed in 1 2 3; do
+//!   PROPTEST_CASES=2000 PROPTEST_RNG_SEED=$seed cargo test --release --test model_proptest -- --nocapture
+//! done
+//! ```
+//!
+//! `MODEL_DEBUG=1` prints every case's history; `--nocapture` shows how often
+//! each table row was exercised (in all, and by settle calls) and how often
+//! each path ran.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -36,8 +68,9 @@ use std::time::Duration;
 use leasehold::redis::{self, AsyncCommands};
 use leasehold::transitions::{allowed, op_allowed, rows, Kind, TRANSITIONS};
 use leasehold::{
-    AttemptError, Cancelled, Error, Finished, JobId, JobState, Lease, NewJob, Op, Outcome, Queue,
-    QueueConfig, Renewal, RetryMode, StaleLock, Started,
+    AttemptError, Cancelled, Error, Finished, HolderOp, HolderReply, JobId, JobState, Lease,
+    LeaseRequest, Leased, NewJob, Op, Outcome, Queue, QueueConfig, Renewal, RetryMode, StaleLock,
+    Started,
 };
 use leasehold_testkit::RedisServer;
 use proptest::prelude::*;
@@ -52,6 +85,8 @@ const MAX_JOBS: usize = 8;
 const STEPS: [&str; 4] = ["fetch", "validate", "load", "aggregate"];
 const RESOURCES: [&str; 2] = ["r1", "r2"];
 const DEFAULT_CASES: u32 = 32;
+/// From this many cases on, a run must have exercised both paths (see the test).
+const MIN_CASES_FOR_PATHS: u32 = 16;
 const DEFAULT_SEED: u64 = 0x1ea5_e401_d5ee_d001;
 
 struct Template {
@@ -135,6 +170,10 @@ enum Cmd {
         worker: usize,
         pick: u8,
         how: How,
+        /// A step the finish checkpoints first (`HolderOp::Finish::last_step`),
+        /// as a worker folds its last step into the finish. Settle path only:
+        /// `Queue::finish` has no last step, so a single finish ignores it.
+        last: Option<usize>,
     },
     Release {
         worker: usize,
@@ -173,8 +212,8 @@ fn cmd_strategy() -> impl Strategy<Value = Cmd> {
         3 => (worker.clone(), any::<u8>(), 0..STEPS.len())
             .prop_map(|(worker, pick, step)| Cmd::Checkpoint { worker, pick, step }),
         2 => worker.clone().prop_map(|worker| Cmd::Renew { worker }),
-        5 => (worker.clone(), any::<u8>(), how)
-            .prop_map(|(worker, pick, how)| Cmd::Finish { worker, pick, how }),
+        5 => (worker.clone(), any::<u8>(), how, proptest::option::of(0..STEPS.len()))
+            .prop_map(|(worker, pick, how, last)| Cmd::Finish { worker, pick, how, last }),
         1 => (worker, any::<u8>()).prop_map(|(worker, pick)| Cmd::Release { worker, pick }),
         1 => any::<u8>().prop_map(|pick| Cmd::Cancel { pick }),
         3 => any::<u8>().prop_map(|pick| Cmd::ExpireAndSweep { pick }),
@@ -260,6 +299,10 @@ struct MJob {
     cancel: Option<String>,
     /// The last completed step and its output (what a resumed attempt continues after).
     last: Option<(String, String)>,
+    /// Steps checkpointed under the current lease (the job's `steps` field,
+    /// emptied by each lease): a step checkpointed again only renews the lease,
+    /// its first output stands.
+    steps: BTreeSet<&'static str>,
     /// Attempt records seen so far, verbatim.
     records: BTreeMap<u32, String>,
     /// Whether a worker's finish ended it SUCCEEDED (no record: the job hash
@@ -288,14 +331,19 @@ struct Model {
     held: [Vec<Lease>; 3],
     last_fence: u64,
     checkpoints: u64,
-    /// How many times each table row was exercised.
+    /// How many times each table row was exercised (both paths).
     covered: Vec<usize>,
+    /// How many of those were by an operation of a `Queue::settle` call.
+    covered_by_settle: Vec<usize>,
+    /// Set while the operations of a settle call are planned.
+    settling: bool,
 }
 
 impl Model {
     fn new() -> Model {
         Model {
             covered: vec![0; TRANSITIONS.len()],
+            covered_by_settle: vec![0; TRANSITIONS.len()],
             ..Model::default()
         }
     }
@@ -397,6 +445,16 @@ impl Model {
         Ok(())
     }
 
+    /// A RUNNING job `i` completes `step` with `output` (a checkpoint, or the
+    /// last step a finish records): the first completion of a step under a
+    /// lease is what a resumed attempt continues after; a repeat changes nothing.
+    fn record_step(&mut self, i: usize, step: &'static str, output: &str) {
+        let job = &mut self.jobs[i];
+        if job.steps.insert(step) {
+            job.last = Some((step.to_owned(), output.to_owned()));
+        }
+    }
+
     /// Applies the table row `(op, from, to)` to job `i`.
     fn transition(&mut self, i: usize, op: Op, to: JobState) {
         let from = self.jobs[i].state;
@@ -407,6 +465,9 @@ impl Model {
             .expect("the caller checked the move is allowed");
         debug_assert!(rows(op, from).any(|t| t == row));
         self.covered[index] += 1;
+        if self.settling {
+            self.covered_by_settle[index] += 1;
+        }
         let job = &mut self.jobs[i];
         if row.kind == Kind::NewAttempt {
             job.attempt += 1;
@@ -461,7 +522,11 @@ fn unchanged(srv: &RedisServer, before: Option<BTreeMap<String, String>>) -> Che
     let Some(before) = before else {
         return Ok(());
     };
-    let after = srv.dump(PATTERN);
+    unchanged_between(before, srv.dump(PATTERN))
+}
+
+/// Two dumps of the queue's keys are the same; else the keys that differ.
+fn unchanged_between(before: BTreeMap<String, String>, after: BTreeMap<String, String>) -> Checked {
     if before == after {
         return Ok(());
     }
@@ -477,6 +542,557 @@ fn unchanged(srv: &RedisServer, before: Option<BTreeMap<String, String>>) -> Che
 
 fn redis_err(e: impl std::fmt::Display) -> String {
     format!("redis: {e}")
+}
+
+/// What the model says a lease call may take, read before the call (for a
+/// settle call: after its operations, which run first).
+struct LeasePlan {
+    /// The jobs it may lease.
+    leasable: Vec<usize>,
+    /// How many of them one call can take: one per job without a resource,
+    /// one per free resource.
+    groups: usize,
+}
+
+impl LeasePlan {
+    fn new(model: &Model) -> LeasePlan {
+        let leasable = model.leasable();
+        let mut free_resources = BTreeSet::new();
+        let mut groups = 0;
+        for &i in &leasable {
+            match model.jobs[i].template().resource {
+                None => groups += 1,
+                Some(r) => {
+                    if free_resources.insert(r) {
+                        groups += 1;
+                    }
+                }
+            }
+        }
+        LeasePlan { leasable, groups }
+    }
+}
+
+/// Checks the jobs a lease call (of `worker`, for `n` jobs) took against the
+/// model, and applies the leases to it.
+fn check_leased(
+    model: &mut Model,
+    worker: usize,
+    n: usize,
+    plan: &LeasePlan,
+    got: Leased,
+) -> Result<String, String> {
+    let LeasePlan { leasable, groups } = plan;
+    ensure(got.unreadable.is_empty(), || {
+        format!("unreadable leases {:?}", got.unreadable)
+    })?;
+    ensure(got.leases.len() == n.min(*groups), || {
+        format!(
+            "leased {} jobs, the model expects {} (leasable {leasable:?})",
+            got.leases.len(),
+            n.min(*groups)
+        )
+    })?;
+    let mut taken_resources = BTreeSet::new();
+    let mut line = String::from("leased");
+    for lease in got.leases {
+        let i = model
+            .jobs
+            .iter()
+            .position(|j| j.id == lease.job)
+            .ok_or_else(|| format!("leased unknown job {}", lease.job))?;
+        ensure(leasable.contains(&i), || {
+            format!("leased job {i}, which the model says is not leasable")
+        })?;
+        let j = &model.jobs[i];
+        if let Some(r) = j.template().resource {
+            ensure(taken_resources.insert(r), || {
+                format!("one lease call took two jobs of resource {r}")
+            })?;
+        }
+        ensure(lease.resource.as_deref() == j.template().resource, || {
+            format!("lease resource {:?}", lease.resource)
+        })?;
+        ensure(lease.attempt == j.attempt, || {
+            format!("lease attempt {} vs model {}", lease.attempt, j.attempt)
+        })?;
+        ensure(lease.fence > model.last_fence, || {
+            format!("fence {} not above {}", lease.fence, model.last_fence)
+        })?;
+        let expected_last = j.last.clone();
+        let got_last = lease.last_step.clone().zip(lease.last_output.clone());
+        ensure(got_last == expected_last, || {
+            format!("lease resumes after {got_last:?}, the model says {expected_last:?}")
+        })?;
+        model.last_fence = lease.fence;
+        model.transition(i, Op::Lease, JobState::Leased);
+        model.jobs[i].token = Some(lease.token.clone());
+        model.jobs[i].steps.clear();
+        line += &format!(" {i}");
+        model.held[worker].push(lease);
+    }
+    Ok(line)
+}
+
+/// What a holder operation carries, as the model planned it.
+#[derive(Debug)]
+enum Carried {
+    Start,
+    Checkpoint {
+        step: &'static str,
+        output: String,
+        next: Option<&'static str>,
+    },
+    Finish {
+        how: How,
+        outcome: Outcome,
+        /// The step checkpointed by the finish (settle only) and its output.
+        last_step: Option<(&'static str, String)>,
+    },
+    Release,
+}
+
+/// The reply the model expects from an accepted holder operation.
+#[derive(Debug)]
+enum Expect {
+    Started(Started),
+    /// A checkpoint reports the pending cancel request.
+    Checkpointed(Option<String>),
+    /// The finish ends the attempt in `to` (QUEUED: a new attempt), from attempt `attempt`.
+    Finished {
+        to: JobState,
+        attempt: u32,
+    },
+    Released(JobState),
+}
+
+/// A holder operation (start, checkpoint, finish, release) planned against the
+/// model before it runs: the job and lease it acts on, what it carries, and
+/// the model's verdict. An accepted operation is already applied to the model.
+#[derive(Debug)]
+struct Planned {
+    job: usize,
+    lease: Lease,
+    carried: Carried,
+    expected: Result<Expect, Refusal>,
+}
+
+impl Planned {
+    /// The verdict without the reply: what `verdict` compares.
+    fn verdict(&self) -> Result<(), Refusal> {
+        self.expected.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    /// The operation as part of a `Queue::settle` call.
+    fn holder_op(&self) -> HolderOp<'_> {
+        let lease = &self.lease;
+        match &self.carried {
+            Carried::Start => HolderOp::Start {
+                lease,
+                first_step: STEPS[0],
+            },
+            Carried::Checkpoint { step, output, next } => HolderOp::Checkpoint {
+                lease,
+                step,
+                output,
+                next_step: *next,
+            },
+            Carried::Finish {
+                outcome, last_step, ..
+            } => HolderOp::Finish {
+                lease,
+                outcome,
+                last_step: last_step.as_ref().map(|(s, o)| (*s, o.as_str())),
+            },
+            Carried::Release => HolderOp::Release { lease },
+        }
+    }
+
+    /// A line for the history.
+    fn line(&self) -> String {
+        let i = self.job;
+        let verdict = self.verdict();
+        match &self.carried {
+            Carried::Finish { how, last_step, .. } => match last_step {
+                Some((step, _)) => format!("job {i} {how:?} after {step}: {verdict:?}"),
+                None => format!("job {i} {how:?}: {verdict:?}"),
+            },
+            _ => format!("job {i}: {verdict:?}"),
+        }
+    }
+}
+
+/// Plans a holder command against the model (`None`: no lease to act with).
+/// `settling`: it is part of a `Queue::settle` call (a finish may carry a last step).
+fn plan_holder(model: &mut Model, cmd: &Cmd, settling: bool) -> Option<Planned> {
+    let (worker, pick) = match *cmd {
+        Cmd::Start { worker, pick }
+        | Cmd::Checkpoint { worker, pick, .. }
+        | Cmd::Finish { worker, pick, .. }
+        | Cmd::Release { worker, pick } => (worker, pick),
+        _ => unreachable!("not a holder command: {cmd:?}"),
+    };
+    let lease = model.pick_lease(worker, pick)?;
+    let i = model.index_of(&lease.job);
+    let (carried, expected) = match *cmd {
+        Cmd::Start { .. } => {
+            let j = &model.jobs[i];
+            // a repeated start of a RUNNING job by its holder stays RUNNING
+            let to = if j.cancel.is_some() && j.state != JobState::Running {
+                JobState::Cancelled
+            } else {
+                JobState::Running
+            };
+            let expected = model.holder_verdict(&lease, Op::Start, to).map(|()| {
+                let want = match &model.jobs[i].cancel {
+                    Some(reason) if to == JobState::Cancelled => Started::Cancelled {
+                        reason: reason.clone(),
+                    },
+                    _ => Started::Running,
+                };
+                model.transition(i, Op::Start, to);
+                Expect::Started(want)
+            });
+            (Carried::Start, expected)
+        }
+        Cmd::Checkpoint { step, .. } => {
+            model.checkpoints += 1;
+            let name = STEPS[step];
+            let output = format!(r#"{{"step":"{name}","n":{}}}"#, model.checkpoints);
+            let next = STEPS.get(step + 1).copied();
+            let expected = model
+                .holder_verdict(&lease, Op::Checkpoint, JobState::Running)
+                .map(|()| {
+                    let cancel = model.jobs[i].cancel.clone();
+                    model.transition(i, Op::Checkpoint, JobState::Running);
+                    model.record_step(i, name, &output);
+                    Expect::Checkpointed(cancel)
+                });
+            let carried = Carried::Checkpoint {
+                step: name,
+                output,
+                next,
+            };
+            (carried, expected)
+        }
+        Cmd::Finish { how, last, .. } => {
+            let j = &model.jobs[i];
+            let retry_allowed = j.cancel.is_none();
+            let to = match how {
+                How::Succeeded => JobState::Succeeded,
+                How::FailedPermanent => JobState::Failed,
+                How::FailedRetryable if retry_allowed && j.attempt < j.template().max_attempts => {
+                    JobState::Queued
+                }
+                How::FailedRetryable => JobState::Failed,
+                // a shutdown with a cancel pending honours it, from LEASED too
+                How::Interrupted if retry_allowed => JobState::Queued,
+                How::Interrupted => JobState::Cancelled,
+                How::Cancelled => JobState::Cancelled,
+            };
+            let (from, attempt) = (j.state, j.attempt);
+            let last_step = last.filter(|_| settling).map(|s| {
+                model.checkpoints += 1;
+                let name = STEPS[s];
+                (
+                    name,
+                    format!(r#"{{"step":"{name}","n":{}}}"#, model.checkpoints),
+                )
+            });
+            let expected = model.holder_verdict(&lease, Op::Finish, to).map(|()| {
+                // the last step is recorded as its checkpoint would be, when RUNNING
+                if let (JobState::Running, Some((name, output))) = (from, &last_step) {
+                    model.record_step(i, name, output);
+                }
+                model.transition(i, Op::Finish, to);
+                model.jobs[i].finished_ok = to == JobState::Succeeded;
+                Expect::Finished { to, attempt }
+            });
+            let carried = Carried::Finish {
+                how,
+                outcome: outcome(how),
+                last_step,
+            };
+            (carried, expected)
+        }
+        Cmd::Release { .. } => {
+            let to = if model.jobs[i].cancel.is_some() {
+                JobState::Cancelled
+            } else {
+                JobState::Queued
+            };
+            let expected = model.holder_verdict(&lease, Op::Release, to).map(|()| {
+                model.transition(i, Op::Release, to);
+                Expect::Released(to)
+            });
+            (Carried::Release, expected)
+        }
+        _ => unreachable!(),
+    };
+    Some(Planned {
+        job: i,
+        lease,
+        carried,
+        expected,
+    })
+}
+
+/// Compares a holder operation's reply (by either path) with the plan: the
+/// verdict, then the reply itself. True when it was accepted.
+fn check_holder(planned: &Planned, got: Result<HolderReply, Error>) -> Result<bool, String> {
+    let Some(reply) = verdict(got, &planned.verdict(), &planned.lease.job)? else {
+        return Ok(false);
+    };
+    let Ok(expect) = &planned.expected else {
+        unreachable!("verdict accepts only what the model allows")
+    };
+    match (expect, reply) {
+        (Expect::Started(want), HolderReply::Started(started)) => {
+            ensure(&started == want, || {
+                format!("start: {started:?}, expected {want:?}")
+            })?;
+        }
+        (Expect::Checkpointed(want), HolderReply::Checkpointed(cancel)) => {
+            ensure(&cancel == want, || {
+                format!("checkpoint reports cancel {cancel:?}, model {want:?}")
+            })?;
+        }
+        (Expect::Finished { to, attempt }, HolderReply::Finished(finished)) => {
+            let (to, attempt) = (*to, *attempt);
+            let as_expected = match &finished {
+                Finished::Retrying { attempt: next, .. } => {
+                    to == JobState::Queued && *next == attempt + 1
+                }
+                Finished::Ended(state) => *state == to && to != JobState::Queued,
+            };
+            ensure(as_expected, || {
+                format!("finish: {finished:?}, the model expects {to} from attempt {attempt}")
+            })?;
+        }
+        (Expect::Released(to), HolderReply::Released(state)) => {
+            ensure(state == *to, || {
+                format!("release: now {state}, expected {to}")
+            })?;
+        }
+        (expect, reply) => return Err(format!("replied {reply:?}, expected {expect:?}")),
+    }
+    Ok(true)
+}
+
+/// Runs one holder command through its own single-operation entry point
+/// (`Queue::start`, `checkpoint`, `finish`, `release`).
+async fn holder_single(
+    srv: &RedisServer,
+    model: &mut Model,
+    queue: &Queue,
+    cmd: &Cmd,
+) -> Result<String, String> {
+    let Some(planned) = plan_holder(model, cmd, false) else {
+        return Ok("no lease".into());
+    };
+    let before = snapshot(srv, &planned.verdict());
+    let lease = &planned.lease;
+    let got = match &planned.carried {
+        Carried::Start => queue.start(lease, STEPS[0]).await.map(HolderReply::Started),
+        Carried::Checkpoint { step, output, next } => queue
+            .checkpoint(lease, step, output, *next)
+            .await
+            .map(HolderReply::Checkpointed),
+        Carried::Finish { outcome, .. } => queue
+            .finish(lease, outcome)
+            .await
+            .map(HolderReply::Finished),
+        Carried::Release => queue.release(lease).await.map(HolderReply::Released),
+    };
+    if !check_holder(&planned, got)? {
+        unchanged(srv, before)?;
+    }
+    Ok(planned.line())
+}
+
+/// How often each path ran, over a whole test run: both must be exercised.
+#[derive(Debug, Default)]
+struct Paths {
+    /// Single-operation calls, per holder op (start, checkpoint, finish, release).
+    single: [u64; 4],
+    /// Operations run by settle calls, per holder op.
+    settled: [u64; 4],
+    /// Settle operations accepted and refused.
+    settled_accepted: u64,
+    settled_refused: u64,
+    /// Settle calls; those with two operations or more; those with a lease request;
+    /// jobs leased by settle calls.
+    settle_calls: u64,
+    settle_batches: u64,
+    settle_leases: u64,
+    settle_leased_jobs: u64,
+}
+
+/// The index of a holder command in `Paths`' arrays.
+fn holder_index(cmd: &Cmd) -> usize {
+    match cmd {
+        Cmd::Start { .. } => 0,
+        Cmd::Checkpoint { .. } => 1,
+        Cmd::Finish { .. } => 2,
+        Cmd::Release { .. } => 3,
+        _ => unreachable!("not a holder command: {cmd:?}"),
+    }
+}
+
+/// Whether a command is a holder operation a settle call can carry.
+fn settles(cmd: &Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Start { .. } | Cmd::Checkpoint { .. } | Cmd::Finish { .. } | Cmd::Release { .. }
+    )
+}
+
+/// One call of a generated program.
+#[derive(Debug)]
+enum Call {
+    /// A command on its own (holder commands through their single-op entry points).
+    Single(Cmd),
+    /// Consecutive holder commands in one `Queue::settle` call, with the lease
+    /// request (worker, n) of a lease command that joined them.
+    Settle {
+        ops: Vec<Cmd>,
+        lease: Option<(usize, usize)>,
+    },
+}
+
+/// Groups a program into calls: a run of consecutive holder commands that
+/// join a batch becomes one settle call, together with a joining lease command
+/// right after them (a joining lease after no batch is a settle call of its
+/// own, leasing only); every other command runs on its own.
+fn group(cmds: Vec<(Cmd, bool)>) -> Vec<Call> {
+    let mut calls = Vec::new();
+    let mut batch: Vec<Cmd> = Vec::new();
+    for (cmd, joins) in cmds {
+        match cmd {
+            ref c if joins && settles(c) => batch.push(cmd),
+            Cmd::Lease { worker, n } if joins => calls.push(Call::Settle {
+                ops: std::mem::take(&mut batch),
+                lease: Some((worker, n)),
+            }),
+            cmd => {
+                if !batch.is_empty() {
+                    calls.push(Call::Settle {
+                        ops: std::mem::take(&mut batch),
+                        lease: None,
+                    });
+                }
+                calls.push(Call::Single(cmd));
+            }
+        }
+    }
+    if !batch.is_empty() {
+        calls.push(Call::Settle {
+            ops: batch,
+            lease: None,
+        });
+    }
+    calls
+}
+
+/// Runs holder commands (and a lease request) in one `Queue::settle` call, as
+/// a worker does: the model plans them in order (each sees the ones before it,
+/// as the script runs them), then each reply is checked on its own.
+async fn settle_call(
+    srv: &RedisServer,
+    model: &mut Model,
+    queue: &Queue,
+    ops: &[Cmd],
+    lease: Option<(usize, usize)>,
+    paths: &mut Paths,
+) -> Result<String, String> {
+    model.settling = true;
+    let mut planned = Vec::new();
+    let mut lines = Vec::new();
+    for cmd in ops {
+        match plan_holder(model, cmd, true) {
+            Some(p) => {
+                paths.settled[holder_index(cmd)] += 1;
+                planned.push(p);
+            }
+            None => lines.push("no lease".to_owned()),
+        }
+    }
+    let lease_plan = lease.map(|_| LeasePlan::new(model));
+    model.settling = false;
+    if planned.is_empty() && lease.is_none() {
+        return Ok(format!("[{}]", lines.join("; ")));
+    }
+    let refusals = planned.iter().filter(|p| p.expected.is_err()).count();
+    let before = (refusals > 0).then(|| srv.dump(PATTERN));
+    let holder_ops: Vec<HolderOp<'_>> = planned.iter().map(Planned::holder_op).collect();
+    let pipelines = [PIPELINE];
+    let request = lease.map(|(worker, n)| LeaseRequest {
+        worker: WORKERS[worker],
+        pipelines: &pipelines,
+        n,
+    });
+    let settled = queue
+        .settle(&holder_ops, request, TTL)
+        .await
+        .map_err(|e| format!("settle: {e}"))?;
+    paths.settle_calls += 1;
+    paths.settle_batches += u64::from(planned.len() >= 2);
+    ensure(settled.replies.len() == planned.len(), || {
+        format!(
+            "settle gave {} replies to {} operations",
+            settled.replies.len(),
+            planned.len()
+        )
+    })?;
+    let mut accepted_jobs = BTreeSet::new();
+    let mut refused_jobs = BTreeSet::new();
+    for (k, (p, reply)) in planned.iter().zip(settled.replies).enumerate() {
+        let accepted =
+            check_holder(p, reply).map_err(|e| format!("settle operation {k} ({p:?}): {e}"))?;
+        if accepted {
+            paths.settled_accepted += 1;
+            accepted_jobs.insert(p.job);
+        } else {
+            paths.settled_refused += 1;
+            refused_jobs.insert(p.job);
+        }
+        lines.push(p.line());
+    }
+    if let (Some((worker, n)), Some(plan)) = (lease, &lease_plan) {
+        paths.settle_leases += 1;
+        paths.settle_leased_jobs += settled.leased.leases.len() as u64;
+        for l in &settled.leased.leases {
+            accepted_jobs.insert(model.index_of(&l.job));
+        }
+        model.settling = true;
+        let line = check_leased(model, worker, n, plan, settled.leased);
+        model.settling = false;
+        let line = line.map_err(|e| format!("settle lease (worker {worker}, n {n}): {e}"))?;
+        lines.push(format!("w{worker} {line}"));
+    }
+    // A refused operation changed nothing: when every operation was refused and
+    // no lease was asked for, no key changed at all; else (a lease request may
+    // also park waiting jobs) the hash of every job that only refused
+    // operations named is byte-for-byte the same. The indexes are checked
+    // against the model after the call.
+    if let Some(before) = before {
+        let after = srv.dump(PATTERN);
+        if accepted_jobs.is_empty() && lease.is_none() {
+            unchanged_between(before, after)?;
+        } else {
+            for &i in refused_jobs.difference(&accepted_jobs) {
+                let key = queue.keys().job(model.jobs[i].id.as_str());
+                ensure(before.get(&key) == after.get(&key), || {
+                    format!(
+                        "job {i}: only refused operations named it, but its hash changed:\n  before {:?}\n  after  {:?}",
+                        before.get(&key),
+                        after.get(&key)
+                    )
+                })?;
+            }
+        }
+    }
+    Ok(format!("[{}]", lines.join("; ")))
 }
 
 /// Runs one command against Redis and the model; returns a line for the history.
@@ -545,6 +1161,7 @@ async fn step(
                             token: None,
                             cancel: None,
                             last: None,
+                            steps: BTreeSet::new(),
                             records: BTreeMap::new(),
                             finished_ok: false,
                         });
@@ -559,126 +1176,16 @@ async fn step(
         }
 
         Cmd::Lease { worker, n } => {
-            let leasable = model.leasable();
-            let mut free_resources = BTreeSet::new();
-            let mut groups = 0;
-            for &i in &leasable {
-                match model.jobs[i].template().resource {
-                    None => groups += 1,
-                    Some(r) => {
-                        if free_resources.insert(r) {
-                            groups += 1;
-                        }
-                    }
-                }
-            }
+            let plan = LeasePlan::new(model);
             let got = queue
                 .lease(WORKERS[worker], &[PIPELINE], n, TTL)
                 .await
                 .map_err(|e| format!("lease: {e}"))?;
-            ensure(got.leases.len() == n.min(groups), || {
-                format!(
-                    "leased {} jobs, the model expects {} (leasable {leasable:?})",
-                    got.leases.len(),
-                    n.min(groups)
-                )
-            })?;
-            let mut taken_resources = BTreeSet::new();
-            let mut line = String::from("leased");
-            for lease in got.leases {
-                let i = model
-                    .jobs
-                    .iter()
-                    .position(|j| j.id == lease.job)
-                    .ok_or_else(|| format!("leased unknown job {}", lease.job))?;
-                ensure(leasable.contains(&i), || {
-                    format!("leased job {i}, which the model says is not leasable")
-                })?;
-                let j = &model.jobs[i];
-                if let Some(r) = j.template().resource {
-                    ensure(taken_resources.insert(r), || {
-                        format!("one lease call took two jobs of resource {r}")
-                    })?;
-                }
-                ensure(lease.resource.as_deref() == j.template().resource, || {
-                    format!("lease resource {:?}", lease.resource)
-                })?;
-                ensure(lease.attempt == j.attempt, || {
-                    format!("lease attempt {} vs model {}", lease.attempt, j.attempt)
-                })?;
-                ensure(lease.fence > model.last_fence, || {
-                    format!("fence {} not above {}", lease.fence, model.last_fence)
-                })?;
-                let expected_last = j.last.clone();
-                let got_last = lease.last_step.clone().zip(lease.last_output.clone());
-                ensure(got_last == expected_last, || {
-                    format!("lease resumes after {got_last:?}, the model says {expected_last:?}")
-                })?;
-                model.last_fence = lease.fence;
-                model.transition(i, Op::Lease, JobState::Leased);
-                model.jobs[i].token = Some(lease.token.clone());
-                line += &format!(" {i}");
-                model.held[worker].push(lease);
-            }
-            Ok(line)
+            check_leased(model, worker, n, &plan, got)
         }
 
-        Cmd::Start { worker, pick } => {
-            let Some(lease) = model.pick_lease(worker, pick) else {
-                return Ok("no lease".into());
-            };
-            let i = model.index_of(&lease.job);
-            // a repeated start of a RUNNING job by its holder stays RUNNING
-            let to = if model.jobs[i].cancel.is_some() && model.jobs[i].state != JobState::Running {
-                JobState::Cancelled
-            } else {
-                JobState::Running
-            };
-            let expected = model.holder_verdict(&lease, Op::Start, to);
-            let before = snapshot(srv, &expected);
-            let got = queue.start(&lease, STEPS[0]).await;
-            if let Some(started) = verdict(got, &expected, &lease.job)? {
-                let want = match &model.jobs[i].cancel {
-                    Some(reason) if to == JobState::Cancelled => Started::Cancelled {
-                        reason: reason.clone(),
-                    },
-                    _ => Started::Running,
-                };
-                ensure(started == want, || {
-                    format!("start: {started:?}, expected {want:?}")
-                })?;
-                model.transition(i, Op::Start, to);
-            } else {
-                unchanged(srv, before)?;
-            }
-            Ok(format!("job {i}: {expected:?}"))
-        }
-
-        Cmd::Checkpoint { worker, pick, step } => {
-            let Some(lease) = model.pick_lease(worker, pick) else {
-                return Ok("no lease".into());
-            };
-            let i = model.index_of(&lease.job);
-            let expected = model.holder_verdict(&lease, Op::Checkpoint, JobState::Running);
-            model.checkpoints += 1;
-            let name = STEPS[step];
-            let output = format!(r#"{{"step":"{name}","n":{}}}"#, model.checkpoints);
-            let next = STEPS.get(step + 1).copied();
-            let before = snapshot(srv, &expected);
-            let got = queue.checkpoint(&lease, name, &output, next).await;
-            if let Some(cancel) = verdict(got, &expected, &lease.job)? {
-                ensure(cancel == model.jobs[i].cancel, || {
-                    format!(
-                        "checkpoint reports cancel {cancel:?}, model {:?}",
-                        model.jobs[i].cancel
-                    )
-                })?;
-                model.transition(i, Op::Checkpoint, JobState::Running);
-                model.jobs[i].last = Some((name.to_owned(), output));
-            } else {
-                unchanged(srv, before)?;
-            }
-            Ok(format!("job {i}: {expected:?}"))
+        Cmd::Start { .. } | Cmd::Checkpoint { .. } | Cmd::Finish { .. } | Cmd::Release { .. } => {
+            holder_single(srv, model, queue, cmd).await
         }
 
         Cmd::Renew { worker } => {
@@ -721,71 +1228,6 @@ async fn step(
                 model.transition(i, Op::Renew, state);
             }
             Ok(format!("{got:?}"))
-        }
-
-        Cmd::Finish { worker, pick, how } => {
-            let Some(lease) = model.pick_lease(worker, pick) else {
-                return Ok("no lease".into());
-            };
-            let i = model.index_of(&lease.job);
-            let j = &model.jobs[i];
-            let retry_allowed = j.cancel.is_none();
-            let to = match how {
-                How::Succeeded => JobState::Succeeded,
-                How::FailedPermanent => JobState::Failed,
-                How::FailedRetryable if retry_allowed && j.attempt < j.template().max_attempts => {
-                    JobState::Queued
-                }
-                How::FailedRetryable => JobState::Failed,
-                How::Interrupted if retry_allowed => JobState::Queued,
-                How::Interrupted => JobState::Cancelled,
-                How::Cancelled => JobState::Cancelled,
-            };
-            let expected = model.holder_verdict(&lease, Op::Finish, to);
-            let attempt = j.attempt;
-            let before = snapshot(srv, &expected);
-            let got = queue.finish(&lease, &outcome(how)).await;
-            if let Some(finished) = verdict(got, &expected, &lease.job)? {
-                let as_expected = match &finished {
-                    Finished::Retrying { attempt: next, .. } => {
-                        to == JobState::Queued && *next == attempt + 1
-                    }
-                    Finished::Ended(state) => *state == to && to != JobState::Queued,
-                };
-                ensure(as_expected, || {
-                    format!("finish: {finished:?}, the model expects {to} from attempt {attempt}")
-                })?;
-                model.transition(i, Op::Finish, to);
-                model.jobs[i].finished_ok = to == JobState::Succeeded;
-            } else {
-                unchanged(srv, before)?;
-            }
-            Ok(format!("job {i} {how:?}: {expected:?}"))
-        }
-
-        Cmd::Release { worker, pick } => {
-            let Some(lease) = model.pick_lease(worker, pick) else {
-                return Ok("no lease".into());
-            };
-            let i = model.index_of(&lease.job);
-            let to = if model.jobs[i].cancel.is_some() {
-                JobState::Cancelled
-            } else {
-                JobState::Queued
-            };
-            let expected = model.holder_verdict(&lease, Op::Release, to);
-            let before = snapshot(srv, &expected);
-            let got = queue.release(&lease).await;
-            match verdict(got, &expected, &lease.job)? {
-                Some(state) => {
-                    ensure(state == to, || {
-                        format!("release: now {state}, expected {to}")
-                    })?;
-                    model.transition(i, Op::Release, to);
-                }
-                None => unchanged(srv, before)?,
-            }
-            Ok(format!("job {i}: {expected:?}"))
         }
 
         Cmd::Cancel { pick } => {
@@ -1189,12 +1631,12 @@ async fn check(model: &mut Model, queue: &Queue) -> Checked {
 fn run_case(
     srv: &RedisServer,
     initial: Vec<usize>,
-    cmds: Vec<Cmd>,
-    covered: &RefCell<Vec<usize>>,
+    cmds: Vec<(Cmd, bool)>,
+    covered: &RefCell<Covered>,
 ) -> Checked {
     srv.flush();
-    let cmds: Vec<Cmd> = std::iter::once(Cmd::Enqueue { templates: initial })
-        .chain(cmds)
+    let calls: Vec<Call> = std::iter::once(Call::Single(Cmd::Enqueue { templates: initial }))
+        .chain(group(cmds))
         .collect();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -1205,16 +1647,33 @@ fn run_case(
             .await
             .map_err(|e| format!("connect: {e}"))?;
         let mut model = Model::new();
+        let mut paths = Paths::default();
         let mut history: Vec<String> = Vec::new();
         let mut seen_attempts: Vec<u32> = Vec::new();
-        for (n, cmd) in cmds.iter().enumerate() {
-            let line = step(srv, &mut model, &queue, cmd)
-                .await
-                .map_err(|e| format!("op #{n} {cmd:?}: {e}\nhistory:\n{}", history.join("\n")))?;
-            history.push(format!("#{n} {cmd:?} -> {line}"));
+        for (n, call) in calls.iter().enumerate() {
+            let line = match call {
+                Call::Single(cmd) => {
+                    if settles(cmd) {
+                        paths.single[holder_index(cmd)] += 1;
+                    }
+                    step(srv, &mut model, &queue, cmd).await
+                }
+                Call::Settle { ops, lease } => {
+                    settle_call(srv, &mut model, &queue, ops, *lease, &mut paths).await
+                }
+            };
+            let line = line.map_err(|e| {
+                format!(
+                    "op #{n} {}: {e}\nhistory:\n{}",
+                    name(call),
+                    history.join("\n")
+                )
+            })?;
+            history.push(format!("#{n} {} -> {line}", name(call)));
             check(&mut model, &queue).await.map_err(|e| {
                 format!(
-                    "after op #{n} {cmd:?}: {e}\nhistory:\n{}",
+                    "after op #{n} {}: {e}\nhistory:\n{}",
+                    name(call),
                     history.join("\n")
                 )
             })?;
@@ -1233,12 +1692,56 @@ fn run_case(
         if std::env::var_os("MODEL_DEBUG").is_some() {
             eprintln!("---- case\n{}", history.join("\n"));
         }
-        let mut covered = covered.borrow_mut();
-        for (total, n) in covered.iter_mut().zip(&model.covered) {
-            *total += n;
-        }
+        covered.borrow_mut().add(&model, &paths);
         Ok(())
     })
+}
+
+/// A call as the history and failure messages name it.
+fn name(call: &Call) -> String {
+    match call {
+        Call::Single(cmd) => format!("{cmd:?}"),
+        Call::Settle { ops, lease } => format!("Settle {{ ops: {ops:?}, lease: {lease:?} }}"),
+    }
+}
+
+/// What the cases of one run exercised.
+struct Covered {
+    /// Per table row: by any path, and by settle calls.
+    rows: Vec<usize>,
+    rows_by_settle: Vec<usize>,
+    paths: Paths,
+}
+
+impl Covered {
+    fn new() -> Covered {
+        Covered {
+            rows: vec![0; TRANSITIONS.len()],
+            rows_by_settle: vec![0; TRANSITIONS.len()],
+            paths: Paths::default(),
+        }
+    }
+
+    /// Adds the counts of one passed case.
+    fn add(&mut self, model: &Model, paths: &Paths) {
+        for (total, n) in self.rows.iter_mut().zip(&model.covered) {
+            *total += n;
+        }
+        for (total, n) in self.rows_by_settle.iter_mut().zip(&model.covered_by_settle) {
+            *total += n;
+        }
+        let p = &mut self.paths;
+        for k in 0..4 {
+            p.single[k] += paths.single[k];
+            p.settled[k] += paths.settled[k];
+        }
+        p.settled_accepted += paths.settled_accepted;
+        p.settled_refused += paths.settled_refused;
+        p.settle_calls += paths.settle_calls;
+        p.settle_batches += paths.settle_batches;
+        p.settle_leases += paths.settle_leases;
+        p.settle_leased_jobs += paths.settle_leased_jobs;
+    }
 }
 
 #[test]
@@ -1262,26 +1765,53 @@ fn redis_follows_the_model_under_random_interleavings() {
         ..defaults
     };
     let mut runner = TestRunner::new(config);
-    let covered = RefCell::new(vec![0usize; TRANSITIONS.len()]);
-    // A first bulk enqueue of a few jobs, then up to 40 operations.
+    let covered = RefCell::new(Covered::new());
+    // A first bulk enqueue of a few jobs, then up to 40 operations, each with
+    // whether it joins a settle batch (holder operations and leases only).
     let strategy = (
         proptest::collection::vec(0..TEMPLATES.len(), 2..=5),
-        proptest::collection::vec(cmd_strategy(), 10..=40),
+        proptest::collection::vec((cmd_strategy(), any::<bool>()), 10..=40),
     );
     let result = runner.run(&strategy, |(initial, cmds)| {
         run_case(&srv, initial, cmds, &covered).map_err(TestCaseError::fail)
     });
     if let Err(e) = result {
-        panic!("{e}");
+        panic!("{e} (seed {rng_seed:?})");
     }
-    let covered = covered.into_inner();
+    let Covered {
+        rows,
+        rows_by_settle,
+        paths,
+    } = covered.into_inner();
     let report: Vec<String> = TRANSITIONS
         .iter()
-        .zip(&covered)
-        .map(|(t, n)| format!("{:>5}  {} {}→{}", n, t.op, t.from, t.to))
+        .zip(rows.iter().zip(&rows_by_settle))
+        .map(|(t, (n, by_settle))| format!("{n:>5} {by_settle:>5}  {} {}→{}", t.op, t.from, t.to))
         .collect();
     eprintln!(
-        "table rows exercised over {cases} cases:\n{}",
+        "table rows exercised over {cases} cases (seed {rng_seed:?}; all, by settle calls):\n{}\n{paths:?}",
         report.join("\n")
     );
+    // Both paths in every run of a useful size: each holder operation through
+    // its own entry point and inside settle calls, accepted and refused there,
+    // batches of several operations, and leases taken by settle calls.
+    if cases >= MIN_CASES_FOR_PATHS {
+        for (k, op) in ["start", "checkpoint", "finish", "release"]
+            .iter()
+            .enumerate()
+        {
+            assert!(paths.single[k] > 0, "no single-op {op} ran: {paths:?}");
+            assert!(
+                paths.settled[k] > 0,
+                "no {op} ran in a settle call: {paths:?}"
+            );
+        }
+        assert!(
+            paths.settled_accepted > 0
+                && paths.settled_refused > 0
+                && paths.settle_batches > 0
+                && paths.settle_leased_jobs > 0,
+            "the settle path was not fully exercised: {paths:?}"
+        );
+    }
 }

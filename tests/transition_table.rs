@@ -28,8 +28,9 @@ use std::time::Duration;
 use leasehold::redis::Value;
 use leasehold::transitions::{self, Kind};
 use leasehold::{
-    AttemptError, Cancelled, Error, Finished, JobId, JobState, Lease, NewJob, Op, Outcome, Queue,
-    QueueConfig, Renewal, RetryMode, StaleLock, Started, TRANSITIONS,
+    AttemptError, Cancelled, Error, Finished, HolderOp, HolderReply, Job, JobId, JobState, Lease,
+    LeaseRequest, NewJob, Op, Outcome, Queue, QueueConfig, Renewal, RetryMode, StaleLock, Started,
+    TRANSITIONS,
 };
 use leasehold_testkit::RedisServer;
 
@@ -45,6 +46,31 @@ struct Flavor {
     name: &'static str,
     resource: Option<&'static str>,
     input_key: Option<&'static str>,
+    stale_lock: StaleLock,
+}
+
+impl Flavor {
+    /// The names of one job of this flavor; `n` sets it apart from the other
+    /// jobs of a settle batch (each its own resource and input key, so that
+    /// jobs in every state can live side by side).
+    fn names(&self, n: Option<usize>) -> Names {
+        let numbered = |name: &str| match n {
+            Some(n) => format!("{name}-{n}"),
+            None => name.to_owned(),
+        };
+        Names {
+            resource: self.resource.map(numbered),
+            input_key: self.input_key.map(numbered),
+            stale_lock: self.stale_lock,
+        }
+    }
+}
+
+/// The resource and input key of one job under test.
+#[derive(Debug, Clone)]
+struct Names {
+    resource: Option<String>,
+    input_key: Option<String>,
     stale_lock: StaleLock,
 }
 
@@ -204,12 +230,11 @@ impl Action {
             // than silently dropping the operator's cancel.
             Action::FinishFailedRetryable if setup.cancel_requested() => JobState::Failed,
             // A shutdown with a cancel pending ends the attempt the way the
-            // operator asked: CANCELLED.
-            // (from RUNNING: an interrupted attempt is a FAILED outcome, never one from LEASED)
-            Action::FinishInterrupted if setup.cancel_requested() && from == JobState::Running => {
-                JobState::Cancelled
-            }
-            Action::FinishInterrupted if setup.cancel_requested() => JobState::Failed,
+            // operator asked: CANCELLED, from RUNNING and from LEASED alike (the
+            // row "the holder honoured a cancel before starting"). Without a
+            // cancel pending, an interrupted attempt from LEASED aims at QUEUED,
+            // which the table has no finish row for: refused.
+            Action::FinishInterrupted if setup.cancel_requested() => JobState::Cancelled,
             Action::FinishFailedRetryable | Action::FinishInterrupted => JobState::Queued,
             Action::FinishCancelled | Action::ResolveCancelled => JobState::Cancelled,
             Action::Release if setup.cancel_requested() => JobState::Cancelled,
@@ -280,14 +305,14 @@ fn ensure(cond: bool, what: impl FnOnce() -> String) -> CaseResult {
     }
 }
 
-fn new_job(flavor: &Flavor, max_attempts: u32) -> NewJob {
+fn new_job(names: &Names, max_attempts: u32) -> NewJob {
     let mut job = NewJob::from_json(PIPELINE, r#"{"shop":"a","from":"00:00","to":"01:00"}"#)
         .max_attempts(max_attempts)
-        .stale_lock(flavor.stale_lock);
-    if let Some(resource) = flavor.resource {
+        .stale_lock(names.stale_lock);
+    if let Some(resource) = &names.resource {
         job = job.resource(resource);
     }
-    if let Some(key) = flavor.input_key {
+    if let Some(key) = &names.input_key {
         job = job.input_key(key);
     }
     job
@@ -325,12 +350,12 @@ fn force_expire(srv: &RedisServer, queue: &Queue, id: &JobId) {
 async fn bring(
     srv: &RedisServer,
     queue: &Queue,
-    flavor: &Flavor,
+    names: &Names,
     setup: Setup,
     max_attempts: u32,
 ) -> Result<(JobId, Lease), String> {
     let enqueued = queue
-        .enqueue(new_job(flavor, max_attempts))
+        .enqueue(new_job(names, max_attempts))
         .await
         .map_err(err)?;
     ensure(enqueued.created, || "enqueue did not create a job".into())?;
@@ -423,7 +448,7 @@ async fn bring(
     ensure(job.state == setup.state(), || {
         format!("setup reached {} instead of {}", job.state, setup.state())
     })?;
-    check_indexes(srv, queue, flavor, &id, setup.state())?;
+    check_indexes(srv, queue, names, &id, setup.state())?;
     Ok((id, lease))
 }
 
@@ -444,7 +469,7 @@ fn text(value: Value) -> Option<String> {
 fn check_indexes(
     srv: &RedisServer,
     queue: &Queue,
-    flavor: &Flavor,
+    names: &Names,
     id: &JobId,
     state: JobState,
 ) -> CaseResult {
@@ -465,16 +490,16 @@ fn check_indexes(
     ensure(ready == (state == JobState::Queued), || {
         format!("{state} job: member of the ready zset = {ready}")
     })?;
-    if let Some(resource) = flavor.resource {
+    if let Some(resource) = &names.resource {
         let holds =
-            state.is_leased() || (state == JobState::Stale && flavor.stale_lock == StaleLock::Hold);
+            state.is_leased() || (state == JobState::Stale && names.stale_lock == StaleLock::Hold);
         let lock = text(srv.cmd(&["GET", &keys.lock(resource)]));
         let expected = holds.then(|| id.as_str().to_owned());
         ensure(lock == expected, || {
             format!("{state} job: lock key holds {lock:?}, expected {expected:?}")
         })?;
     }
-    if let Some(key) = flavor.input_key {
+    if let Some(key) = &names.input_key {
         let owner = text(srv.cmd(&["HGET", &keys.inputs(), key]));
         let expected = (!state.is_terminal()).then(|| id.as_str().to_owned());
         ensure(owner == expected, || {
@@ -703,7 +728,8 @@ async fn run_case(
     action: Action,
 ) -> Result<Option<usize>, String> {
     srv.flush();
-    let (id, lease) = bring(srv, queue, flavor, setup, action.max_attempts()).await?;
+    let names = flavor.names(None);
+    let (id, lease) = bring(srv, queue, &names, setup, action.max_attempts()).await?;
     let from = setup.state();
     let op = action.op();
     let to = action.target(setup);
@@ -755,8 +781,59 @@ async fn run_case(
     let before = state_keys(srv, action);
     let applied = apply(srv, queue, action, &id, &lease).await;
     let after = state_keys(srv, action);
+    let case = Case {
+        names: &names,
+        setup,
+        action,
+        id: &id,
+        lease: &lease,
+        before_job: &before_job,
+    };
+    judge(srv, queue, &case, applied, &before, &after).await
+}
+
+/// One job an action was applied to, and what the checks need to know of it.
+struct Case<'a> {
+    names: &'a Names,
+    setup: Setup,
+    action: Action,
+    id: &'a JobId,
+    /// The lease its holder took (the operation's, unless it was an intruder).
+    lease: &'a Lease,
+    /// The job as read before the operation.
+    before_job: &'a Job,
+}
+
+/// Checks what an action did to one job against the table, for both paths: an
+/// allowed move ends in its target with the attempt, records and indexes that
+/// go with it; a refusal is the documented one and `before` equals `after`
+/// (what a refusal must leave as it was: every key for a single call, the
+/// job's footprint for an operation of a settle call). Returns the index of
+/// the row exercised, if the move was allowed.
+async fn judge(
+    srv: &RedisServer,
+    queue: &Queue,
+    case: &Case<'_>,
+    applied: Applied,
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> Result<Option<usize>, String> {
+    let Case {
+        names,
+        setup,
+        action,
+        id,
+        lease,
+        before_job,
+    } = *case;
+    let from = setup.state();
+    let op = action.op();
+    let to = action.target(setup);
+    let row = TRANSITIONS
+        .iter()
+        .position(|t| t.op == op && t.from == from && t.to == to);
     let job = queue
-        .job(&id)
+        .job(id)
         .await
         .map_err(err)?
         .ok_or("job vanished after the operation")?;
@@ -841,7 +918,7 @@ async fn run_case(
                     format!("{op} on {setup:?} replied {reply}")
                 })?;
             }
-            check_indexes(srv, queue, flavor, &id, to)?;
+            check_indexes(srv, queue, names, id, to)?;
             Ok(Some(index))
         }
         (Some(_), Applied::Refused(got, display)) => Err(format!(
@@ -852,14 +929,14 @@ async fn run_case(
             ensure(got == expected, || {
                 format!("{op} from {from}: refused as {got:?}, expected {expected:?} ({display})")
             })?;
-            check_display(&display, &id, &got)?;
+            check_display(&display, id, &got)?;
             ensure(job.state == from, || {
                 format!("{op} from {from} refused but the job is {}", job.state)
             })?;
             ensure(before == after, || {
                 format!(
                     "{op} from {from} refused but keys changed:\n{}",
-                    diff(&before, &after)
+                    diff(before, after)
                 )
             })?;
             Ok(None)
@@ -904,6 +981,353 @@ fn diff(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> 
     out
 }
 
+/// The pipeline the lease request of a settle batch takes its jobs from: its
+/// own, so that the lease does not touch the jobs the batch's operations act on.
+const SIDE_PIPELINE: &str = "side";
+/// Jobs waiting in it when a batch runs.
+const SIDE_JOBS: usize = 2;
+/// They have no resource and no input key.
+const SIDE_NAMES: Names = Names {
+    resource: None,
+    input_key: None,
+    stale_lock: StaleLock::Hold,
+};
+
+/// Whether `Queue::settle` carries this action (start, checkpoint, finish, release).
+fn settles(action: Action) -> bool {
+    matches!(
+        action.op(),
+        Op::Start | Op::Checkpoint | Op::Finish | Op::Release
+    )
+}
+
+/// The last step a settle finish checkpoints first, as a worker folds its
+/// last step into the finish, and its output.
+const LAST_STEP: (&str, &str) = ("aggregate", r#"{"total":9}"#);
+
+/// `action` as one operation of a settle call, with `lease`.
+fn holder_op<'a>(action: Action, lease: &'a Lease, outcome: Option<&'a Outcome>) -> HolderOp<'a> {
+    match action.op() {
+        Op::Start => HolderOp::Start {
+            lease,
+            first_step: "fetch",
+        },
+        Op::Checkpoint => HolderOp::Checkpoint {
+            lease,
+            step: "load",
+            output: r#"{"rows":7}"#,
+            next_step: Some("aggregate"),
+        },
+        Op::Finish => HolderOp::Finish {
+            lease,
+            outcome: outcome.expect("a finish action has an outcome"),
+            last_step: Some(LAST_STEP),
+        },
+        Op::Release => HolderOp::Release { lease },
+        op => unreachable!("{op} is not a settle operation"),
+    }
+}
+
+/// A settle reply, reduced as `apply` reduces the single-op replies.
+fn classify_reply(reply: Result<HolderReply, Error>) -> Applied {
+    match reply {
+        Ok(HolderReply::Started(Started::Running)) => Applied::Done {
+            reply: "Running".into(),
+            claims: Some(JobState::Running),
+        },
+        Ok(HolderReply::Started(Started::Cancelled { reason })) => Applied::Done {
+            reply: format!("Cancelled({reason})"),
+            claims: Some(JobState::Cancelled),
+        },
+        Ok(HolderReply::Checkpointed(cancel)) => Applied::Done {
+            reply: format!("cancel={cancel:?}"),
+            claims: None,
+        },
+        Ok(HolderReply::Finished(Finished::Ended(state))) => Applied::Done {
+            reply: format!("Ended({state})"),
+            claims: Some(state),
+        },
+        Ok(HolderReply::Finished(Finished::Retrying { attempt, .. })) => Applied::Done {
+            reply: format!("Retrying(attempt {attempt})"),
+            claims: Some(JobState::Queued),
+        },
+        Ok(HolderReply::Released(state)) => Applied::Done {
+            reply: format!("released, now {state}"),
+            claims: Some(state),
+        },
+        Err(e) => classify_error(e),
+    }
+}
+
+/// Every value of a reply, flattened.
+fn strings(value: Value, out: &mut Vec<String>) {
+    match value {
+        Value::Array(items) => items.into_iter().for_each(|v| strings(v, out)),
+        Value::Map(pairs) => pairs.into_iter().for_each(|(k, v)| {
+            strings(k, out);
+            strings(v, out);
+        }),
+        other => out.extend(text(other)),
+    }
+}
+
+/// Everything of the queue that belongs to one job: its hash, its attempt
+/// records, its entries in the shared indexes (with their scores), its
+/// resource's lock and parked set, its input key's entry, and how many events
+/// name it. What a refused operation of a settle call must leave as it was,
+/// while the call's other operations change other jobs.
+fn footprint(
+    srv: &RedisServer,
+    queue: &Queue,
+    names: &Names,
+    id: &JobId,
+) -> BTreeMap<String, String> {
+    let keys = queue.keys();
+    let id_s = id.as_str();
+    let mut out = BTreeMap::new();
+    let job_key = keys.job(id_s);
+    let dump = srv.dump(&job_key);
+    out.insert("hash".to_owned(), format!("{:?}", dump.get(&job_key)));
+    for (name, zset) in [
+        ("leases", keys.leases()),
+        ("stale", keys.stale()),
+        ("done", keys.done()),
+        ("ready", keys.ready(PIPELINE)),
+        ("delayed", keys.delayed(PIPELINE)),
+    ] {
+        out.insert(
+            name.to_owned(),
+            format!("{:?}", text(srv.cmd(&["ZSCORE", &zset, id_s]))),
+        );
+    }
+    let mut fields = Vec::new();
+    strings(srv.cmd(&["HKEYS", &keys.attempts()]), &mut fields);
+    for field in fields
+        .into_iter()
+        .filter(|f| f.starts_with(&format!("{id_s}:")))
+    {
+        let record = text(srv.cmd(&["HGET", &keys.attempts(), &field]));
+        out.insert(format!("attempts[{field}]"), format!("{record:?}"));
+    }
+    if let Some(res) = &names.resource {
+        out.insert(
+            "lock".into(),
+            format!("{:?}", text(srv.cmd(&["GET", &keys.lock(res)]))),
+        );
+        let parked = srv.dump(&keys.parked(res));
+        out.insert("parked".into(), format!("{parked:?}"));
+    }
+    if let Some(key) = &names.input_key {
+        out.insert(
+            "input".into(),
+            format!("{:?}", text(srv.cmd(&["HGET", &keys.inputs(), key]))),
+        );
+    }
+    let mut events = Vec::new();
+    strings(srv.cmd(&["XRANGE", &keys.events(), "-", "+"]), &mut events);
+    let named = events.iter().filter(|v| v.as_str() == id_s).count();
+    out.insert("events naming it".into(), named.to_string());
+    out
+}
+
+/// One job of a settle batch: brought into its setup, with its own names.
+struct BatchJob {
+    setup: Setup,
+    names: Names,
+    id: JobId,
+    lease: Lease,
+    before_job: Job,
+}
+
+/// Runs `action` through `Queue::settle` on one job in each setup at once, as
+/// a worker's batch does, and judges each operation as the single path does.
+/// Two calls: first an intruder's (a wrong token) for every job whose move the
+/// table allows, all refused as `LeaseLost` and changing no key at all; then
+/// the holders' own operations, one per job, with a lease request for the
+/// jobs waiting in the side pipeline in the same call. Returns the rows
+/// exercised and the failures (one line each).
+async fn settle_batch(
+    srv: &RedisServer,
+    queue: &Queue,
+    flavor: &Flavor,
+    action: Action,
+) -> Result<(Vec<usize>, Vec<String>), String> {
+    srv.flush();
+    // QUEUED last: a job waiting in the ready set would be the next one leased
+    // by the setup of the jobs after it.
+    let setups = Setup::ALL
+        .into_iter()
+        .filter(|s| *s != Setup::Queued)
+        .chain([Setup::Queued]);
+    let mut jobs = Vec::new();
+    for (n, setup) in setups.enumerate() {
+        let names = flavor.names(Some(n));
+        let (id, lease) = bring(srv, queue, &names, setup, action.max_attempts()).await?;
+        let before_job = queue.job(&id).await.map_err(err)?.ok_or("job vanished")?;
+        jobs.push(BatchJob {
+            setup,
+            names,
+            id,
+            lease,
+            before_job,
+        });
+    }
+    for _ in 0..SIDE_JOBS {
+        queue
+            .enqueue(NewJob::from_json(SIDE_PIPELINE, "{}"))
+            .await
+            .map_err(err)?;
+    }
+    let outcome = action.outcome();
+    let op = action.op();
+    let allowed =
+        |job: &BatchJob| transitions::allowed(op, job.setup.state(), action.target(job.setup));
+    let mut failures = Vec::new();
+
+    // 1. Intruders: every one refused as LeaseLost, nothing changed.
+    let intruders: Vec<(&BatchJob, Lease)> = jobs
+        .iter()
+        .filter(|job| allowed(job))
+        .map(|job| {
+            let lease = Lease {
+                token: WRONG_TOKEN.into(),
+                ..job.lease.clone()
+            };
+            (job, lease)
+        })
+        .collect();
+    let ops: Vec<HolderOp<'_>> = intruders
+        .iter()
+        .map(|(_, lease)| holder_op(action, lease, outcome.as_ref()))
+        .collect();
+    let before = srv.dump(PATTERN);
+    let settled = queue.settle(&ops, None, TTL).await.map_err(err)?;
+    ensure(settled.replies.len() == ops.len(), || {
+        format!(
+            "intruders: {} replies to {} operations",
+            settled.replies.len(),
+            ops.len()
+        )
+    })?;
+    for ((job, _), reply) in intruders.iter().zip(settled.replies) {
+        let expected = Refusal::LeaseLost(job.setup.state(), op);
+        let why = match classify_reply(reply) {
+            Applied::Refused(got, display) if got == expected => {
+                check_display(&display, &job.id, &got).err()
+            }
+            Applied::Refused(got, display) => Some(format!(
+                "refused as {got:?}, expected {expected:?} ({display})"
+            )),
+            Applied::Done { reply, .. } => Some(format!("accepted, replied {reply}")),
+            Applied::Unexpected(what) => Some(what),
+        };
+        if let Some(why) = why {
+            failures.push(format!(
+                "{:?}: wrong token in a settle call: {why}",
+                job.setup
+            ));
+        }
+    }
+    let after = srv.dump(PATTERN);
+    if before != after {
+        failures.push(format!(
+            "wrong tokens in a settle call: refused but changed keys:\n{}",
+            diff(&before, &after)
+        ));
+    }
+
+    // 2. The holders' own operations, and a lease in the same call.
+    let ops: Vec<HolderOp<'_>> = jobs
+        .iter()
+        .map(|job| holder_op(action, &job.lease, outcome.as_ref()))
+        .collect();
+    let befores: Vec<_> = jobs
+        .iter()
+        .map(|job| footprint(srv, queue, &job.names, &job.id))
+        .collect();
+    let last_fence = jobs.iter().map(|job| job.lease.fence).max().unwrap_or(0);
+    let request = LeaseRequest {
+        worker: "worker-c",
+        pipelines: &[SIDE_PIPELINE],
+        n: SIDE_JOBS + 1,
+    };
+    let settled = queue.settle(&ops, Some(request), TTL).await.map_err(err)?;
+    ensure(settled.replies.len() == jobs.len(), || {
+        format!(
+            "{} replies to {} operations",
+            settled.replies.len(),
+            jobs.len()
+        )
+    })?;
+    let mut rows = Vec::new();
+    for ((job, reply), before) in jobs.iter().zip(settled.replies).zip(&befores) {
+        let after = footprint(srv, queue, &job.names, &job.id);
+        let case = Case {
+            names: &job.names,
+            setup: job.setup,
+            action,
+            id: &job.id,
+            lease: &job.lease,
+            before_job: &job.before_job,
+        };
+        let from = job.setup.state();
+        let applied = classify_reply(reply);
+        let accepted_from_running =
+            matches!(applied, Applied::Done { .. }) && from == JobState::Running;
+        match judge(srv, queue, &case, applied, before, &after).await {
+            Ok(row) => rows.extend(row),
+            Err(why) => failures.push(format!("{:?} in a settle call: {why}", job.setup)),
+        }
+        // a finish of a RUNNING job first records the last step it carries
+        if op == Op::Finish && accepted_from_running {
+            let now = queue
+                .job(&job.id)
+                .await
+                .map_err(err)?
+                .ok_or("job vanished")?;
+            let want: serde_json::Value = serde_json::from_str(LAST_STEP.1).map_err(err)?;
+            if now.last_step.as_deref() != Some(LAST_STEP.0)
+                || now.outputs.get(LAST_STEP.0) != Some(&want)
+            {
+                failures.push(format!(
+                    "{:?} in a settle call: the finish did not record its last step: {:?} {:?}",
+                    job.setup, now.last_step, now.outputs
+                ));
+            }
+        }
+    }
+    let leased = &settled.leased;
+    let side_ok = leased.leases.len() == SIDE_JOBS
+        && leased.unreadable.is_empty()
+        && leased
+            .leases
+            .iter()
+            .all(|l| l.pipeline == SIDE_PIPELINE && l.fence > last_fence && l.attempt == 1);
+    if !side_ok {
+        failures.push(format!(
+            "the lease request of the settle call took {leased:?}, expected the {SIDE_JOBS} side jobs"
+        ));
+    }
+    for l in &leased.leases {
+        let job = queue
+            .job(&l.job)
+            .await
+            .map_err(err)?
+            .ok_or("side job vanished")?;
+        let token = job.lease.as_ref().map(|info| info.token.as_str());
+        if job.state != JobState::Leased || token != Some(l.token.as_str()) {
+            failures.push(format!(
+                "side job {} after the settle call's lease: {} with lease {:?}",
+                l.job, job.state, job.lease
+            ));
+        }
+        if let Err(why) = check_indexes(srv, queue, &SIDE_NAMES, &l.job, JobState::Leased) {
+            failures.push(format!("side job {}: {why}", l.job));
+        }
+    }
+    Ok((rows, failures))
+}
+
 async fn exhaustive(flavor: Flavor) {
     let srv = RedisServer::start();
     let queue = Queue::connect(&srv.url(), QUEUE, QueueConfig::default())
@@ -924,10 +1348,33 @@ async fn exhaustive(flavor: Flavor) {
             }
         }
     }
+    // The same holder operations through Queue::settle, one batch per action.
+    let mut covered_by_settle = vec![0usize; TRANSITIONS.len()];
+    for action in Action::ALL.into_iter().filter(|a| settles(*a)) {
+        cases += 1;
+        match settle_batch(&srv, &queue, &flavor, action).await {
+            Ok((rows, why)) => {
+                rows.into_iter().for_each(|row| covered_by_settle[row] += 1);
+                failures.extend(
+                    why.into_iter()
+                        .map(|why| format!("[{}] settle {action:?}: {why}", flavor.name)),
+                );
+            }
+            Err(why) => failures.push(format!("[{}] settle {action:?}: {why}", flavor.name)),
+        }
+    }
     let missing: Vec<String> = TRANSITIONS
         .iter()
         .zip(&covered)
         .filter(|(_, n)| **n == 0)
+        .map(|(t, _)| format!("{} {}→{} ({:?})", t.op, t.from, t.to, t.kind))
+        .collect();
+    let missing_by_settle: Vec<String> = TRANSITIONS
+        .iter()
+        .zip(&covered_by_settle)
+        .filter(|(t, n)| {
+            matches!(t.op, Op::Start | Op::Checkpoint | Op::Finish | Op::Release) && **n == 0
+        })
         .map(|(t, _)| format!("{} {}→{} ({:?})", t.op, t.from, t.to, t.kind))
         .collect();
     assert!(
@@ -939,6 +1386,11 @@ async fn exhaustive(flavor: Flavor) {
     assert!(
         missing.is_empty(),
         "[{}] table rows never exercised: {missing:?}",
+        flavor.name
+    );
+    assert!(
+        missing_by_settle.is_empty(),
+        "[{}] holder rows never exercised through Queue::settle: {missing_by_settle:?}",
         flavor.name
     );
 }
