@@ -2,7 +2,7 @@
 //! `lease.lua` popping, parking, fencing and indexing a whole batch at once (one
 //! pipeline) and picking across ready sets (several pipelines) with exact scores;
 //! `settle.lua` refusing a malformed operation list before writing anything; and
-//! the hand-built attempt records of `prelude.lua` (`record_of`/`jstr`) staying
+//! the hand-built attempt records of `lib/attempts.lua` (`record_of`/`jstr`) staying
 //! valid JSON that round-trips names and messages needing escapes.
 
 mod support;
@@ -557,7 +557,7 @@ struct Malformed {
     tokens: usize,
 }
 
-// ---- prelude.lua: hand-built attempt records ---------------------------------------
+// ---- lib/attempts.lua: hand-built attempt records ----------------------------------
 
 const WORKER: &str = r#"wörker-"7"\b-ünï"#;
 const STEP_1: &str = r#"fétch-"raw"\in"#;

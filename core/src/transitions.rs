@@ -1,13 +1,18 @@
 //! The transition table: the one place, as data, that says which moves exist.
 //!
-//! The Lua scripts enforce the same table; `tests/transition_table.rs` proves
-//! that they agree by driving every operation from every state against Redis.
+//! The scripts enforce this table itself: the script registry writes it into
+//! every script as Lua (`gen/moves`, see `core/src/wire/scripts.rs`), so the
+//! states each operation accepts in Redis are the rows below.
+//! `tests/transition_table.rs` proves that they agree by driving every
+//! operation from every state against Redis, one at a time and in settle
+//! batches, and `docs/design.md` shows the table (checked by `tests/design_doc.rs`).
 
 use std::fmt;
 
 use crate::state::JobState::{self, *};
 
-/// An operation that may change a job's state; each is one Lua script.
+/// An operation that may change a job's state: a script (`enqueue`, `renew`,
+/// `cancel`, `sweep`, `retry`, `resolve`) or a transition run by `settle`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
     /// Create a job (nothing → QUEUED).
