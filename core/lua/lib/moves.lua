@@ -1,18 +1,7 @@
 -- moves: what the transition table (core/src/transitions.rs) allows, as the
--- scripts ask it. MOVES (every row as ' op:FROM>TO ') and TERMINAL are
--- generated from the Rust table when the scripts are built ("gen/moves"); no
--- script lists accepted states itself. A state is upper-case letters: any
--- other text (a corrupted field) is no state at all.
+-- scripts ask it: may(op, state) (may `op` act on a job in `state` at all) and
+-- may_move(op, from, to), and the TERMINAL set. All three are generated from
+-- the Rust table when the scripts are built ("gen/moves", written out as
+-- string comparisons); no script lists accepted states itself. Any text that
+-- is not a state of the table (a corrupted field, a missing one) is refused.
 --- @include "gen/moves"
-
--- Whether the table lets `op` act on a job in state `from` at all.
-local function may(op, from)
-  if type(from) ~= 'string' or string.find(from, '[^%u]') then return false end
-  return string.find(MOVES, ' ' .. op .. ':' .. from .. '>', 1, true) ~= nil
-end
-
--- Whether the table lets `op` take a job from `from` to `to`.
-local function may_move(op, from, to)
-  if type(from) ~= 'string' or string.find(from, '[^%u]') then return false end
-  return string.find(MOVES, ' ' .. op .. ':' .. from .. '>' .. to .. ' ', 1, true) ~= nil
-end

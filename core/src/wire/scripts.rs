@@ -78,9 +78,10 @@ const OPS: [Op; 11] = [
     Op::Resolve,
 ];
 
-/// The transition table as Lua: `MOVES`, one string holding every row of
-/// [`TRANSITIONS`] as ` op:FROM>TO ` (a constant: a script run builds no table
-/// for it), and the `TERMINAL` set. `lib/moves.lua` answers from them.
+/// The transition table as Lua: `may(op, from)` and `may_move(op, from, to)`
+/// written out as comparisons, one branch per operation and from-state of
+/// [`TRANSITIONS`] (string comparisons only: a script run builds no table and
+/// no string for them), and the `TERMINAL` set.
 pub(crate) fn moves_lua() -> String {
     let mut out = String::from(
         "-- gen/moves: generated from the transition table (core/src/transitions.rs)\n\
@@ -90,13 +91,51 @@ pub(crate) fn moves_lua() -> String {
     for state in JobState::ALL.iter().filter(|s| s.is_terminal()) {
         let _ = write!(out, " {} = true,", state.as_str());
     }
-    out.push_str(" }\nlocal MOVES = '");
+    out.push_str(" }\n\n-- Whether the table lets `op` take a job from `from` to `to`.\n");
+    out.push_str("local function may_move(op, from, to)\n");
     for op in OPS {
-        for t in TRANSITIONS.iter().filter(|t| t.op == op) {
-            let _ = write!(out, " {}:{}>{}", op.as_str(), t.from.as_str(), t.to.as_str());
+        let froms: Vec<JobState> = JobState::ALL
+            .into_iter()
+            .filter(|f| TRANSITIONS.iter().any(|t| t.op == op && t.from == *f))
+            .collect();
+        if froms.is_empty() {
+            continue;
         }
+        let _ = writeln!(out, "  if op == '{}' then", op.as_str());
+        for from in froms {
+            let tos: Vec<String> = TRANSITIONS
+                .iter()
+                .filter(|t| t.op == op && t.from == from)
+                .map(|t| format!("to == '{}'", t.to.as_str()))
+                .collect();
+            let _ = writeln!(
+                out,
+                "    if from == '{}' then return {} end",
+                from.as_str(),
+                tos.join(" or ")
+            );
+        }
+        out.push_str("    return false\n  end\n");
     }
-    out.push_str(" '\n");
+    out.push_str("  return false\nend\n\n-- Whether the table lets `op` act on a job in state `from` at all.\n");
+    out.push_str("local function may(op, from)\n");
+    for op in OPS {
+        let froms: Vec<String> = JobState::ALL
+            .into_iter()
+            .filter(|f| TRANSITIONS.iter().any(|t| t.op == op && t.from == *f))
+            .map(|f| format!("from == '{}'", f.as_str()))
+            .collect();
+        if froms.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "  if op == '{}' then return {} end",
+            op.as_str(),
+            froms.join(" or ")
+        );
+    }
+    out.push_str("  return false\nend\n");
     out
 }
 
@@ -244,20 +283,48 @@ mod tests {
         }
     }
 
+    /// The branch of `may_move` for `op` and `from`: the line naming its to-states.
+    fn may_move_line(lua: &str, op: Op, from: JobState) -> Option<String> {
+        let body = lua.split("local function may_move").nth(1)?;
+        let body = body.split("local function may(").next()?;
+        let block = body
+            .split(&format!("  if op == '{}' then\n", op.as_str()))
+            .nth(1)?;
+        let block = block.split("    return false\n").next()?;
+        block
+            .lines()
+            .find(|l| l.contains(&format!("if from == '{}' then", from.as_str())))
+            .map(str::to_owned)
+    }
+
     #[test]
     fn the_generated_table_has_every_row_and_nothing_else() {
         let lua = moves_lua();
-        let moves = lua
-            .lines()
-            .find_map(|l| l.strip_prefix("local MOVES = '"))
-            .and_then(|l| l.strip_suffix('\''))
-            .expect("a MOVES line");
-        let rows: Vec<&str> = moves.split_whitespace().collect();
-        assert_eq!(rows.len(), TRANSITIONS.len(), "{moves}");
-        for t in TRANSITIONS {
-            let row = format!("{}:{}>{}", t.op.as_str(), t.from.as_str(), t.to.as_str());
-            assert!(rows.contains(&row.as_str()), "{t:?} missing from {moves}");
+        let mut comparisons = 0;
+        for op in OPS {
+            for from in JobState::ALL {
+                let rows: Vec<_> = TRANSITIONS
+                    .iter()
+                    .filter(|t| t.op == op && t.from == from)
+                    .collect();
+                let line = may_move_line(&lua, op, from);
+                match (rows.is_empty(), &line) {
+                    (true, None) => {}
+                    (true, Some(l)) => panic!("{op} from {from}: no row, but {l}"),
+                    (false, None) => panic!("{op} from {from}: rows {rows:?} missing from\n{lua}"),
+                    (false, Some(l)) => {
+                        for t in &rows {
+                            assert!(
+                                l.contains(&format!("to == '{}'", t.to.as_str())),
+                                "{t:?}: {l}"
+                            );
+                        }
+                        comparisons += l.matches("to == ").count();
+                    }
+                }
+            }
         }
+        assert_eq!(comparisons, TRANSITIONS.len(), "{lua}");
     }
 
     /// Names a file defines at its top level (`local function f`, `local A, B =`).
