@@ -4,7 +4,7 @@
 //! A script names what it needs with `--- @include "lib/<name>"` lines; each
 //! included file's text is put in front of the script once, in dependency
 //! order. `gen/moves` is not a file: it is the transition table of
-//! [`crate::transitions`] written as Lua (`MOVES[op][from][to]`, `TERMINAL`),
+//! [`crate::transitions`] written as Lua (`may`, `may_move`, `TERMINAL`),
 //! so the states each script accepts are the ones the Rust table lists.
 
 use std::collections::HashSet;
@@ -63,7 +63,7 @@ const SOURCES: &[(&str, &str)] = &[
 /// The include directive, as the first characters of a line.
 const INCLUDE: &str = "--- @include \"";
 
-/// Every op as the name the scripts use in `MOVES`.
+/// Every op, as the scripts name it in `may` and `may_move`.
 const OPS: [Op; 11] = [
     Op::Enqueue,
     Op::Lease,
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn no_script_lists_accepted_states_by_hand() {
-        // the states an operation accepts come from MOVES (gen/moves); a set
+        // the states an operation accepts come from gen/moves; a set
         // literal of states in a Lua file would be a second table
         for (name, text) in SOURCES {
             for state in JobState::ALL {
