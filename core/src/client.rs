@@ -1,7 +1,11 @@
 //! A client for producers and operators: enqueue jobs of a pipeline type to its queue.
 
+use std::marker::PhantomData;
+use std::time::{Duration, SystemTime};
+
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::id::JobId;
 use crate::job_spec::NewJob;
 use crate::pipeline::{queue_of, Pipeline};
 use crate::queue::{connect_pool, Enqueued, Queue};
@@ -53,6 +57,18 @@ impl Client {
         self.queue_for::<P>()?.enqueue(job_for::<P>(input)?).await
     }
 
+    /// A job of pipeline `P` for `input`, to enqueue with options (delay,
+    /// not-before, priority, max attempts, id): `client.enqueue_with::<P>(&input)
+    /// .priority(5).delay(d).send().await`.
+    pub fn enqueue_with<'c, P: Pipeline>(&'c self, input: &P::Input) -> Enqueue<'c, P> {
+        Enqueue {
+            client: self,
+            job: job_for::<P>(input),
+            not_before: None,
+            _pipeline: PhantomData,
+        }
+    }
+
     /// Enqueues many jobs of pipeline `P` in bulk.
     pub async fn enqueue_many<P: Pipeline>(&self, inputs: &[P::Input]) -> Result<Vec<Enqueued>> {
         let jobs = inputs
@@ -60,5 +76,64 @@ impl Client {
             .map(job_for::<P>)
             .collect::<Result<Vec<_>, Error>>()?;
         self.queue_for::<P>()?.enqueue_bulk(jobs).await
+    }
+}
+
+/// A job of pipeline `P` being enqueued with options (see
+/// [`Client::enqueue_with`]); nothing is sent until [`Enqueue::send`].
+#[must_use = "nothing is enqueued until `.send().await`"]
+#[derive(Debug)]
+pub struct Enqueue<'c, P: Pipeline> {
+    client: &'c Client,
+    job: Result<NewJob>,
+    not_before: Option<SystemTime>,
+    _pipeline: PhantomData<fn() -> P>,
+}
+
+impl<P: Pipeline> Enqueue<'_, P> {
+    fn map(mut self, f: impl FnOnce(NewJob) -> NewJob) -> Self {
+        self.job = self.job.map(f);
+        self
+    }
+
+    /// Not leased before `delay` has passed (measured on Redis's clock from the enqueue).
+    pub fn delay(self, delay: Duration) -> Self {
+        self.map(|j| j.delay(delay))
+    }
+
+    /// Not leased before `at`. Turned into a delay on this machine's clock when
+    /// sent (Redis's clock then counts it): prefer [`Enqueue::delay`] where the
+    /// clocks may disagree.
+    pub fn not_before(mut self, at: SystemTime) -> Self {
+        self.not_before = Some(at);
+        self
+    }
+
+    /// Higher runs first (0 by default).
+    pub fn priority(self, priority: u8) -> Self {
+        self.map(|j| j.priority(priority))
+    }
+
+    /// Overrides the attempts the pipeline's retry policies allow (at least 1).
+    pub fn max_attempts(self, max_attempts: u32) -> Self {
+        self.map(|j| j.max_attempts(max_attempts))
+    }
+
+    /// Uses `id` instead of a new one (an enqueue under an existing id returns that job).
+    pub fn id(self, id: JobId) -> Self {
+        self.map(|j| j.id(id))
+    }
+
+    /// Enqueues the job (idempotent on its input key, if it has one).
+    pub async fn send(self) -> Result<Enqueued> {
+        let mut job = self.job?;
+        if let Some(at) = self.not_before {
+            let wait = at
+                .duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO);
+            let delay = job.delay.max(wait);
+            job = job.delay(delay);
+        }
+        self.client.queue_for::<P>()?.enqueue(job).await
     }
 }

@@ -100,6 +100,11 @@ impl NewJob {
     /// Checks everything a script cannot check cheaply.
     pub(crate) fn validate(&self) -> Result<(), Error> {
         check_name("pipeline name", &self.pipeline)?;
+        if let Some(id) = &self.id {
+            // an id is checked when it is built; checked again here because the
+            // job is written under it: nothing may be written for a bad one
+            JobId::parse(id.as_str())?;
+        }
         if let Some(resource) = &self.resource {
             check_name("resource", resource)?;
         }

@@ -41,7 +41,7 @@ pub mod worker;
 
 pub use wire::keys;
 
-pub use client::{job_for, Client};
+pub use client::{job_for, Client, Enqueue};
 pub use config::{QueueConfig, Retention};
 pub use error::{Error, Result};
 pub use id::JobId;

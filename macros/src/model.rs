@@ -278,16 +278,21 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
 /// Names used inside Redis keys: the same rule the core checks at run time.
 fn check_name(what: &str, lit: &LitStr) -> syn::Result<String> {
     let name = lit.value();
-    if name.is_empty()
-        || name.len() > 200
-        || name
-            .chars()
-            .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
-    {
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    let forbidden = |c: char| {
+        c == '{'
+            || c == '}'
+            || c.is_whitespace()
+            || matches!(
+                c.general_category(),
+                GeneralCategory::Control | GeneralCategory::Format
+            )
+    };
+    if name.is_empty() || name.len() > 200 || name.chars().any(forbidden) {
         return Err(syn::Error::new(
             lit.span(),
             format!(
-                "a {what} must be 1 to 200 characters without braces, spaces or control characters"
+                "a {what} must be 1 to 200 bytes without braces, whitespace, control or format characters"
             ),
         ));
     }

@@ -1,0 +1,175 @@
+//! Enqueue validates everything before its first write: ids however they are
+//! built (deserialisation included), names with control or format characters,
+//! and the typed client's options land on the job as given.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold::{
+    pipeline, Client, Error, JobId, NewJob, Queue, QueueConfig, StepContext, StepError,
+};
+use leasehold_testkit::RedisServer;
+use serde::{Deserialize, Serialize};
+use support::{connect, get};
+
+/// Every key in the server.
+fn dbsize(srv: &RedisServer) -> i64 {
+    get(srv, &["DBSIZE"])
+}
+
+#[test]
+fn a_bad_id_cannot_be_built_through_serde() {
+    let long = "x".repeat(10 * 1024);
+    for bad in [
+        "{",
+        "x}:job:y",
+        "a b",
+        "a\nb",
+        "a\u{0}b",
+        long.as_str(),
+        "",
+        "zero\u{200B}width",
+        "bidi\u{202E}override",
+    ] {
+        let json = serde_json::to_string(bad).expect("a JSON string");
+        let err = serde_json::from_str::<JobId>(&json).expect_err(bad);
+        assert!(err.to_string().contains("not a job id"), "{bad:?}: {err}");
+        // inside a larger document too (a request body, a stored spec)
+        let doc = format!("{{\"id\":{json}}}");
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Body {
+            id: JobId,
+        }
+        assert!(serde_json::from_str::<Body>(&doc).is_err(), "{bad:?}");
+    }
+}
+
+#[tokio::test]
+async fn names_with_format_characters_are_refused_and_nothing_is_written() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "names").await;
+    let before = dbsize(&srv);
+    for (what, job) in [
+        ("pipeline", NewJob::from_json("orders\u{200B}", "{}")),
+        ("pipeline", NewJob::from_json("orders\u{202E}", "{}")),
+        (
+            "resource",
+            NewJob::from_json("orders", "{}").resource("shop\u{200B}a"),
+        ),
+    ] {
+        let err = q.enqueue(job).await.expect_err(what);
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.contains("format characters")),
+            "{what}: {err}"
+        );
+    }
+    // one bad job in a bulk call: none of the good ones is written either
+    let err = q
+        .enqueue_bulk(vec![
+            NewJob::from_json("orders", "{}"),
+            NewJob::from_json("orders", "{}").resource("a\u{2066}b"),
+        ])
+        .await
+        .expect_err("a bad resource in the batch");
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert_eq!(dbsize(&srv), before, "a refused enqueue wrote something");
+    // queue names follow the same rule, before any connection is used
+    for bad in ["orders\u{200B}", "orders\u{202E}", &"q".repeat(201)] {
+        let err = Queue::with_pool(q.pool().clone(), bad, QueueConfig::default())
+            .expect_err("a bad queue name");
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    }
+    // the limit is in bytes: 100 two-byte characters fit, 101 do not
+    assert!(Queue::with_pool(q.pool().clone(), &"é".repeat(100), QueueConfig::default()).is_ok());
+    assert!(Queue::with_pool(q.pool().clone(), &"é".repeat(101), QueueConfig::default()).is_err());
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Window {
+    shop: String,
+    hour: u32,
+}
+
+#[derive(Clone)]
+struct Sync;
+
+#[pipeline(
+    name = "sync",
+    queue = "typed",
+    max_attempts = 3,
+    input_key = "{shop}:{hour}"
+)]
+impl Sync {
+    #[step]
+    async fn load(&self, _ctx: &StepContext, _input: &Window) -> Result<(), StepError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_typed_client_takes_delay_priority_attempts_and_an_id() {
+    let srv = RedisServer::start();
+    let client = Client::connect(&srv.url(), QueueConfig::default())
+        .await
+        .expect("client");
+    let id = JobId::parse("backfill-a-7").expect("an id");
+    let input = Window {
+        shop: "a".into(),
+        hour: 7,
+    };
+    let done = client
+        .enqueue_with::<Sync>(&input)
+        .delay(Duration::from_secs(60))
+        .priority(9)
+        .max_attempts(5)
+        .id(id.clone())
+        .send()
+        .await
+        .expect("enqueue");
+    assert_eq!(done.id, id);
+    assert!(done.created);
+    let key = client
+        .queue_for::<Sync>()
+        .expect("queue")
+        .keys()
+        .job(id.as_str());
+    let field = |f: &str| -> String { get(&srv, &["HGET", &key, f]) };
+    assert_eq!(field("priority"), "9");
+    assert_eq!(field("max_attempts"), "5");
+    assert_eq!(field("input_key"), "a:7");
+    let created: i64 = field("created_at").parse().expect("created_at");
+    let not_before: i64 = field("not_before").parse().expect("not_before");
+    assert_eq!(
+        not_before - created,
+        60_000,
+        "the delay counts on Redis's clock"
+    );
+    let delayed = client
+        .queue_for::<Sync>()
+        .expect("queue")
+        .keys()
+        .delayed("sync");
+    assert_eq!(get::<i64>(&srv, &["ZCARD", &delayed]), 1);
+
+    // not_before in the past is no delay at all; the pipeline's own max attempts apply
+    let now = client
+        .enqueue_with::<Sync>(&Window {
+            shop: "b".into(),
+            hour: 1,
+        })
+        .not_before(std::time::SystemTime::UNIX_EPOCH)
+        .send()
+        .await
+        .expect("enqueue");
+    let key = client
+        .queue_for::<Sync>()
+        .expect("queue")
+        .keys()
+        .job(now.id.as_str());
+    let created: String = get(&srv, &["HGET", &key, "created_at"]);
+    let not_before: String = get(&srv, &["HGET", &key, "not_before"]);
+    assert_eq!(created, not_before);
+    assert_eq!(get::<String>(&srv, &["HGET", &key, "max_attempts"]), "3");
+}
