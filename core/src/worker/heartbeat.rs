@@ -6,8 +6,9 @@
 //!   (500 leases a call at most), moving each job's local deadline on;
 //! - tells job tasks what a renewal found: a cancel request (phase B) or a
 //!   lost lease stops the job's running step;
-//! - stops a job whose lease passed its local deadline without a renewal
-//!   (cut off from Redis: it is surely swept);
+//! - a lease that passes its local deadline without a confirmed renewal is
+//!   not this task's to stop: its calls may hang for as long as Redis is out
+//!   of reach, so the watchdog (`watchdog.rs`) does it on its own;
 //! - registers the worker (its id, pipelines, concurrency, active jobs,
 //!   draining or not) after each renewal and at once when shutdown begins, and
 //!   deregisters it when the task stops;
@@ -94,6 +95,12 @@ async fn renew_all(hb: &Heartbeat) {
                     };
                     let metrics = &hb.shared.metrics;
                     for (job, status) in chunk.iter().zip(statuses) {
+                        if job.is_lost() {
+                            // given up meanwhile (its local deadline passed while this
+                            // call hung): already stopped, logged and counted
+                            debug!(job = %job.lease.job, ?status, "renewal answered for a lease already given up");
+                            continue;
+                        }
                         if matches!(status, Renewal::Lost { .. }) && job.is_ending() {
                             // the job's finish or release landed first: its own reply reports it
                             debug!(job = %job.lease.job, "lease already ended by the job's final operation");
@@ -126,23 +133,6 @@ async fn renew_all(hb: &Heartbeat) {
                 }
                 Err(e) => warn!(queue = %queue.name(), error = %e, "lease renewal failed"),
             }
-        }
-    }
-    // cut off from Redis past a lease's deadline: it is surely swept; stop the step
-    let now = Instant::now();
-    for job in active {
-        if !job.is_lost() && job.expired_locally(now) {
-            warn!(job = %job.lease.job, "no renewal before the lease deadline: assuming it lost");
-            hb.shared
-                .metrics
-                .leases_lost
-                .get_or_create(&QueueLabels {
-                    queue: job.queue.clone(),
-                })
-                .inc();
-            job.stop(StopWhy::Lost(
-                "lease expired without a renewal (cut off from Redis)".into(),
-            ));
         }
     }
 }
