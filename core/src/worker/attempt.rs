@@ -43,7 +43,8 @@ enum Gone {
 }
 
 /// Calls a holder operation, retrying transient Redis failures while the lease
-/// may still be ours.
+/// may still be ours; sends nothing once the lease is lost (a renewal or a
+/// refusal said so, or its local deadline passed: see `watchdog.rs`).
 async fn holder_call<T, F, Fut>(active: &ActiveJob, what: &str, mut op: F) -> Result<T, Gone>
 where
     F: FnMut() -> Fut,

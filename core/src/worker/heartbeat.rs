@@ -13,7 +13,7 @@
 //!   draining or not) after each renewal and at once when shutdown begins, and
 //!   deregisters it when the task stops;
 //! - drives the sweeper (`sweeper.rs`) at the sweep interval until shutdown
-//!   begins.
+//!   begins, side by side with the renewals, so a long sweep never delays one.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,28 +53,45 @@ pub(crate) async fn run(hb: Heartbeat) {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
+    // renewals and sweeps run side by side: a long sweep never delays a renewal
+    // (a lease not renewed in time is given up at its local deadline)
+    tokio::join!(renewals(&hb, started), sweeps(&hb));
+    deregister(&hb).await;
+}
+
+/// Renews the held leases and registers the worker at each renewal interval,
+/// and once more when shutdown begins, until `hb.stop` fires.
+async fn renewals(hb: &Heartbeat, started: u128) {
     let mut tick = tokio::time::interval(hb.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // the sweeper keeps its own interval, independent of the renewal tick
-    let mut sweep_tick = tokio::time::interval(hb.sweeper.every);
-    sweep_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut announced = false;
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                renew_all(&hb).await;
-                register(&hb, started).await;
+                renew_all(hb).await;
+                register(hb, started).await;
             }
-            _ = sweep_tick.tick(), if !hb.shared.stop_leasing.is_cancelled() => hb.sweeper.sweep_all().await,
             // tell operators at once that this worker is draining
             _ = hb.shared.stop_leasing.cancelled(), if !announced => {
                 announced = true;
-                register(&hb, started).await;
+                register(hb, started).await;
             }
-            _ = hb.stop.cancelled() => break,
+            _ = hb.stop.cancelled() => return,
         }
     }
-    deregister(&hb).await;
+}
+
+/// Drives the sweeper at its own interval until shutdown begins.
+async fn sweeps(hb: &Heartbeat) {
+    let mut sweep_tick = tokio::time::interval(hb.sweeper.every);
+    sweep_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = sweep_tick.tick() => hb.sweeper.sweep_all().await,
+            _ = hb.shared.stop_leasing.cancelled() => return,
+            _ = hb.stop.cancelled() => return,
+        }
+    }
 }
 
 /// Renews every held lease, telling job tasks of cancels and lost leases.
@@ -98,7 +115,11 @@ async fn renew_all(hb: &Heartbeat) {
                         if job.is_lost() {
                             // given up meanwhile (its local deadline passed while this
                             // call hung): already stopped, logged and counted
-                            debug!(job = %job.lease.job, ?status, "renewal answered for a lease already given up");
+                            if let Renewal::Lost { state } = &status {
+                                info!(job = %job.lease.job, ?state, "lease lost, as assumed at its local deadline");
+                            } else {
+                                debug!(job = %job.lease.job, ?status, "renewal answered for a lease already given up");
+                            }
                             continue;
                         }
                         if matches!(status, Renewal::Lost { .. }) && job.is_ending() {
