@@ -21,7 +21,7 @@ local reason, who, res = ARGV[4], ARGV[5], ARGV[6]
 if reason == nil or reason == '' then return bad_arg('cancel', 'reason', reason) end
 if who == nil then return bad_arg('cancel', 'who', who) end
 if res == nil then return bad_arg('cancel', 'resource', res) end
-local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason')
+local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource')
 local state, id = f[1], f[2]
 if not state then return { 'NOT_FOUND' } end
 if not may('cancel', state) then
@@ -32,6 +32,7 @@ end
 local now_cancelled = may_move('cancel', state, 'CANCELLED')
 local corrupt = corrupt_field({ id = id, attempt = f[3] }, now_cancelled and { 'id', 'attempt' } or { 'id' })
 if corrupt then return corrupt end
+if res ~= (f[6] or '') or (res ~= '' and KEYS[13] ~= parked_key(res)) then return { 'BAD_ARG', 'resource' } end
 local now = now_ms()
 local events = event_log(true)
 if now_cancelled then

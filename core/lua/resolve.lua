@@ -24,9 +24,12 @@ if not TERMINAL[as] then return { 'BAD_ARG', 'resolved state' } end
 if reason == '' then return { 'BAD_ARG', 'reason' } end
 local refusal = refuse_unless(jk, 'resolve', as, nil)
 if refusal then return refusal end
-local f = redis.call('HMGET', jk, 'id', 'attempt')
+local f = redis.call('HMGET', jk, 'id', 'attempt', 'resource')
 local corrupt = corrupt_field({ id = f[1], attempt = f[2] }, { 'id', 'attempt' })
 if corrupt then return corrupt end
+if res ~= (f[3] or '') or (res ~= '' and (KEYS[12] ~= lock_key(res) or KEYS[13] ~= parked_key(res))) then
+  return { 'BAD_ARG', 'resource' }
+end
 local now = now_ms()
 local id = f[1]
 local rec = attempt_record(jk, as, now, { reason = reason, resolution = { action = 'resolve', by = who, reason = reason } })

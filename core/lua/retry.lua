@@ -28,10 +28,13 @@ if reason == nil then return bad_arg('retry', 'reason', reason) end
 if res == nil then return bad_arg('retry', 'resource', res) end
 local refusal = refuse_unless(jk, 'retry', 'QUEUED', nil)
 if refusal then return refusal end
-local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at')
+local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource')
 local corrupt = corrupt_field({ id = f[1], attempt = f[3], priority = f[4], created_at = f[6] },
   { 'id', 'attempt', 'priority', 'created_at' })
 if corrupt then return corrupt end
+if res ~= (f[7] or '') or (res ~= '' and (KEYS[13] ~= lock_key(res) or KEYS[14] ~= parked_key(res))) then
+  return { 'BAD_ARG', 'resource' }
+end
 local now = now_ms()
 local id, from, attempt = f[1], f[2], tonumber(f[3])
 if f[5] and f[5] ~= '' then

@@ -143,6 +143,9 @@ local function walk(run)
       if r[1] == 'OK' and TERMINAL[r[2]] then ended = ended + 1 end
     else
       if token == '' then return nil, 'operation ' .. i .. ' lease token', token end
+      if res ~= '' and (lk ~= lock_key(res) or pk ~= parked_key(res)) then
+        return nil, 'operation ' .. i .. ' resource (its lock and parked keys are not those given)', res
+      end
       local what, v = bad_values(kind, a)
       if what then return nil, 'operation ' .. i .. ' ' .. what, v end
     end
