@@ -30,6 +30,10 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib/attempts", include_str!("../../lua/lib/attempts.lua")),
     ("lib/retention", include_str!("../../lua/lib/retention.lua")),
     (
+        "lib/quarantine",
+        include_str!("../../lua/lib/quarantine.lua"),
+    ),
+    (
         "transitions/start",
         include_str!("../../lua/transitions/start.lua"),
     ),
@@ -58,6 +62,14 @@ const SOURCES: &[(&str, &str)] = &[
     ("purge", include_str!("../../lua/purge.lua")),
     ("claim_cleanup", include_str!("../../lua/claim_cleanup.lua")),
     ("settle", include_str!("../../lua/settle.lua")),
+    (
+        "quarantine_repair",
+        include_str!("../../lua/quarantine_repair.lua"),
+    ),
+    (
+        "quarantine_purge",
+        include_str!("../../lua/quarantine_purge.lua"),
+    ),
 ];
 
 /// The include directive, as the first characters of a line.
@@ -79,7 +91,8 @@ const OPS: [Op; 11] = [
 ];
 
 /// The transition table as Lua: `MOVES[op][from][to] = true` for every row of
-/// [`TRANSITIONS`], and `TERMINAL[state]` for the terminal states.
+/// [`TRANSITIONS`], `TERMINAL[state]` for the terminal states and
+/// `STATES[state]` for every state (what an unreadable `state` field is not).
 pub(crate) fn moves_lua() -> String {
     let mut out = String::from(
         "-- gen/moves: generated from the transition table (core/src/transitions.rs)\n\
@@ -87,6 +100,10 @@ pub(crate) fn moves_lua() -> String {
     );
     out.push_str("local TERMINAL = {");
     for state in JobState::ALL.iter().filter(|s| s.is_terminal()) {
+        let _ = write!(out, " {} = true,", state.as_str());
+    }
+    out.push_str(" }\nlocal STATES = {");
+    for state in JobState::ALL {
         let _ = write!(out, " {} = true,", state.as_str());
     }
     out.push_str(" }\nlocal MOVES = {\n");
@@ -164,7 +181,7 @@ pub fn script_source(name: &str) -> Option<String> {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 9] = [
+const SCRIPTS: [&str; 11] = [
     "enqueue",
     "renew",
     "cancel",
@@ -174,6 +191,8 @@ const SCRIPTS: [&str; 9] = [
     "purge",
     "claim_cleanup",
     "settle",
+    "quarantine_repair",
+    "quarantine_purge",
 ];
 
 macro_rules! script {
@@ -201,9 +220,13 @@ pub(crate) static CLAIM_CLEANUP: LazyLock<Script> = script!("claim_cleanup");
 /// settle.lua: every holder operation (start, checkpoint, finish, release) and
 /// every lease, one or many per call.
 pub(crate) static SETTLE: LazyLock<Script> = script!("settle");
+/// quarantine_repair.lua: re-validates a quarantined job and requeues it.
+pub(crate) static QUARANTINE_REPAIR: LazyLock<Script> = script!("quarantine_repair");
+/// quarantine_purge.lua: deletes a quarantined job and its records.
+pub(crate) static QUARANTINE_PURGE: LazyLock<Script> = script!("quarantine_purge");
 
 /// Every script with its name, for preloading and tests.
-pub(crate) fn all() -> [(&'static str, &'static Script); 9] {
+pub(crate) fn all() -> [(&'static str, &'static Script); 11] {
     [
         ("enqueue", &ENQUEUE),
         ("renew", &RENEW),
@@ -214,6 +237,8 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 9] {
         ("purge", &PURGE),
         ("claim_cleanup", &CLAIM_CLEANUP),
         ("settle", &SETTLE),
+        ("quarantine_repair", &QUARANTINE_REPAIR),
+        ("quarantine_purge", &QUARANTINE_PURGE),
     ]
 }
 
