@@ -14,6 +14,9 @@ use crate::state::JobState;
 
 /// Ready-set scores: `(255 - priority) * PRIORITY_SPAN + t` (see `prelude.lua`).
 const PRIORITY_SPAN: i64 = 4_398_046_511_104;
+/// Jobs read at the head of each priority level for the oldest waiting job:
+/// the first, and those that stand in when it cannot be read.
+const HEADS_PER_LEVEL: usize = 4;
 
 impl Inspector {
     /// Counts per state, waiting jobs per pipeline, the oldest waiting job,
@@ -164,7 +167,8 @@ impl Inspector {
     }
 
     /// The waiting job created first. Candidates: the head of every priority
-    /// level of each ready and parked set (one bounded `ZRANGE` per level), and
+    /// level of each ready and parked set (one bounded `ZRANGE` per level, of
+    /// [`HEADS_PER_LEVEL`] jobs), and
     /// the head of each delayed set.
     async fn oldest_waiting(
         &self,
@@ -193,15 +197,16 @@ impl Inspector {
                             .arg("BYSCORE")
                             .arg("LIMIT")
                             .arg(0)
-                            .arg(1)
+                            .arg(HEADS_PER_LEVEL)
                             .arg("WITHSCORES")
                             .query_async(conn),
                     )
                     .await?;
-                let Some((id, score)) = head.into_iter().next() else {
+                let Some(&(_, score)) = head.first() else {
                     break;
                 };
-                candidates.push(id);
+                // the level's oldest, and a few behind it in case it is unreadable
+                candidates.extend(head.into_iter().map(|(id, _)| id));
                 let band = (score as i64).div_euclid(PRIORITY_SPAN);
                 min = ((band + 1) * PRIORITY_SPAN).to_string();
             }
