@@ -57,9 +57,9 @@ impl Ctx {
     pub(crate) async fn locate(&self, job: &JobId, given: Option<&str>) -> Outcome<Queue> {
         if let Some(q) = given {
             let queue = self.queue(q)?;
-            return match queue.job(job).await.map_err(|e| self.fail(e))? {
-                Some(_) => Ok(queue),
-                None => Err(Failure::UnknownJob(format!(
+            return match self.holds(&queue, job).await? {
+                true => Ok(queue),
+                false => Err(Failure::UnknownJob(format!(
                     "job {job} not found in queue {q}"
                 ))),
             };
@@ -68,7 +68,7 @@ impl Ctx {
         let mut found = Vec::new();
         for q in &queues {
             let queue = self.queue(q)?;
-            if queue.job(job).await.map_err(|e| self.fail(e))?.is_some() {
+            if self.holds(&queue, job).await? {
                 found.push(queue);
             }
         }
@@ -83,6 +83,23 @@ impl Ctx {
                 "job {job} exists in several queues ({}): give --queue",
                 found.iter().map(Queue::name).collect::<Vec<_>>().join(", ")
             ))),
+        }
+    }
+}
+
+impl Ctx {
+    /// Whether `queue` holds `job`: its record exists, or it is quarantined
+    /// (its record may then be unreadable: that is not an error here).
+    async fn holds(&self, queue: &Queue, job: &JobId) -> Outcome<bool> {
+        let quarantined = queue
+            .quarantine_entry(job.as_str())
+            .await
+            .map_err(|e| self.fail(e))?
+            .is_some();
+        match queue.job(job).await {
+            Ok(found) => Ok(found.is_some() || quarantined),
+            Err(_) if quarantined => Ok(true),
+            Err(e) => Err(self.fail(e)),
         }
     }
 }
@@ -107,6 +124,8 @@ pub(crate) async fn list_jobs_across(
         examined: 0,
         has_more: false,
         truncated: false,
+        unreadable: Vec::new(),
+        quarantined: 0,
     };
     for inspector in inspectors {
         let p = inspector.list_jobs(filter, need).await?;
@@ -114,6 +133,8 @@ pub(crate) async fn list_jobs_across(
         merged.examined += p.examined;
         merged.has_more |= p.has_more;
         merged.truncated |= p.truncated;
+        merged.unreadable.extend(p.unreadable);
+        merged.quarantined += p.quarantined;
     }
     merged.jobs.sort_by(|a, b| {
         b.updated_at

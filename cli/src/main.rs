@@ -182,6 +182,10 @@ pub enum Command {
     /// Serve the web dashboard: queues, jobs, job timelines, workers, locks,
     /// events, JSON under /api, Prometheus /metrics, and (with --token) actions.
     Dashboard(dashboard::DashboardArgs),
+    /// Jobs set aside as unreadable (a key of the wrong type, a corrupt field):
+    /// list them with why, requeue one once fixed, or delete one.
+    #[command(subcommand)]
+    Quarantine(QuarantineCommand),
     /// Delete terminal jobs beyond the retention policy (--keep-count, --keep-age).
     Purge {
         /// Only this queue (default: every queue).
@@ -193,15 +197,42 @@ pub enum Command {
     },
 }
 
+/// `quarantine` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum QuarantineCommand {
+    /// The quarantined jobs: the field that cannot be read, why, where it was found, since when.
+    List {
+        /// Only this queue (default: every queue).
+        #[arg(long)]
+        queue: Option<String>,
+    },
+    /// Re-validate a quarantined job (fix its field first) and requeue it as QUEUED.
+    Repair {
+        /// The job id.
+        job: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+    },
+    /// Delete a quarantined job and its records.
+    Purge {
+        /// The job id.
+        job: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+    },
+}
+
 /// `jobs` options.
 #[derive(Debug, Args)]
 pub struct JobsArgs {
     /// Only this queue (default: every queue).
     #[arg(long)]
     pub queue: Option<String>,
-    /// Only jobs in this state.
-    #[arg(long, value_parser = parse_state)]
-    pub state: Option<JobState>,
+    /// Only jobs in this state, or `quarantined`: the jobs set aside as unreadable.
+    #[arg(long, value_parser = parse_state_arg)]
+    pub state: Option<StateArg>,
     /// Only jobs of this pipeline.
     #[arg(long)]
     pub pipeline: Option<String>,
@@ -289,10 +320,25 @@ impl ResolveAs {
     }
 }
 
-fn parse_state(s: &str) -> Result<JobState, String> {
-    s.parse().map_err(|_| {
+/// What `jobs --state` selects: a state, or the quarantine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateArg {
+    /// Jobs in this state.
+    State(JobState),
+    /// Jobs set aside as unreadable.
+    Quarantined,
+}
+
+fn parse_state_arg(s: &str) -> Result<StateArg, String> {
+    if s.eq_ignore_ascii_case("quarantined") {
+        return Ok(StateArg::Quarantined);
+    }
+    s.parse().map(StateArg::State).map_err(|_| {
         let names: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
-        format!("{s:?} is not a state; one of {}", names.join(", "))
+        format!(
+            "{s:?} is not a state; one of {} or QUARANTINED",
+            names.join(", ")
+        )
     })
 }
 
@@ -423,6 +469,15 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
             batch,
         } => commands::sweep(ctx, queue, dry_run, batch).await,
         Command::Purge { queue, batch } => commands::purge(ctx, queue, batch).await,
+        Command::Quarantine(QuarantineCommand::List { queue }) => {
+            commands::quarantine::list(ctx, &queue.into_iter().collect::<Vec<_>>()).await
+        }
+        Command::Quarantine(QuarantineCommand::Repair { job, queue }) => {
+            commands::quarantine::repair(ctx, &job_id(&job)?, queue.as_deref()).await
+        }
+        Command::Quarantine(QuarantineCommand::Purge { job, queue }) => {
+            commands::quarantine::purge(ctx, &job_id(&job)?, queue.as_deref()).await
+        }
         Command::Dashboard(args) => dashboard::run(ctx, args).await,
     }
 }

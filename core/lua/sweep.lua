@@ -5,6 +5,8 @@
 --                                                 the lock is held unless the job says 'release')
 -- Work is bounded by `batch` and proportional to expired leases, not to waiting jobs.
 -- Concurrent sweeps are safe: each expired lease is handled by exactly one call.
+-- A job that cannot be read (wrong key type, unknown state, bad attempt,
+-- pipeline or resource) is moved to the quarantine instead (lib/quarantine).
 -- Also re-readies jobs parked on a resource whose lock expired, and applies retention.
 -- ARGV[4] batch  ARGV[5] '1' for a dry run (report only, change nothing)
 -- Reply: { requeued, cancelled, stale, unparked, purged, then per job: id, from, to }
@@ -21,6 +23,7 @@
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/retention"
+--- @include "lib/quarantine"
 --- @include "lib/args"
 local bad = common_args('sweep')
 if bad then return bad end
@@ -34,8 +37,33 @@ local moves = {}
 local events = event_log(true)
 for _, id in ipairs(expired) do
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
-    'priority', 'created_at', 'stale_lock')
+  local f, bad_key = read_job(jk, { 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
+    'priority', 'created_at', 'stale_lock' })
+  -- a job that cannot be read goes to the quarantine (lib/quarantine), not back to a ready set
+  local why, field = bad_key, '(key)'
+  if f then
+    why, field = nil, nil
+    if f[1] and not known_state(f[1]) then
+      why, field = 'not a state', 'state'
+    elseif may('sweep', f[1]) then
+      why = attempt_problem(f[5])
+      field = 'attempt'
+      if not why then why, field = name_problem(f[4]), 'pipeline' end
+      if not why and f[3] and f[3] ~= '' then why, field = name_problem(f[3]), 'resource' end
+    end
+  end
+  if why then
+    if not dry then
+      redis.call('ZREM', K_LEASES, id)
+      if f then
+        -- the old holder is refused from now on
+        redis.call('HDEL', jk, 'token', 'lease_deadline')
+        if f[3] and f[3] ~= '' and not name_problem(f[3]) then release_lock(f[3], id) end
+      end
+      quarantine(events, id, why, field, 'leases', f and f[1], f and f[5], f and f[6])
+    end
+    f = { false }
+  end
   local state, cancel, res, worker = f[1], f[2], f[3] or '', f[6] or ''
   -- the table's sweep moves from this state: a pending cancel is honoured where
   -- the table allows (LEASED), else the job goes back to waiting (LEASED) or to

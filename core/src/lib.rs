@@ -48,7 +48,7 @@ pub use id::JobId;
 pub use inspect::{
     cancel_status, discover_queues, CancelOutcome, CancelStatus, Event, EventFollower, Inspector,
     JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
-    PipelineWaiting, QueueStatus, StaleJob, StateCounts, WorkerInfo, Workers,
+    PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
 };
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;
@@ -61,7 +61,7 @@ pub use pipeline::{
     queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, PipelineSpec,
     RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
-pub use queue::{connect_pool, Enqueued, Queue};
+pub use queue::{connect_pool, escape_bytes, Enqueued, QuarantineEntry, Queue};
 pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,
     StepDone,

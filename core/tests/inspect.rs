@@ -532,24 +532,30 @@ async fn corrupt_values_are_typed_errors_naming_key_and_field() {
     let ins = Inspector::new(q.clone());
     let id = enqueue(&q, job("sync", 1)).await;
     let key = q.keys().job(id.as_str());
+    let good = enqueue(&q, job("sync", 2)).await;
     srv.cmd(&["HSET", &key, "attempt", "many"]);
-    match ins.list_jobs(&JobFilter::default(), Page::default()).await {
-        Err(Error::Corrupt {
-            key: k,
-            field,
-            problem,
-        }) => {
-            assert_eq!(k, key);
-            assert_eq!(field, "attempt");
-            assert!(problem.contains("many"), "{problem}");
-        }
-        other => panic!("expected Corrupt, got {other:?}"),
-    }
+    // the listing names the bad job's key and field, and lists the rest
+    let page = ins
+        .list_jobs(&JobFilter::default(), Page::default())
+        .await
+        .unwrap();
+    assert_eq!(page.jobs.len(), 1);
+    assert_eq!(page.jobs[0].id, good);
+    assert_eq!(page.unreadable.len(), 1, "{:?}", page.unreadable);
+    assert_eq!(page.unreadable[0].key, key);
+    assert_eq!(page.unreadable[0].field, "attempt");
+    assert!(
+        page.unreadable[0].problem.contains("many"),
+        "{:?}",
+        page.unreadable
+    );
     srv.cmd(&["HSET", &key, "attempt", "1", "state", "SLEEPING"]);
-    assert!(matches!(
-        ins.list_jobs(&JobFilter::default(), Page::default()).await,
-        Err(Error::Corrupt { field, .. }) if field == "state"
-    ));
+    let page = ins
+        .list_jobs(&JobFilter::default(), Page::default())
+        .await
+        .unwrap();
+    assert_eq!(page.jobs.len(), 1);
+    assert_eq!(page.unreadable[0].field, "state");
 
     register_worker(&srv, &q, "w9", "not json");
     match ins.workers().await {

@@ -213,7 +213,7 @@ async fn a_cancel_pending_is_reported_by_a_batched_checkpoint() {
 }
 
 /// A job whose fields were corrupted in Redis fails only its own operation
-/// (and, when leased, is reported apart) instead of failing the whole call.
+/// (and, when it would be leased, is quarantined) instead of failing the whole call.
 #[tokio::test]
 async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
     let srv = RedisServer::start();
@@ -321,14 +321,16 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
         other => panic!("{other:?}"),
     };
     assert_eq!(state, "RUNNING");
-    // the lease part: the readable job is handed out, the corrupted one reported
+    // the lease part: the readable job is handed out, the corrupted one is
+    // quarantined by the script (not leased, so not reported unreadable)
     assert_eq!(settled.leased.leases.len(), 1);
     assert_eq!(settled.leased.leases[0].job, fresh[1].id);
-    assert_eq!(settled.leased.unreadable.len(), 1);
-    assert_eq!(settled.leased.unreadable[0].job, fresh[0].id.as_str());
-    assert!(
-        settled.leased.unreadable[0].problem.contains("number"),
-        "{:?}",
-        settled.leased.unreadable[0]
-    );
+    assert!(settled.leased.unreadable.is_empty());
+    let entry = q
+        .quarantine_entry(fresh[0].id.as_str())
+        .await
+        .unwrap()
+        .expect("quarantined");
+    assert_eq!(entry.field, "attempt");
+    assert_eq!(entry.reason, "not a positive integer");
 }

@@ -3,13 +3,14 @@
 
 use std::time::Duration;
 
-use leasehold_core::{Event, EventFollower, Inspector, JobFilter, JobId, Page};
+use leasehold_core::{Error, Event, EventFollower, Inspector, JobFilter, JobId, Page};
 use serde::Serialize;
+use serde_json::json;
 
 use super::{one, print_json, print_json_line};
 use crate::context::{list_jobs_across, Ctx};
 use crate::wording::{self, Moment};
-use crate::{job_id, render, Failure, JobsArgs, Outcome};
+use crate::{job_id, render, Failure, JobsArgs, Outcome, StateArg};
 
 /// How long one `XREAD BLOCK` of `events --follow` waits.
 const FOLLOW_BLOCK: Duration = Duration::from_secs(2);
@@ -37,8 +38,15 @@ pub(crate) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
 
 /// `jobs`.
 pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
+    let state = match args.state {
+        Some(StateArg::Quarantined) => {
+            return super::quarantine::list(ctx, &one(args.queue)).await;
+        }
+        Some(StateArg::State(s)) => Some(s),
+        None => None,
+    };
     let filter = JobFilter {
-        state: args.state,
+        state,
         pipeline: args.pipeline,
         resource: args.resource,
         worker: args.worker,
@@ -68,13 +76,26 @@ pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
 /// `show`.
 pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome {
     let queue = ctx.locate(id, queue).await?;
-    let detail = Inspector::new(queue.clone())
-        .job_detail(id)
-        .await
-        .map_err(|e| ctx.fail(e))?
-        .ok_or_else(|| {
-            Failure::UnknownJob(format!("job {id} not found in queue {}", queue.name()))
-        })?;
+    let inspector = Inspector::new(queue.clone());
+    let detail = match inspector.job_detail(id).await {
+        Ok(detail) => detail,
+        Err(e @ (Error::Corrupt { .. } | Error::Redis(_))) if !is_transport(&e) => {
+            // the record cannot be read as a job: show the key as Redis holds it
+            let raw = inspector
+                .raw_job(id.as_str())
+                .await
+                .map_err(|e| ctx.fail(e))?;
+            if ctx.json {
+                return print_json(&json!({"raw": raw, "problem": e.to_string()}));
+            }
+            print!("{}", render::raw_job(&raw, &e.to_string()));
+            return Ok(());
+        }
+        Err(e) => return Err(ctx.fail(e)),
+    };
+    let detail = detail.ok_or_else(|| {
+        Failure::UnknownJob(format!("job {id} not found in queue {}", queue.name()))
+    })?;
     let mut detail = detail;
     if let Some(lease) = &mut detail.job.lease {
         lease.token = "(redacted)".into();
@@ -96,6 +117,19 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
     }
     print!("{}", render::show(&detail, &timeline));
     Ok(())
+}
+
+/// Whether `e` is Redis failing to answer (not a bad key).
+fn is_transport(e: &Error) -> bool {
+    match e {
+        Error::Redis(re) => {
+            re.is_io_error()
+                || re.is_connection_dropped()
+                || re.is_connection_refusal()
+                || re.is_timeout()
+        }
+        _ => false,
+    }
 }
 
 /// `locks`.

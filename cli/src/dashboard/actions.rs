@@ -1,4 +1,4 @@
-//! Cancel, retry and resolve: `POST` only, with the dashboard's token, through
+//! Cancel, retry and resolve (and repair and purge of a quarantined job): `POST` only, with the dashboard's token, through
 //! the same `Queue` scripts as the command line (each recorded as an event with
 //! `by` = `dashboard:<operator>`).
 //!
@@ -140,8 +140,8 @@ pub(super) struct ActionResult {
     pub action: String,
     /// `cancelled`, `requested`, `already_requested`, `retried`, `resolved`.
     pub outcome: String,
-    /// The job's state after it.
-    pub state: JobState,
+    /// The job's state after it (none after a purge: the job is gone).
+    pub state: Option<JobState>,
     /// The new attempt (retry).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
@@ -156,6 +156,10 @@ enum Action {
     Cancel,
     Retry,
     Resolve,
+    /// Re-validate a quarantined job and requeue it.
+    Repair,
+    /// Delete a quarantined job.
+    Purge,
 }
 
 impl Action {
@@ -164,6 +168,8 @@ impl Action {
             Action::Cancel => "cancel",
             Action::Retry => "retry",
             Action::Resolve => "resolve",
+            Action::Repair => "repair",
+            Action::Purge => "purge",
         }
     }
 }
@@ -197,16 +203,20 @@ async fn act(
             app.fail(e)
         }
     };
-    let result = |outcome: &str, state, attempt, message: String| ActionResult {
+    let result = |outcome: &str, state: JobState, attempt, message: String| ActionResult {
         job: id.clone(),
         queue: queue.to_owned(),
         action: action.name().to_owned(),
         outcome: outcome.to_owned(),
-        state,
+        state: Some(state),
         attempt,
         by: by.clone(),
         message,
     };
+    if let Action::Repair | Action::Purge = action {
+        // the record may be unreadable: no `job` read first
+        return quarantine_act(app, action, &q, &id, &by).await;
+    }
     // a clear 404 rather than a script's refusal for a job that is not there
     if q.job(&id).await.map_err(|e| app.fail(e))?.is_none() {
         return Err(DashError::NotFound(format!(
@@ -260,7 +270,55 @@ async fn act(
                 wording::resolved(&id, state),
             ))
         }
+        Action::Repair | Action::Purge => quarantine_act(app, action, &q, &id, &by).await,
     }
+}
+
+/// Repairs or purges quarantined job `id` (the token was checked).
+async fn quarantine_act(
+    app: &App,
+    action: Action,
+    q: &leasehold_core::Queue,
+    id: &JobId,
+    by: &str,
+) -> Res<ActionResult> {
+    if q.quarantine_entry(id.as_str())
+        .await
+        .map_err(|e| app.fail(e))?
+        .is_none()
+    {
+        return Err(DashError::NotFound(format!(
+            "job {id} is not quarantined in queue {}",
+            q.name()
+        )));
+    }
+    let fail = |e: Error| match e {
+        Error::Corrupt { field, problem, .. } => {
+            DashError::Refused(format!("cannot repair job {id}: field {field} {problem}"))
+        }
+        other => app.fail(other),
+    };
+    let (outcome, state, message) = if let Action::Repair = action {
+        let pipeline = q.repair_quarantined(id, by).await.map_err(fail)?;
+        (
+            "repaired",
+            Some(JobState::Queued),
+            format!("job {id} repaired: QUEUED again in the ready set of pipeline {pipeline}"),
+        )
+    } else {
+        q.purge_quarantined(id, by).await.map_err(fail)?;
+        ("purged", None, format!("job {id} deleted"))
+    };
+    Ok(ActionResult {
+        job: id.clone(),
+        queue: q.name().to_owned(),
+        action: action.name().to_owned(),
+        outcome: outcome.to_owned(),
+        state,
+        attempt: None,
+        by: by.to_owned(),
+        message,
+    })
 }
 
 // ---- JSON ---------------------------------------------------------------------
@@ -297,6 +355,26 @@ pub(super) async fn retry_api(
     api(app, Action::Retry, p, headers, body).await
 }
 
+/// `POST /api/jobs/{queue}/{id}/repair` `{"operator"}`: requeue a quarantined job once fixed.
+pub(super) async fn repair_api(
+    State(app): State<Shared>,
+    Path(p): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Option<Json<ActionBody>>,
+) -> Result<Json<ActionResult>, ApiError> {
+    api(app, Action::Repair, p, headers, body).await
+}
+
+/// `POST /api/jobs/{queue}/{id}/purge` `{"operator"}`: delete a quarantined job.
+pub(super) async fn purge_api(
+    State(app): State<Shared>,
+    Path(p): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Option<Json<ActionBody>>,
+) -> Result<Json<ActionResult>, ApiError> {
+    api(app, Action::Purge, p, headers, body).await
+}
+
 /// `POST /api/jobs/{queue}/{id}/resolve` `{"as": "failed"|"cancelled"|"succeeded", "reason", "operator"}`.
 pub(super) async fn resolve_api(
     State(app): State<Shared>,
@@ -318,6 +396,10 @@ async fn form(
     body: ActionBody,
 ) -> Result<Response, PageError> {
     let done = act(&app, action, &queue, &id, &headers, &body).await?;
+    if let Action::Repair | Action::Purge = action {
+        // the queues page, where the quarantine is listed
+        return Ok(Redirect::to(&format!("/?notice={}", done.outcome)).into_response());
+    }
     let location = format!(
         "/jobs/{}/{}?notice={}",
         path_segment(&queue),
@@ -345,6 +427,26 @@ pub(super) async fn retry_form(
     Form(body): Form<ActionBody>,
 ) -> Result<Response, PageError> {
     form(app, Action::Retry, p, headers, body).await
+}
+
+/// `POST /jobs/{queue}/{id}/repair` (form: token, operator).
+pub(super) async fn repair_form(
+    State(app): State<Shared>,
+    Path(p): Path<(String, String)>,
+    headers: HeaderMap,
+    Form(body): Form<ActionBody>,
+) -> Result<Response, PageError> {
+    form(app, Action::Repair, p, headers, body).await
+}
+
+/// `POST /jobs/{queue}/{id}/purge` (form: token, operator).
+pub(super) async fn purge_form(
+    State(app): State<Shared>,
+    Path(p): Path<(String, String)>,
+    headers: HeaderMap,
+    Form(body): Form<ActionBody>,
+) -> Result<Response, PageError> {
+    form(app, Action::Purge, p, headers, body).await
 }
 
 /// `POST /jobs/{queue}/{id}/resolve` (form: token, operator, reason, as).

@@ -57,6 +57,21 @@ pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
         }
         out.push('\n');
     }
+    if page.quarantined > 0 {
+        let _ = writeln!(
+            out,
+            "{} quarantined (unreadable) jobs not listed: `leasehold jobs --state quarantined`",
+            page.quarantined
+        );
+    }
+    if !page.unreadable.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} unreadable, left out of the listing:",
+            page.unreadable.len()
+        );
+        out.push_str(&super::unreadable(&page.unreadable, "  "));
+    }
     if page.truncated {
         let _ = writeln!(
             out,

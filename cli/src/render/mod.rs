@@ -3,12 +3,14 @@
 
 mod events;
 mod jobs;
+mod quarantine;
 mod resources;
 mod show;
 mod status;
 
 pub(crate) use events::{event_line, events};
 pub(crate) use jobs::jobs;
+pub(crate) use quarantine::{quarantine, quarantine_section, raw_job, unreadable};
 pub(crate) use resources::{locks, workers};
 pub(crate) use show::show;
 pub(crate) use status::status;

@@ -16,6 +16,9 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
     let mut out = String::new();
     let ago = |ms: Millis| format!("{} ({} ago)", stamp(ms), human(d.now - ms));
     let _ = writeln!(out, "job {}", j.id);
+    if let Some(e) = &d.quarantine {
+        out.push_str(&super::quarantine_section(e));
+    }
     let mut head = Table::new(&["", ""]);
     let mut kv = |k: &str, v: String| head.row(vec![k.to_owned(), v]);
     kv("queue", j.queue.clone());

@@ -158,6 +158,28 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
             }
             out.push_str(&t.render("    "));
         }
+        if s.counts.quarantined > 0 {
+            let _ = writeln!(
+                out,
+                "  quarantined (unreadable) jobs: {} (`leasehold quarantine list`; the oldest below)",
+                s.counts.quarantined
+            );
+            for e in &s.quarantined {
+                let _ = writeln!(
+                    out,
+                    "    {} field {}: {} (found in {})",
+                    e.id, e.field, e.reason, e.from_index
+                );
+            }
+        }
+        if s.counts.unreadable > 0 {
+            let _ = writeln!(
+                out,
+                "  unreadable, not counted in any state: {}",
+                s.counts.unreadable
+            );
+            out.push_str(&super::unreadable(&s.unreadable, "    "));
+        }
         if s.counts.stale == 0 {
             let _ = writeln!(out, "  STALE jobs needing a decision: none");
         } else {

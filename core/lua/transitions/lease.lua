@@ -7,6 +7,10 @@
 -- Called by settle: lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl,
 -- lock_ttl, n, tokens), the keys (one triple per served pipeline) and the n
 -- lease tokens as lists.
+-- A popped job that cannot be read (its key is not a hash, or a field the
+-- reply carries is unreadable: see job_problem) is moved to the quarantine
+-- (lib/quarantine) with the reason and the field, and the call goes on with
+-- the rest of the batch: one bad job never strands the others.
 -- Reply: { next_due_ms or -1, now ms, jobs parked on a locked resource by this call,
 --          then per leased job 10 values:
 --          id, token, fence, attempt, pipeline, input, resource, last_step, last_output, not_before }
@@ -15,17 +19,49 @@
 --- @include "lib/events"
 --- @include "lib/ready"
 --- @include "lib/moves"
+--- @include "lib/quarantine"
+
+-- The fields lease reads from a job hash (HMGET order).
+local LEASE_FIELDS = { 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before' }
+
+-- The reason and field that make a QUEUED job of `pipeline` unleasable (its
+-- lease reply could not be read), or nil; `f` holds LEASE_FIELDS.
+local function job_problem(f, pipeline)
+  local why = attempt_problem(f[3])
+  if why then return why, 'attempt' end
+  if not f[4] then return 'missing', 'pipeline' end
+  if f[4] ~= pipeline then
+    return (name_problem(f[4]) or 'not the pipeline of its ready set (' .. pipeline .. ')'), 'pipeline'
+  end
+  why = input_problem(f[5])
+  if why then return why, 'input' end
+  if f[2] and f[2] ~= '' then
+    why = name_problem(f[2])
+    if why then return why, 'resource' end
+  end
+  why = text_problem(f[6])
+  if why then return why, 'last_step' end
+  return nil
+end
 local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n, tokens)
   local now = now_ms()
   local pairs_n = #ready_keys
+  -- the pipeline of each ready set (its key is BASE .. ':ready:' .. name)
+  local served = {}
+  for p = 1, pairs_n do served[p] = string.sub(ready_keys[p], #BASE + 8) end
 
   -- promote due delayed jobs
   for p = 1, pairs_n do
     local due = redis.call('ZRANGEBYSCORE', delayed_keys[p], '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, 1000)
     for i = 1, #due, 2 do
       local id = due[i]
-      local prio = redis.call('HGET', job_key(id), 'priority')
-      redis.call('ZADD', ready_keys[p], ready_score(prio, tonumber(due[i + 1])), id)
+      local prio = redis.pcall('HGET', job_key(id), 'priority')
+      if type(prio) == 'table' and prio.err then
+        local _, why = read_job(job_key(id), { 'priority' })
+        quarantine(batch.events, id, why or 'unreadable', '(key)', 'delayed:' .. served[p], nil, nil, worker)
+      else
+        redis.call('ZADD', ready_keys[p], ready_score(prio, tonumber(due[i + 1])), id)
+      end
       redis.call('ZREM', delayed_keys[p], id)
     end
   end
@@ -36,13 +72,36 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
   -- jobs taken by this call: id, job key, HMGET fields
   local ids, jks, fields = {}, {}, {}
 
-  -- Looks at one job popped from a ready set (`score` kept for parking it):
-  -- takes it (and its resource's lock) when it is QUEUED and the lock is free.
-  local function consider(id, score)
+  -- Looks at one job popped from the ready set of pipeline `p` (`score` kept
+  -- for parking it): takes it (and its resource's lock) when it is QUEUED and
+  -- the lock is free; sets it aside when it cannot be read.
+  local function consider(id, score, p)
     scanned = scanned + 1
     local jk = job_key(id)
-    local f = redis.call('HMGET', jk, 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before')
-    if not may('lease', f[1]) then return end -- a stale index entry; dropping it is the repair
+    local f, bad_key = read_job(jk, LEASE_FIELDS)
+    if not f then
+      quarantine(batch.events, id, bad_key, '(key)', 'ready:' .. served[p], nil, nil, worker)
+      return
+    end
+    if not may('lease', f[1]) then
+      if f[1] and not known_state(f[1]) then
+        quarantine(batch.events, id, 'not a state', 'state', 'ready:' .. served[p], nil, nil, worker)
+      elseif not f[1] and (f[3] or f[4] or f[5]) then
+        quarantine(batch.events, id, 'missing', 'state', 'ready:' .. served[p], nil, nil, worker)
+      end
+      return -- else a stale index entry; dropping it is the repair
+    end
+    local why, field = job_problem(f, served[p])
+    local last_out = ''
+    if not why and f[6] and f[6] ~= '' then
+      last_out = redis.call('HGET', jk, 'out:' .. f[6]) or ''
+      if not is_utf8(last_out) then why, field = 'not UTF-8', 'out:' .. f[6] end
+    end
+    if why then
+      quarantine(batch.events, id, why, field, 'ready:' .. served[p], f[1], f[3], worker)
+      return
+    end
+    f[8] = last_out
     local res = f[2] or ''
     if res ~= '' then
       local holder = redis.call('GET', lock_key(res))
@@ -67,15 +126,15 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       local h = redis.call('ZPOPMIN', ready_keys[1], want)
       if #h < 2 * want then drained = true end
       if not h[1] then break end
-      for i = 1, #h, 2 do consider(h[i], h[i + 1]) end
+      for i = 1, #h, 2 do consider(h[i], h[i + 1], 1) end
     else
-      local best_key, best_id, best_score = nil, nil, nil
+      local best_key, best_id, best_score, best_p = nil, nil, nil, nil
       for p = 1, pairs_n do
         local h = redis.call('ZRANGE', ready_keys[p], 0, 0, 'WITHSCORES')
         if h[1] then
           local s = tonumber(h[2])
           if best_score == nil or s < best_score or (s == best_score and h[1] < best_id) then
-            best_key, best_id, best_score = ready_keys[p], h[1], s
+            best_key, best_id, best_score, best_p = ready_keys[p], h[1], s, p
           end
         end
       end
@@ -84,7 +143,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
         break
       end
       redis.call('ZREM', best_key, best_id)
-      consider(best_id, fmt(best_score))
+      consider(best_id, fmt(best_score), best_p)
     end
   end
 
@@ -102,8 +161,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       index[2 * t] = id
       emit(batch.events, 'lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
       local last = f[6] or ''
-      local last_out = ''
-      if last ~= '' then last_out = redis.call('HGET', jk, 'out:' .. last) or '' end
+      local last_out = f[8]
       local o = #out
       out[o + 1] = id
       out[o + 2] = token

@@ -9,6 +9,7 @@ use deadpool_redis::{Connection, Pool};
 
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::queue::escape_bytes;
 
 /// `SCAN … COUNT`.
 const SCAN_COUNT: usize = 1_000;
@@ -45,16 +46,26 @@ pub(super) fn escape_glob(s: &str) -> String {
     out
 }
 
+/// The keys a `SCAN` found: those named in UTF-8, and the escaped names of
+/// the others (no view can name a queue or pipeline by them).
+#[derive(Debug, Default)]
+pub(super) struct Scanned {
+    /// Key names in UTF-8.
+    pub keys: BTreeSet<String>,
+    /// Key names that are not UTF-8, escaped as `\xNN`.
+    pub not_utf8: Vec<String>,
+}
+
 /// Every key matching `pattern`, by `SCAN`ning the whole database.
 pub(super) async fn scan_keys(
     conn: &mut Connection,
     config: &QueueConfig,
     pattern: &str,
-) -> Result<BTreeSet<String>> {
+) -> Result<Scanned> {
     let mut cursor: u64 = 0;
-    let mut out = BTreeSet::new();
+    let mut out = Scanned::default();
     loop {
-        let (next, keys): (u64, Vec<String>) = timed(
+        let (next, keys): (u64, Vec<Vec<u8>>) = timed(
             config,
             redis::cmd("SCAN")
                 .arg(cursor)
@@ -65,7 +76,14 @@ pub(super) async fn scan_keys(
                 .query_async(conn),
         )
         .await?;
-        out.extend(keys);
+        for key in keys {
+            match String::from_utf8(key) {
+                Ok(k) => {
+                    out.keys.insert(k);
+                }
+                Err(e) => out.not_utf8.push(escape_bytes(e.as_bytes())),
+            }
+        }
         cursor = next;
         if cursor == 0 {
             return Ok(out);

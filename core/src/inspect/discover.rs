@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use deadpool_redis::{Connection, Pool};
 
 use super::conn::{escape_glob, pooled, scan_keys};
-use super::Inspector;
+use super::{Inspector, Unreadable};
 use crate::config::QueueConfig;
 use crate::error::Result;
 use crate::keys::check_name;
@@ -16,7 +16,9 @@ use crate::keys::check_name;
 /// no index of queues). Sorted by name.
 ///
 /// Cost: two `SCAN`s of the whole database; in Redis Cluster, of one node.
-/// A queue that never had a job is not found.
+/// A queue that never had a job is not found. Key names that are not UTF-8
+/// (no queue can be named by them) are skipped; [`Inspector::status`]
+/// reports those of its own queue.
 pub async fn discover_queues(pool: &Pool, config: &QueueConfig) -> Result<Vec<String>> {
     check_name("key prefix", &config.prefix)?;
     let head = format!("{}:{{", config.prefix);
@@ -24,7 +26,11 @@ pub async fn discover_queues(pool: &Pool, config: &QueueConfig) -> Result<Vec<St
     let mut queues = BTreeSet::new();
     for suffix in [":fence", ":events"] {
         let pattern = format!("{}*}}{suffix}", escape_glob(&head));
-        for key in scan_keys(&mut conn, config, &pattern).await? {
+        let scanned = scan_keys(&mut conn, config, &pattern).await?;
+        if !scanned.not_utf8.is_empty() {
+            tracing::warn!(keys = ?scanned.not_utf8, "skipped key names that are not UTF-8");
+        }
+        for key in scanned.keys {
             let Some(rest) = key.strip_prefix(&head) else {
                 continue;
             };
@@ -44,16 +50,26 @@ impl Inspector {
     /// `delayed:*` keys, found by `SCAN` (no index of pipelines exists). Sorted.
     pub async fn pipelines(&self) -> Result<Vec<String>> {
         let mut conn = self.conn().await?;
-        self.pipelines_on(&mut conn).await
+        self.pipelines_on(&mut conn, &mut Vec::new()).await
     }
 
-    /// [`Inspector::pipelines`] over `conn`.
-    pub(super) async fn pipelines_on(&self, conn: &mut Connection) -> Result<Vec<String>> {
+    /// [`Inspector::pipelines`] over `conn`; key names that are not UTF-8 go to `bad`.
+    pub(super) async fn pipelines_on(
+        &self,
+        conn: &mut Connection,
+        bad: &mut Vec<Unreadable>,
+    ) -> Result<Vec<String>> {
         let mut out = BTreeSet::new();
         for kind in ["ready", "delayed"] {
             let head = format!("{}:{kind}:", self.keys().base());
             let pattern = format!("{}*", escape_glob(&head));
-            for key in scan_keys(conn, self.config(), &pattern).await? {
+            let scanned = scan_keys(conn, self.config(), &pattern).await?;
+            bad.extend(scanned.not_utf8.into_iter().map(|key| Unreadable {
+                key,
+                field: "(name)".into(),
+                problem: "the key name is not UTF-8".into(),
+            }));
+            for key in scanned.keys {
                 if let Some(p) = key.strip_prefix(&head) {
                     if check_name("pipeline name", p).is_ok() {
                         out.insert(p.to_owned());

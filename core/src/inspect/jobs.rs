@@ -37,13 +37,15 @@ impl Inspector {
         };
         let mut truncated = false;
         let mut budget = MAX_EXAMINED;
+        // jobs that cannot be read are left out and reported
+        let mut bad = Vec::new();
 
         // live jobs: every index entry, since their indexes are not ordered by time
         let mut index_keys = Vec::new();
         if wants(JobState::Queued) && filter.worker.is_none() {
             let pipelines = match &filter.pipeline {
                 Some(p) => vec![p.clone()],
-                None => self.pipelines_on(&mut conn).await?,
+                None => self.pipelines_on(&mut conn, &mut bad).await?,
             };
             for p in &pipelines {
                 index_keys.push(keys.ready(p));
@@ -84,7 +86,7 @@ impl Inspector {
         }
         let mut examined = MAX_EXAMINED - budget;
         let mut jobs: Vec<JobSummary> = self
-            .summaries(&mut conn, &live_ids)
+            .summaries(&mut conn, &live_ids, &mut bad)
             .await?
             .into_iter()
             .filter(|s| !s.state.is_terminal() && matches(s))
@@ -119,7 +121,7 @@ impl Inspector {
                     .filter(|id| seen.insert((*id).clone()))
                     .cloned()
                     .collect();
-                for s in self.summaries(&mut conn, &fresh).await? {
+                for s in self.summaries(&mut conn, &fresh, &mut bad).await? {
                     if s.state.is_terminal() && matches(&s) {
                         found += 1;
                         jobs.push(s);
@@ -143,11 +145,23 @@ impl Inspector {
             .skip(page.offset)
             .take(page.limit)
             .collect();
+        let quarantined: u64 = if filter.state.is_none() {
+            self.timed(
+                redis::cmd("ZCARD")
+                    .arg(keys.quarantine())
+                    .query_async(&mut conn),
+            )
+            .await?
+        } else {
+            0
+        };
         Ok(JobPage {
             jobs,
             examined,
             has_more: total > need || !terminal_exhausted,
             truncated,
+            unreadable: bad,
+            quarantined,
         })
     }
 
@@ -181,12 +195,14 @@ impl Inspector {
         };
         drop(conn);
         let events = self.events_of(id, Some(job.created_at)).await?;
+        let quarantine = self.queue().quarantine_entry(id.as_str()).await?;
         Ok(Some(JobDetail {
             now,
             cancel: cancel_status(&job),
             job,
             lock,
             events,
+            quarantine,
         }))
     }
 }

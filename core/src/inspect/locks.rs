@@ -135,7 +135,7 @@ impl Inspector {
                     .iter()
                     .filter_map(|&i| locks[i].holder.as_ref().map(|h| h.as_str().to_owned()))
                     .collect();
-                let states = self.states(conn, &ids).await?;
+                let states = self.states(conn, &ids, &mut Vec::new()).await?;
                 for (&i, state) in unknown.iter().zip(states) {
                     locks[i].holder_state = state;
                 }

@@ -13,6 +13,7 @@
 //! | jobs by state | `ready`/`delayed`/`parked` for QUEUED, `leases` for LEASED and RUNNING, `stale` for STALE, `done` (newest end time first) for terminal states, with one `HMGET` per entry read (at most [`MAX_EXAMINED`] per call) |
 //! | locks | the resources of LEASED, RUNNING and STALE jobs and the `parked` set; `GET`/`PTTL` of their lock keys |
 //! | workers | the `workers` set and each member's registration key |
+//! | quarantined jobs | the `quarantine` zset and `quarantine:why` hash |
 //! | a job's events | the event stream, backwards from its end, in pages, stopping at the job's `enqueue` event or creation time |
 //!
 //! `SCAN` is used only where no index exists, and costs time proportional to
@@ -24,6 +25,11 @@
 //! * [`Inspector::pipelines`]: the pipelines with waiting jobs are the names of
 //!   the queue's `ready:<pipeline>` and `delayed:<pipeline>` keys (Redis
 //!   deletes empty sorted sets, so pipelines with nothing waiting are not found).
+//!
+//! A job or key that cannot be read is never a reason to fail a view: it is
+//! left out and reported as [`Unreadable`] (key, field, problem), and the
+//! view lists everything else. Key names that are not UTF-8 are skipped by
+//! `SCAN` and reported by their escaped name.
 //!
 //! The only write is in [`Inspector::workers`] (and so [`Inspector::status`]):
 //! ids in `<base>:workers` whose registration key has expired are removed from
@@ -44,6 +50,7 @@ mod follower;
 mod inspector;
 mod jobs;
 mod locks;
+mod quarantine;
 mod rows;
 mod stale;
 mod status;
@@ -57,7 +64,7 @@ pub use follower::EventFollower;
 pub use inspector::Inspector;
 pub use views::{
     JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
-    PipelineWaiting, QueueStatus, StaleJob, StateCounts, WorkerInfo, Workers,
+    PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
 };
 
 /// Most index entries one [`Inspector::list_jobs`] call reads before it stops

@@ -1,13 +1,18 @@
 //! Reading job hashes in bulk for the views: summaries (`HMGET` of
-//! [`SUMMARY_FIELDS`]) and states.
+//! [`SUMMARY_FIELDS`]) and states. A job that cannot be read (a key of the
+//! wrong type, a field that is not UTF-8 or does not parse) is left out and
+//! reported as [`Unreadable`], naming its key and field: one bad job never
+//! fails a listing. The pipelined commands run with `ignore_errors`, so a
+//! WRONGTYPE reply is one item's problem, not the whole pipeline's.
 
-use deadpool_redis::redis;
+use deadpool_redis::redis::{self, RedisResult};
 use deadpool_redis::Connection;
 
-use super::{Inspector, JobSummary, CHUNK};
+use super::{Inspector, JobSummary, Unreadable, CHUNK};
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::keys::QueueKeys;
+use crate::queue::escape_bytes;
 use crate::record::{AttemptRecord, Fields, Selected};
 use crate::state::JobState;
 
@@ -55,37 +60,109 @@ fn summary(row: &Fields<'_, Selected<'_>>, queue: &str) -> Result<JobSummary> {
     })
 }
 
+/// The values of one `HMGET` reply as text, or the problem of the first
+/// field that is not UTF-8 (or of the key, for a WRONGTYPE error).
+fn texts(
+    key: &str,
+    names: &[&str],
+    reply: RedisResult<Vec<Option<Vec<u8>>>>,
+) -> std::result::Result<Vec<Option<String>>, Unreadable> {
+    let values = reply.map_err(|e| Unreadable::key_error(key, &e))?;
+    let mut out = Vec::with_capacity(values.len());
+    for (name, value) in names.iter().zip(values) {
+        out.push(match value {
+            None => None,
+            Some(bytes) => Some(String::from_utf8(bytes).map_err(|e| Unreadable {
+                key: key.to_owned(),
+                field: (*name).to_owned(),
+                problem: format!("not UTF-8: {}", escape_bytes(e.as_bytes())),
+            })?),
+        });
+    }
+    Ok(out)
+}
+
+impl Unreadable {
+    /// The problem of a key whose command failed (e.g. WRONGTYPE: not a hash).
+    pub(super) fn key_error(key: &str, e: &redis::RedisError) -> Unreadable {
+        let problem = if e.code() == Some("WRONGTYPE") {
+            "the key holds the wrong kind of value (not a hash)".to_owned()
+        } else {
+            e.to_string()
+        };
+        Unreadable {
+            key: key.to_owned(),
+            field: "(key)".to_owned(),
+            problem,
+        }
+    }
+
+    /// The problem an [`Error::Corrupt`] names; other errors are the problem of `key`.
+    pub(super) fn from_error(key: &str, e: &Error) -> Unreadable {
+        match e {
+            Error::Corrupt {
+                key,
+                field,
+                problem,
+            } => Unreadable {
+                key: key.clone(),
+                field: field.clone(),
+                problem: problem.clone(),
+            },
+            other => Unreadable {
+                key: key.to_owned(),
+                field: String::new(),
+                problem: other.to_string(),
+            },
+        }
+    }
+}
+
 impl Inspector {
-    /// Summaries of `ids` (missing jobs are left out), in the order given.
+    /// Summaries of `ids` (missing jobs are left out), in the order given;
+    /// jobs that cannot be read are left out and added to `bad`.
     /// Terminal jobs get their worker from their last attempt record.
     pub(super) async fn summaries(
         &self,
         conn: &mut Connection,
         ids: &[String],
+        bad: &mut Vec<Unreadable>,
     ) -> Result<Vec<JobSummary>> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(CHUNK) {
             let mut pipe = redis::pipe();
+            pipe.ignore_errors();
             for id in chunk {
                 pipe.cmd("HMGET")
                     .arg(self.keys().job(id))
                     .arg(&SUMMARY_FIELDS[..]);
             }
-            let rows: Vec<Vec<Option<String>>> = self.timed(pipe.query_async(conn)).await?;
+            let rows: Vec<RedisResult<Vec<Option<Vec<u8>>>>> =
+                self.timed(pipe.query_async(conn)).await?;
             let mut chunk_out = Vec::with_capacity(chunk.len());
-            for (id, values) in chunk.iter().zip(&rows) {
+            for (id, reply) in chunk.iter().zip(rows) {
+                let key = self.keys().job(id);
+                let values = match texts(&key, &SUMMARY_FIELDS, reply) {
+                    Ok(values) => values,
+                    Err(u) => {
+                        bad.push(u);
+                        continue;
+                    }
+                };
                 if values.iter().all(Option::is_none) {
                     continue; // purged (or a stale index entry)
                 }
-                let key = self.keys().job(id);
                 let row = Fields::new(
                     &key,
                     Selected {
                         names: &SUMMARY_FIELDS,
-                        values,
+                        values: &values,
                     },
                 );
-                chunk_out.push(summary(&row, self.queue().name())?);
+                match summary(&row, self.queue().name()) {
+                    Ok(s) => chunk_out.push(s),
+                    Err(e) => bad.push(Unreadable::from_error(&key, &e)),
+                }
             }
             // terminal jobs: the worker and fence of their last attempt
             let ended: Vec<usize> = chunk_out
@@ -102,16 +179,22 @@ impl Inspector {
                         .arg(self.keys().attempts())
                         .arg(QueueKeys::attempt_field(s.id.as_str(), s.attempt));
                 }
-                let records: Vec<Option<String>> = self.timed(pipe.query_async(conn)).await?;
+                let records: Vec<Option<Vec<u8>>> = self.timed(pipe.query_async(conn)).await?;
                 for (&i, record) in ended.iter().zip(records) {
                     let Some(text) = record else { continue };
                     let s = &mut chunk_out[i];
-                    let rec: AttemptRecord =
-                        serde_json::from_str(&text).map_err(|e| Error::Corrupt {
-                            key: self.keys().attempts(),
-                            field: QueueKeys::attempt_field(s.id.as_str(), s.attempt),
-                            problem: format!("not an attempt record: {e}"),
-                        })?;
+                    let rec: AttemptRecord = match serde_json::from_slice(&text) {
+                        Ok(rec) => rec,
+                        Err(e) => {
+                            // the summary stays listed, without its last worker
+                            bad.push(Unreadable {
+                                key: self.keys().attempts(),
+                                field: QueueKeys::attempt_field(s.id.as_str(), s.attempt),
+                                problem: format!("not an attempt record: {e}"),
+                            });
+                            continue;
+                        }
+                    };
                     if !rec.worker.is_empty() {
                         s.worker = Some(rec.worker);
                         s.fence = (rec.fence > 0).then_some(rec.fence);
@@ -123,33 +206,51 @@ impl Inspector {
         Ok(out)
     }
 
-    /// The `state` field of each job (`None` for a missing job).
+    /// The `state` field of each job (`None` for a missing job, and for one
+    /// whose state cannot be read: that one is added to `bad`).
     pub(super) async fn states(
         &self,
         conn: &mut Connection,
         ids: &[String],
+        bad: &mut Vec<Unreadable>,
     ) -> Result<Vec<Option<JobState>>> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(CHUNK) {
             let mut pipe = redis::pipe();
+            pipe.ignore_errors();
             for id in chunk {
-                pipe.cmd("HGET").arg(self.keys().job(id)).arg("state");
+                pipe.cmd("HMGET").arg(self.keys().job(id)).arg("state");
             }
-            let states: Vec<Option<String>> = self.timed(pipe.query_async(conn)).await?;
-            for (id, state) in chunk.iter().zip(&states) {
+            let states: Vec<RedisResult<Vec<Option<Vec<u8>>>>> =
+                self.timed(pipe.query_async(conn)).await?;
+            for (id, reply) in chunk.iter().zip(states) {
+                let key = self.keys().job(id);
+                let state = match texts(&key, &["state"], reply) {
+                    Ok(mut v) => v.pop().flatten(),
+                    Err(u) => {
+                        bad.push(u);
+                        out.push(None);
+                        continue;
+                    }
+                };
                 if state.is_none() {
                     out.push(None);
                     continue;
                 }
-                let key = self.keys().job(id);
                 let row = Fields::new(
                     &key,
                     Selected {
                         names: &["state"],
-                        values: std::slice::from_ref(state),
+                        values: std::slice::from_ref(&state),
                     },
                 );
-                out.push(Some(row.state("state")?));
+                match row.state("state") {
+                    Ok(s) => out.push(Some(s)),
+                    Err(e) => {
+                        bad.push(Unreadable::from_error(&key, &e));
+                        out.push(None);
+                    }
+                }
             }
         }
         Ok(out)

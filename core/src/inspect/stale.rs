@@ -30,7 +30,7 @@ impl Inspector {
         let ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
         let scores: HashMap<String, f64> = entries.into_iter().collect();
         let summaries: Vec<JobSummary> = self
-            .summaries(&mut conn, &ids)
+            .summaries(&mut conn, &ids, &mut Vec::new())
             .await?
             .into_iter()
             .filter(|s| s.state == JobState::Stale)

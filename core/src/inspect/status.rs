@@ -5,8 +5,8 @@ use deadpool_redis::redis;
 use deadpool_redis::Connection;
 
 use super::{
-    Inspector, OldestWaiting, PipelineWaiting, QueueStatus, StateCounts, CHUNK, MAX_LEASES,
-    STATUS_STALE_LIMIT, TERMINAL_SAMPLE,
+    Inspector, OldestWaiting, PipelineWaiting, QueueStatus, StateCounts, Unreadable, CHUNK,
+    MAX_LEASES, STATUS_STALE_LIMIT, TERMINAL_SAMPLE,
 };
 use crate::error::Result;
 use crate::record::Millis;
@@ -14,6 +14,9 @@ use crate::state::JobState;
 
 /// Ready-set scores: `(255 - priority) * PRIORITY_SPAN + t` (see `prelude.lua`).
 const PRIORITY_SPAN: i64 = 4_398_046_511_104;
+/// Jobs read at the head of each priority level for the oldest waiting job:
+/// the first, and those that stand in when it cannot be read.
+const HEADS_PER_LEVEL: usize = 4;
 
 impl Inspector {
     /// Counts per state, waiting jobs per pipeline, the oldest waiting job,
@@ -23,7 +26,9 @@ impl Inspector {
         let mut conn = self.conn().await?;
         let keys = self.keys().clone();
         let now = self.now_on(&mut conn).await?;
-        let pipelines = self.pipelines_on(&mut conn).await?;
+        // what cannot be read is left out of the counts and listed apart
+        let mut bad = Vec::new();
+        let pipelines = self.pipelines_on(&mut conn, &mut bad).await?;
 
         let mut pipe = redis::pipe();
         for p in &pipelines {
@@ -37,6 +42,7 @@ impl Inspector {
         pipe.cmd("ZCARD").arg(keys.done());
         pipe.cmd("LLEN").arg(keys.cleanup());
         pipe.cmd("ZCARD").arg(keys.cleaning());
+        pipe.cmd("ZCARD").arg(keys.quarantine());
         let numbers: Vec<u64> = self.timed(pipe.query_async(&mut conn)).await?;
         let mut it = numbers.into_iter();
         let mut next = || it.next().unwrap_or(0);
@@ -55,6 +61,7 @@ impl Inspector {
         let terminal_total = next();
         let cleanups_waiting = next();
         let cleanups_claimed = next();
+        let quarantined_total = next();
 
         let parked_resources: Vec<String> = self
             .timed(
@@ -77,13 +84,14 @@ impl Inspector {
             queued: waiting.iter().map(|w| w.ready + w.delayed).sum::<u64>() + parked,
             stale: stale_total,
             terminal: terminal_total,
+            quarantined: quarantined_total,
             ..StateCounts::default()
         };
         let (lease_ids, _) = self
             .zrange_capped(&mut conn, &keys.leases(), MAX_LEASES)
             .await?;
         for state in self
-            .states(&mut conn, &lease_ids)
+            .states(&mut conn, &lease_ids, &mut bad)
             .await?
             .into_iter()
             .flatten()
@@ -104,7 +112,12 @@ impl Inspector {
                     .query_async(&mut conn),
             )
             .await?;
-        for state in self.states(&mut conn, &sample).await?.into_iter().flatten() {
+        for state in self
+            .states(&mut conn, &sample, &mut bad)
+            .await?
+            .into_iter()
+            .flatten()
+        {
             let count = match state {
                 JobState::Succeeded => &mut counts.succeeded,
                 JobState::Failed => &mut counts.failed,
@@ -116,7 +129,7 @@ impl Inspector {
         }
 
         let oldest_waiting = self
-            .oldest_waiting(&mut conn, now, &pipelines, &parked_resources)
+            .oldest_waiting(&mut conn, now, &pipelines, &parked_resources, &mut bad)
             .await?;
         drop(conn);
         let workers = self.workers().await?;
@@ -127,6 +140,13 @@ impl Inspector {
             .filter(|l| l.holder.is_some())
             .collect();
         let stale = self.stale(STATUS_STALE_LIMIT).await?;
+        let mut quarantined = self.queue().quarantined().await?;
+        quarantined.truncate(STATUS_STALE_LIMIT);
+        // one job may be unreadable to several reads: count it once
+        let mut seen = std::collections::HashSet::new();
+        bad.retain(|u| seen.insert((u.key.clone(), u.field.clone())));
+        counts.unreadable = bad.len() as u64;
+        bad.truncate(STATUS_STALE_LIMIT);
         Ok(QueueStatus {
             queue: self.queue().name().to_owned(),
             now,
@@ -141,11 +161,14 @@ impl Inspector {
             pruned_workers: workers.pruned,
             locks,
             stale,
+            quarantined,
+            unreadable: bad,
         })
     }
 
     /// The waiting job created first. Candidates: the head of every priority
-    /// level of each ready and parked set (one bounded `ZRANGE` per level), and
+    /// level of each ready and parked set (one bounded `ZRANGE` per level, of
+    /// [`HEADS_PER_LEVEL`] jobs), and
     /// the head of each delayed set.
     async fn oldest_waiting(
         &self,
@@ -153,6 +176,7 @@ impl Inspector {
         now: Millis,
         pipelines: &[String],
         parked_resources: &[String],
+        bad: &mut Vec<Unreadable>,
     ) -> Result<Option<OldestWaiting>> {
         let keys = self.keys();
         let mut candidates: Vec<String> = Vec::new();
@@ -173,15 +197,16 @@ impl Inspector {
                             .arg("BYSCORE")
                             .arg("LIMIT")
                             .arg(0)
-                            .arg(1)
+                            .arg(HEADS_PER_LEVEL)
                             .arg("WITHSCORES")
                             .query_async(conn),
                     )
                     .await?;
-                let Some((id, score)) = head.into_iter().next() else {
+                let Some(&(_, score)) = head.first() else {
                     break;
                 };
-                candidates.push(id);
+                // the level's oldest, and a few behind it in case it is unreadable
+                candidates.extend(head.into_iter().map(|(id, _)| id));
                 let band = (score as i64).div_euclid(PRIORITY_SPAN);
                 min = ((band + 1) * PRIORITY_SPAN).to_string();
             }
@@ -199,7 +224,7 @@ impl Inspector {
             candidates.extend(head);
         }
         let mut best: Option<OldestWaiting> = None;
-        for s in self.summaries(conn, &candidates).await? {
+        for s in self.summaries(conn, &candidates, bad).await? {
             if s.state != JobState::Queued {
                 continue;
             }

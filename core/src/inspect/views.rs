@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CancelStatus, Event};
 use crate::id::JobId;
+use crate::queue::QuarantineEntry;
 use crate::record::{Job, Millis, StaleLock};
 use crate::state::JobState;
 
@@ -47,6 +48,19 @@ pub struct JobSummary {
     pub stale_at: Option<Millis>,
     /// The reason of a recorded cancel request.
     pub cancel_reason: Option<String>,
+}
+
+/// A key or field a listing could not read (a key of the wrong Redis type, a
+/// field that is not UTF-8 or does not parse, a key name that is not UTF-8):
+/// left out of the listing, which lists everything else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unreadable {
+    /// The key (escaped as `\xNN` where it is not UTF-8).
+    pub key: String,
+    /// The field (`(key)` for the key itself, `(name)` for its name).
+    pub field: String,
+    /// What is wrong.
+    pub problem: String,
 }
 
 /// Which jobs [`Inspector::list_jobs`](super::Inspector::list_jobs) returns; every field given must match.
@@ -92,6 +106,12 @@ pub struct JobPage {
     pub has_more: bool,
     /// The call stopped at [`MAX_EXAMINED`](super::MAX_EXAMINED) entries: the page may miss jobs.
     pub truncated: bool,
+    /// Jobs (and keys) that could not be read, left out of the page.
+    #[serde(default)]
+    pub unreadable: Vec<Unreadable>,
+    /// Jobs in the quarantine (not listed here: `state` quarantined lists them).
+    #[serde(default)]
+    pub quarantined: u64,
 }
 
 /// Waiting jobs of one pipeline.
@@ -131,6 +151,13 @@ pub struct StateCounts {
     /// How many of the newest terminal jobs were classified; equals `terminal`
     /// when the three counts above are exact.
     pub terminal_sampled: u64,
+    /// Jobs in the quarantine (set aside as unreadable by the scripts).
+    #[serde(default)]
+    pub quarantined: u64,
+    /// Jobs and keys found in an index that could not be read (see
+    /// [`QueueStatus::unreadable`]), not counted in any state.
+    #[serde(default)]
+    pub unreadable: u64,
 }
 
 /// The job that has waited longest.
@@ -261,6 +288,12 @@ pub struct QueueStatus {
     pub locks: Vec<LockInfo>,
     /// The STALE jobs waiting longest for a decision (at most [`STATUS_STALE_LIMIT`](super::STATUS_STALE_LIMIT); `counts.stale` has them all).
     pub stale: Vec<StaleJob>,
+    /// The oldest quarantined jobs (at most [`STATUS_STALE_LIMIT`](super::STATUS_STALE_LIMIT); `counts.quarantined` has them all).
+    #[serde(default)]
+    pub quarantined: Vec<QuarantineEntry>,
+    /// What could not be read (at most [`STATUS_STALE_LIMIT`](super::STATUS_STALE_LIMIT) listed; `counts.unreadable` has them all).
+    #[serde(default)]
+    pub unreadable: Vec<Unreadable>,
 }
 
 /// Everything about one job: the record with every attempt, its lock, the
@@ -277,4 +310,22 @@ pub struct JobDetail {
     pub cancel: Option<CancelStatus>,
     /// Its events still in the stream, oldest first.
     pub events: Vec<Event>,
+    /// Why it is quarantined, if it is.
+    #[serde(default)]
+    pub quarantine: Option<QuarantineEntry>,
+}
+
+/// A job's key as Redis holds it, for a job whose record cannot be read:
+/// its type and, for a hash, every field with its value (escaped as `\xNN`
+/// where it is not UTF-8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawJob {
+    /// The key.
+    pub key: String,
+    /// Its Redis type (`hash`, `string`, ..., `none` when it does not exist).
+    pub key_type: String,
+    /// Its fields, sorted by name (empty unless a hash).
+    pub fields: Vec<(String, String)>,
+    /// Why it is quarantined, if it is.
+    pub quarantine: Option<QuarantineEntry>,
 }

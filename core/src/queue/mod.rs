@@ -5,12 +5,16 @@
 //! - `holder.rs`: what a lease holder does (lease, start, checkpoint, renew,
 //!   finish, release), the holder operations as settle calls of one;
 //! - `operator.rs`: cancel, sweep, retry, resolve, purge;
-//! - `records.rs`: pipeline specs, cleanup claims, and reading a job.
+//! - `records.rs`: pipeline specs, cleanup claims, and reading a job;
+//! - `quarantine.rs`: jobs set aside as unreadable: list, repair, purge.
 
 mod enqueue;
 mod holder;
 mod operator;
+mod quarantine;
 mod records;
+
+pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

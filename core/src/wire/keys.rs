@@ -141,6 +141,16 @@ impl QueueKeys {
     pub fn worker(&self, id: &str) -> String {
         format!("{}:worker:{id}", self.base)
     }
+    /// Sorted set: job id → time (ms) the job was set aside because it could
+    /// not be read (a key of the wrong type, an unreadable field). Named by
+    /// the scripts from KEYS[1], not passed in KEYS.
+    pub fn quarantine(&self) -> String {
+        format!("{}:quarantine", self.base)
+    }
+    /// Hash: job id → why it is quarantined (JSON: `reason`, `field`, `at`, `from_index`).
+    pub fn quarantine_why(&self) -> String {
+        format!("{}:quarantine:why", self.base)
+    }
     /// Hash: the job record.
     pub fn job(&self, id: &str) -> String {
         format!("{}:job:{id}", self.base)

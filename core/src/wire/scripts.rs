@@ -31,6 +31,10 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib/retention", include_str!("../../lua/lib/retention.lua")),
     ("lib/args", include_str!("../../lua/lib/args.lua")),
     (
+        "lib/quarantine",
+        include_str!("../../lua/lib/quarantine.lua"),
+    ),
+    (
         "transitions/start",
         include_str!("../../lua/transitions/start.lua"),
     ),
@@ -59,6 +63,14 @@ const SOURCES: &[(&str, &str)] = &[
     ("purge", include_str!("../../lua/purge.lua")),
     ("claim_cleanup", include_str!("../../lua/claim_cleanup.lua")),
     ("settle", include_str!("../../lua/settle.lua")),
+    (
+        "quarantine_repair",
+        include_str!("../../lua/quarantine_repair.lua"),
+    ),
+    (
+        "quarantine_purge",
+        include_str!("../../lua/quarantine_purge.lua"),
+    ),
 ];
 
 /// The include directive, as the first characters of a line.
@@ -82,7 +94,8 @@ const OPS: [Op; 11] = [
 /// The transition table as Lua: `may(op, from)` and `may_move(op, from, to)`
 /// written out as comparisons, one branch per operation and from-state of
 /// [`TRANSITIONS`] (string comparisons only: a script run builds no table and
-/// no string for them), and the `TERMINAL` set.
+/// no string for them), the `TERMINAL` set and `STATES[state]` for every
+/// state (what an unreadable `state` field is not).
 pub(crate) fn moves_lua() -> String {
     let mut out = String::from(
         "-- gen/moves: generated from the transition table (core/src/transitions.rs)\n\
@@ -90,6 +103,10 @@ pub(crate) fn moves_lua() -> String {
     );
     out.push_str("local TERMINAL = {");
     for state in JobState::ALL.iter().filter(|s| s.is_terminal()) {
+        let _ = write!(out, " {} = true,", state.as_str());
+    }
+    out.push_str(" }\nlocal STATES = {");
+    for state in JobState::ALL {
         let _ = write!(out, " {} = true,", state.as_str());
     }
     out.push_str(" }\n\n-- Whether the table lets `op` take a job from `from` to `to`.\n");
@@ -191,7 +208,7 @@ pub fn script_source(name: &str) -> Option<String> {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 9] = [
+const SCRIPTS: [&str; 11] = [
     "enqueue",
     "renew",
     "cancel",
@@ -201,6 +218,8 @@ const SCRIPTS: [&str; 9] = [
     "purge",
     "claim_cleanup",
     "settle",
+    "quarantine_repair",
+    "quarantine_purge",
 ];
 
 macro_rules! script {
@@ -228,9 +247,13 @@ pub(crate) static CLAIM_CLEANUP: LazyLock<Script> = script!("claim_cleanup");
 /// settle.lua: every holder operation (start, checkpoint, finish, release) and
 /// every lease, one or many per call.
 pub(crate) static SETTLE: LazyLock<Script> = script!("settle");
+/// quarantine_repair.lua: re-validates a quarantined job and requeues it.
+pub(crate) static QUARANTINE_REPAIR: LazyLock<Script> = script!("quarantine_repair");
+/// quarantine_purge.lua: deletes a quarantined job and its records.
+pub(crate) static QUARANTINE_PURGE: LazyLock<Script> = script!("quarantine_purge");
 
 /// Every script with its name, for preloading and tests.
-pub(crate) fn all() -> [(&'static str, &'static Script); 9] {
+pub(crate) fn all() -> [(&'static str, &'static Script); 11] {
     [
         ("enqueue", &ENQUEUE),
         ("renew", &RENEW),
@@ -241,6 +264,8 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 9] {
         ("purge", &PURGE),
         ("claim_cleanup", &CLAIM_CLEANUP),
         ("settle", &SETTLE),
+        ("quarantine_repair", &QUARANTINE_REPAIR),
+        ("quarantine_purge", &QUARANTINE_PURGE),
     ]
 }
 

@@ -236,6 +236,11 @@ pub(crate) async fn job(
                     " · attempt " (j.attempt) " (automatic retries stop at attempt " (j.max_attempts) ")" }
             }
             @if let Some(n) = notice { p.notice { (n) } }
+            @if let Some(e) = &d.quarantine {
+                p.verdict-box.quarantine { "Quarantined since " (crate::time::stamp(e.at)) ": field " code { (e.field) } " " (e.reason)
+                    " (found in " (e.from_index) "). Fix the field, then repair or purge it from the queues page or with "
+                    code { "leasehold quarantine repair|purge" } "." }
+            }
             div #job-live data-live {
                 @if let Some(v) = wording::verdict(j) { p.verdict-box { (v) } }
                 div.cols {

@@ -1,5 +1,5 @@
 //! `GET /`: every queue at a glance (counts per state, what waits, workers,
-//! locks, STALE jobs).
+//! locks, STALE jobs, quarantined jobs with their repair and purge forms).
 
 use axum::extract::State;
 use leasehold_core::{JobState, QueueStatus};
@@ -23,7 +23,7 @@ fn count_tile(queue: &str, state: JobState, n: u64, mark: &str) -> Markup {
 }
 
 /// One queue's card.
-fn queue_card(s: &QueueStatus) -> Markup {
+fn queue_card(s: &QueueStatus, actions: bool) -> Markup {
     let c = &s.counts;
     let sampled = c.terminal_sampled < c.terminal;
     let mark = if sampled { "*" } else { "" };
@@ -113,6 +113,56 @@ fn queue_card(s: &QueueStatus) -> Markup {
                     p.note { a href=(jobs_url(q, "STALE")) { "all STALE jobs" } }
                 }
             }
+            (quarantine_section(s, actions))
+        }
+    }
+}
+
+/// The quarantined (unreadable) jobs of a queue, with repair and purge forms
+/// when actions are enabled, and what the status could not read.
+fn quarantine_section(s: &QueueStatus, actions: bool) -> Markup {
+    let q = s.queue.as_str();
+    let c = &s.counts;
+    let form = |id: &str, what: &str, label: &str| {
+        html! {
+            form class={ "action-" (what) } method="post" action=(format!("{}/{what}", job_url(q, id))) {
+                input type="text" name="operator" placeholder="operator" maxlength="64";
+                input type="password" name="token" placeholder="token" required;
+                button type="submit" { (label) }
+            }
+        }
+    };
+    html! {
+        @if c.quarantined > 0 {
+            h3.warn.quarantine { "Quarantined: " (c.quarantined) " unreadable job(s)" }
+            table.grid.quarantine {
+                thead { tr { th { "Job" } th { "Field" } th { "Problem" } th { "Found in" } th { "Since" }
+                    @if actions { th { "Act" } } } }
+                tbody {
+                    @for e in &s.quarantined {
+                        tr data-job=(e.id) {
+                            td { a.mono href=(job_url(q, &e.id)) { (e.id) } }
+                            td.mono { (e.field) }
+                            td { (e.reason) }
+                            td.mono { (e.from_index) }
+                            td { (human(s.now - e.at)) " ago" }
+                            @if actions { td {
+                                (form(&e.id, "repair", "Repair (fix the field first)"))
+                                (form(&e.id, "purge", "Purge"))
+                            } }
+                        }
+                    }
+                }
+            }
+            p.note { "Inspect with " code { "leasehold show ID" } "; fix the field, then repair requeues the job, or purge deletes it. Both are recorded as events." }
+        }
+        @if c.unreadable > 0 {
+            h3.warn { "Unreadable: " (c.unreadable) " (not counted in any state)" }
+            ul.unreadable {
+                @for u in &s.unreadable {
+                    li { code { (u.key) } " field " code { (u.field) } ": " (u.problem) }
+                }
+            }
         }
     }
 }
@@ -129,7 +179,7 @@ pub(crate) async fn overview(State(app): State<Shared>) -> Page {
                 @if all.is_empty() {
                     p.empty { "No queues found under key prefix " code { (app.config.prefix) } " (a queue appears once it has had a job)." }
                 }
-                @for s in &all { (queue_card(s)) }
+                @for s in &all { (queue_card(s, app.token.is_some())) }
             }
         },
     ))
