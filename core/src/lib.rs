@@ -61,7 +61,7 @@ pub use pipeline::{
     queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, PipelineSpec,
     RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
-pub use queue::{connect_pool, Enqueued, Queue};
+pub use queue::{connect_pool, EnqueueStatus, Enqueued, Queue};
 pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,
     StepDone,
