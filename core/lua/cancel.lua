@@ -4,6 +4,7 @@
 -- ARGV[4] reason  ARGV[5] who  ARGV[6] resource ('' when none)
 -- Reply: {'CANCELLED'} | {'REQUESTED', state} | {'ALREADY_REQUESTED', state, reason}
 --        | {'TERMINAL', state} | {'REFUSED', 'STALE'} | {'NOT_FOUND'}
+--        | {'CORRUPT', problem, field} (nothing written); an empty reason is an error reply
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -11,19 +12,30 @@
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/retention"
+--- @include "lib/args"
+local bad = common_args('cancel')
+if bad then return bad end
 local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
 local reason, who, res = ARGV[4], ARGV[5], ARGV[6]
-local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason')
+-- a request is pending while its reason is set: an empty one would not be seen
+if reason == nil or reason == '' then return bad_arg('cancel', 'reason', reason) end
+if who == nil then return bad_arg('cancel', 'who', who) end
+if res == nil then return bad_arg('cancel', 'resource', res) end
+local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource')
 local state, id = f[1], f[2]
 if not state then return { 'NOT_FOUND' } end
 if not may('cancel', state) then
   if TERMINAL[state] then return { 'TERMINAL', state } end
   return { 'REFUSED', state }
 end
+-- cancelled at once where the table says so (QUEUED); elsewhere a request the holder honours
+local now_cancelled = may_move('cancel', state, 'CANCELLED')
+local corrupt = corrupt_field({ id = id, attempt = f[3] }, now_cancelled and { 'id', 'attempt' } or { 'id' })
+if corrupt then return corrupt end
+if res ~= (f[6] or '') or (res ~= '' and KEYS[13] ~= parked_key(res)) then return { 'BAD_ARG', 'resource' } end
 local now = now_ms()
 local events = event_log(true)
--- cancelled at once where the table says so (QUEUED); elsewhere a request the holder honours
-if may_move('cancel', state, 'CANCELLED') then
+if now_cancelled then
   redis.call('ZREM', k_ready, id)
   redis.call('ZREM', k_delayed, id)
   if res ~= '' then

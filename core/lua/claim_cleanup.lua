@@ -7,11 +7,16 @@
 -- The pipeline of each job is read from its hash, named from KEYS[1] (a job
 -- discovered through the list). A job that no longer exists (purged) is dropped:
 -- there is nothing left to clean up for. One served by other workers is put back.
--- Reply: { claimed job ids }
+-- Reply: { claimed job ids }. A malformed argument is an error reply.
 --- @include "lib/keys"
 --- @include "lib/time"
+--- @include "lib/args"
+local bad = common_args('claim_cleanup')
+if bad then return bad end
 local k_cleanup, k_cleaning = KEYS[10], KEYS[11]
-local n, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local n, ttl = int_value(ARGV[4], 1), int_value(ARGV[5], 1)
+if not n then return bad_arg('claim_cleanup', 'count', ARGV[4]) end
+if not ttl then return bad_arg('claim_cleanup', 'claim ttl ms', ARGV[5]) end
 local served = {}
 for i = 6, #ARGV do served[ARGV[i]] = true end
 local now = now_ms()

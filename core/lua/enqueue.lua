@@ -11,13 +11,44 @@
 -- RESOLVED) or with `rerun`, a new job is created with `previous` naming the
 -- latest one ('rerun').
 -- Reply: flat list of (id, 'created' | 'rerun' | 'existing' | 'succeeded', previous id or '') triples.
+-- A malformed argument (lib/args: an empty id, queue or pipeline, a priority
+-- outside 0..255, a delay or max attempts that is not an integer, a stale-lock
+-- policy other than hold or release, a rerun flag other than '1', '0' or '', a
+-- count that does not match the KEYS and ARGV) is an error reply, before any
+-- job is written.
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
 --- @include "lib/wake"
 --- @include "lib/ready"
+--- @include "lib/args"
+local bad = common_args('enqueue')
+if bad then return bad end
 local k_ready, k_delayed, k_wake = KEYS[10], KEYS[11], KEYS[12]
-local queue, pipeline, n = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local queue, pipeline, n = ARGV[4], ARGV[5], int_value(ARGV[6], 0)
+if queue == nil or queue == '' then return bad_arg('enqueue', 'queue', queue) end
+if pipeline == nil or pipeline == '' then return bad_arg('enqueue', 'pipeline', pipeline) end
+if not n then return bad_arg('enqueue', 'job count', ARGV[6]) end
+if #ARGV ~= 6 + 9 * n or #KEYS ~= 12 + n then
+  return redis.error_reply('BAD_ARG enqueue: ' .. n .. ' jobs do not match ' .. #KEYS .. ' keys and ' .. #ARGV .. ' values')
+end
+local STALE_LOCKS = { hold = true, release = true }
+-- each job's checked values: offset in its 9, name, check
+local JOB_CHECKS = {
+  { 1, 'id', function(v) return v ~= '' end },
+  { 5, 'priority', function(v) return int_value(v, 0, 255) end },
+  { 6, 'delay ms', function(v) return int_value(v, 0) end },
+  { 7, 'max attempts', function(v) return int_value(v, 1) end },
+  { 8, 'stale lock policy', function(v) return STALE_LOCKS[v] end },
+  { 9, 'rerun flag', function(v) return v == '1' or v == '0' or v == '' end },
+}
+for i = 1, n do
+  local a = 6 + (i - 1) * 9
+  for _, c in ipairs(JOB_CHECKS) do
+    local v = ARGV[a + c[1]]
+    if not c[3](v) then return bad_arg('enqueue', 'job ' .. i .. ' ' .. c[2], v) end
+  end
+end
 local now = now_ms()
 local out = {}
 local events = event_log(true)

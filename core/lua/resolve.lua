@@ -5,7 +5,7 @@
 -- KEYS[10] job  KEYS[11] cleanup list
 -- KEYS[12] lock:<resource>  KEYS[13] parked:<resource> (the job key for both when none)
 -- ARGV[4] resolved state  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
--- Reply: {'OK', state} | refusal | {'BAD_ARG', what}
+-- Reply: {'OK', state} | refusal | {'BAD_ARG', what} | {'CORRUPT', problem, field} (nothing written)
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -13,14 +13,24 @@
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/retention"
+--- @include "lib/args"
 local jk = KEYS[10]
 local as, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local bad = common_args('resolve')
+if bad then return bad end
+if who == nil then return bad_arg('resolve', 'who', who) end
+if res == nil then return bad_arg('resolve', 'resource', res) end
 if not TERMINAL[as] then return { 'BAD_ARG', 'resolved state' } end
 if reason == '' then return { 'BAD_ARG', 'reason' } end
 local refusal = refuse_unless(jk, 'resolve', as, nil)
 if refusal then return refusal end
+local f = redis.call('HMGET', jk, 'id', 'attempt', 'resource')
+local corrupt = corrupt_field({ id = f[1], attempt = f[2] }, { 'id', 'attempt' })
+if corrupt then return corrupt end
+if res ~= (f[3] or '') or (res ~= '' and (KEYS[12] ~= lock_key(res) or KEYS[13] ~= parked_key(res))) then
+  return { 'BAD_ARG', 'resource' }
+end
 local now = now_ms()
-local f = redis.call('HMGET', jk, 'id', 'attempt')
 local id = f[1]
 local rec = attempt_record(jk, as, now, { reason = reason, resolution = { action = 'resolve', by = who, reason = reason } })
 if not append_attempt(id, f[2], rec) then

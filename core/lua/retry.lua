@@ -7,7 +7,8 @@
 -- A job whose input key is now held by another non-terminal job is refused
 -- ({'INPUT_KEY_TAKEN', other id}): the same input would be processed twice.
 -- ARGV[4] mode ('resume' | 'start')  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
--- Reply: {'OK', new attempt} | refusal
+-- Reply: {'OK', new attempt} | refusal | {'CORRUPT', problem, field} (nothing written)
+-- A mode other than resume or start is an error reply.
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -16,12 +17,25 @@
 --- @include "lib/locks"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
+--- @include "lib/args"
 local jk, k_ready, k_wake = KEYS[10], KEYS[11], KEYS[12]
 local mode, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local bad = common_args('retry')
+if bad then return bad end
+if mode ~= 'resume' and mode ~= 'start' then return bad_arg('retry', 'mode', mode) end
+if who == nil then return bad_arg('retry', 'who', who) end
+if reason == nil then return bad_arg('retry', 'reason', reason) end
+if res == nil then return bad_arg('retry', 'resource', res) end
 local refusal = refuse_unless(jk, 'retry', 'QUEUED', nil)
 if refusal then return refusal end
+local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource')
+local corrupt = corrupt_field({ id = f[1], attempt = f[3], priority = f[4], created_at = f[6] },
+  { 'id', 'attempt', 'priority', 'created_at' })
+if corrupt then return corrupt end
+if res ~= (f[7] or '') or (res ~= '' and (KEYS[13] ~= lock_key(res) or KEYS[14] ~= parked_key(res))) then
+  return { 'BAD_ARG', 'resource' }
+end
 local now = now_ms()
-local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at')
 local id, from, attempt = f[1], f[2], tonumber(f[3])
 if f[5] and f[5] ~= '' then
   local holder = redis.call('HGET', K_INPUTS, f[5])

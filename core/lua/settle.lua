@@ -20,9 +20,12 @@
 --   release:    (nothing)
 -- then one token per job to lease
 -- Reply: one reply per operation, as its own script would give, then the lease reply
---        ({} when nothing was asked). A malformed operation list is an error reply.
+--        ({} when nothing was asked). A malformed argument or operation list is an
+--        error reply ('BAD_ARG ...'), given before anything is written (lib/args).
 --- @include "lib/keys"
 --- @include "lib/time"
+--- @include "lib/args"
+--- @include "lib/moves"
 --- @include "lib/indexes"
 --- @include "lib/events"
 --- @include "lib/retention"
@@ -31,14 +34,29 @@
 --- @include "transitions/finish"
 --- @include "transitions/release"
 --- @include "transitions/lease"
-local worker, ttl, lock_ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local n_ops, n_pipelines, n_lease = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
--- Terminal jobs deleted per call beyond the retention policy (once, not per job ended).
-local PURGE_PER_CALL = 8
+local bad = common_args('settle')
+if bad then return bad end
+local worker, ttl, lock_ttl = ARGV[4], int_value(ARGV[5], 1), int_value(ARGV[6], 1)
+local n_ops, n_pipelines, n_lease = int_value(ARGV[7], 0), int_value(ARGV[8], 0), int_value(ARGV[9], 0)
+if not ttl then return bad_arg('settle', 'lease ttl ms (ARGV[5])', ARGV[5]) end
+if not lock_ttl then return bad_arg('settle', 'lock ttl ms (ARGV[6])', ARGV[6]) end
+if not n_ops then return bad_arg('settle', 'operation count (ARGV[7])', ARGV[7]) end
+if not n_pipelines then return bad_arg('settle', 'pipeline count (ARGV[8])', ARGV[8]) end
+if not n_lease then return bad_arg('settle', 'lease count (ARGV[9])', ARGV[9]) end
+if n_lease > 0 and (worker == nil or worker == '') then return bad_arg('settle', 'worker (ARGV[4])', worker) end
+if n_lease > 0 and n_pipelines == 0 then return bad_arg('settle', 'pipeline count (ARGV[8])', ARGV[8]) end
+-- Retention per call: at least PURGE_MIN terminal jobs, and twice as many as the
+-- call ended, at most PURGE_MAX. A call that ends up to PURGE_MAX jobs therefore
+-- deletes at least as many as it ended (when that many are beyond the policy),
+-- so the kept count stays at keep_count under any load, and a backlog shrinks
+-- by at least the jobs ended per call; no call deletes more than PURGE_MAX.
+local PURGE_MIN, PURGE_MAX = 8, 256
 -- The call's index writes (applied once, before the lease) and events (the
 -- stream is trimmed once, at the end), handed to every transition.
 local batch = { ix = index_batch(), events = event_log(false) }
 local out = {}
+-- jobs the call's operations ended (for the retention budget)
+local ended = 0
 
 -- Runs one operation; an error raised inside it (a job field corrupted in
 -- Redis, say) becomes that operation's reply instead of failing the whole call.
@@ -52,8 +70,29 @@ local function guarded(fn, ...)
   return { 'OP_ERROR', tostring(reply) }
 end
 
+-- What is wrong with the values of an operation of `kind` at ARGV index `a`
+-- (after its kind, token and resource), or nil: every value is checked before
+-- anything is written. Texts (outputs, messages, reasons, next steps) may be anything.
+local function bad_values(kind, a)
+  if kind == 'checkpoint' then
+    if not is_step_name(ARGV[a]) then return 'checkpoint step', ARGV[a] end
+  elseif kind == 'finish' then
+    local outcome = ARGV[a]
+    if not TERMINAL[outcome] then return 'finish outcome', outcome end
+    if ARGV[a + 1] ~= '' and not is_step_name(ARGV[a + 1]) then return 'finish last step', ARGV[a + 1] end
+    if outcome ~= 'SUCCEEDED' then
+      if flag_value(ARGV[a + 5]) == nil then return 'finish retryable flag', ARGV[a + 5] end
+      if not int_value(ARGV[a + 6], 0) then return 'finish backoff ms', ARGV[a + 6] end
+      if flag_value(ARGV[a + 7]) == nil then return 'finish cleanup flag', ARGV[a + 7] end
+      if flag_value(ARGV[a + 9]) == nil then return 'finish interrupted flag', ARGV[a + 9] end
+    end
+  end
+  return nil
+end
+
 -- Walks the operations (KEYS from index 10, ARGV from index 10) and, when `run`, applies
--- each; returns the next KEYS and ARGV indexes, or nil when the list is malformed.
+-- each; returns the next KEYS and ARGV indexes, or nil, what and its value when
+-- the list is malformed (checked when not `run`).
 local function walk(run)
   local k, a = 10, 10
   for i = 1, n_ops do
@@ -95,10 +134,20 @@ local function walk(run)
         out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, 'SUCCEEDED', '', '', false, 0, false, '', res, false,
           ARGV[a + 1], ARGV[a + 2])
       else
-        out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] == '1',
-          tonumber(ARGV[a + 6]) or 0, ARGV[a + 7] == '1', ARGV[a + 8], res, ARGV[a + 9] == '1', ARGV[a + 1],
-          ARGV[a + 2])
+        out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4],
+          flag_value(ARGV[a + 5]), int_value(ARGV[a + 6], 0), flag_value(ARGV[a + 7]), ARGV[a + 8], res,
+          flag_value(ARGV[a + 9]), ARGV[a + 1], ARGV[a + 2])
       end
+      -- a job that ended (start and release end one when a cancel was pending)
+      local r = out[i]
+      if r[1] == 'OK' and TERMINAL[r[2]] then ended = ended + 1 end
+    else
+      if token == '' then return nil, 'operation ' .. i .. ' lease token', token end
+      if res ~= '' and (lk ~= lock_key(res) or pk ~= parked_key(res)) then
+        return nil, 'operation ' .. i .. ' resource (its lock and parked keys are not those given)', res
+      end
+      local what, v = bad_values(kind, a)
+      if what then return nil, 'operation ' .. i .. ' ' .. what, v end
     end
     a = a + values
   end
@@ -106,9 +155,13 @@ local function walk(run)
 end
 
 -- check the whole list before writing anything
-local k, a = walk(false)
+local k, a, v = walk(false)
+if not k and a then return bad_arg('settle', a, v) end
 if not k or (n_lease > 0 and (k + 3 * n_pipelines - 1 > #KEYS or a + n_lease - 1 > #ARGV)) then
   return redis.error_reply('BAD_ARG settle operations do not match their keys and values')
+end
+for j = 1, n_lease do
+  if ARGV[a + j - 1] == '' then return bad_arg('settle', 'lease token ' .. j, '') end
 end
 walk(true)
 flush_indexes(batch.ix)
@@ -124,6 +177,6 @@ if n_lease > 0 then
 else
   out[n_ops + 1] = {}
 end
-purge(now_ms(), PURGE_PER_CALL)
+purge(now_ms(), math.min(PURGE_MAX, math.max(PURGE_MIN, 2 * ended)))
 trim_events(batch.events)
 return out

@@ -8,6 +8,9 @@
 -- Also re-readies jobs parked on a resource whose lock expired, and applies retention.
 -- ARGV[4] batch  ARGV[5] '1' for a dry run (report only, change nothing)
 -- Reply: { requeued, cancelled, stale, unparked, purged, then per job: id, from, to }
+-- A malformed argument is an error reply. An expired job whose move needs a field
+-- that is malformed (the pipeline, priority or creation time to queue it again, the
+-- attempt number to record it) is left as it is, in the lease index.
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -18,7 +21,12 @@
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/retention"
-local batch, dry = tonumber(ARGV[4]), ARGV[5] == '1'
+--- @include "lib/args"
+local bad = common_args('sweep')
+if bad then return bad end
+local batch, dry = int_value(ARGV[4], 1), flag_value(ARGV[5])
+if not batch then return bad_arg('sweep', 'batch', ARGV[4]) end
+if dry == nil then return bad_arg('sweep', 'dry run flag', ARGV[5]) end
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', fmt(now), 'LIMIT', 0, batch)
 local requeued, cancelled, stale, unparked, purged = 0, 0, 0, 0, 0
@@ -35,20 +43,34 @@ for _, id in ipairs(expired) do
   local to = nil
   if may_move('sweep', state, 'CANCELLED') and cancel and cancel ~= '' then
     to = 'CANCELLED'
-    cancelled = cancelled + 1
   elseif may_move('sweep', state, 'QUEUED') then
     to = 'QUEUED'
-    requeued = requeued + 1
   elseif may_move('sweep', state, 'STALE') then
     to = 'STALE'
+  end
+  -- the fields the move reads, checked before it writes
+  local j = { id = id, attempt = f[5], pipeline = f[4], priority = f[7], created_at = f[8] }
+  local corrupt = nil
+  if to == 'CANCELLED' then
+    corrupt = corrupt_field(j, { 'attempt' })
+  elseif to == 'QUEUED' then
+    corrupt = corrupt_field(j, { 'pipeline', 'priority', 'created_at' })
+  end
+  if corrupt then
+    to = 'CORRUPT'
+  elseif to == 'CANCELLED' then
+    cancelled = cancelled + 1
+  elseif to == 'QUEUED' then
+    requeued = requeued + 1
+  elseif to == 'STALE' then
     stale = stale + 1
   end
-  if to then
+  if to and to ~= 'CORRUPT' then
     moves[#moves + 1] = id
     moves[#moves + 1] = state
     moves[#moves + 1] = to
   end
-  if not dry then
+  if not dry and to ~= 'CORRUPT' then
     redis.call('ZREM', K_LEASES, id)
     local why = 'lease expired (worker ' .. worker .. ')'
     if to == 'CANCELLED' then

@@ -242,8 +242,8 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
     let (bad, good, no_id) = (&leases[0], &leases[1], &leases[2]);
     let bad_key = q.keys().job(bad.job.as_str());
     srv.cmd(&["HSET", &bad_key, "attempt", "x"]);
-    // a job without its id field: its failed finish errors inside the script
-    // (building the attempt record), before it writes anything
+    // a job without its id field: its failed finish is refused (the field is
+    // checked before anything is written)
     let no_id_key = q.keys().job(no_id.job.as_str());
     srv.cmd(&["HDEL", &no_id_key, "id"]);
     let no_id_before = srv.dump(&no_id_key);
@@ -288,9 +288,14 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
     ];
     let settled = q.settle(&ops, Some(req), TTL).await.unwrap();
     match &settled.replies[0] {
-        Err(Error::Corrupt { key, problem, .. }) => {
+        Err(Error::Corrupt {
+            key,
+            field,
+            problem,
+        }) => {
             assert_eq!(key, &bad_key);
-            assert!(problem.contains("is not a number"), "{problem}");
+            assert_eq!(field, "attempt");
+            assert!(problem.contains("is not an integer"), "{problem}");
         }
         other => panic!("the corrupted job's finish answered {other:?}"),
     }
@@ -303,9 +308,9 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
         settled.replies[1]
     );
     match &settled.replies[2] {
-        Err(Error::Corrupt { key, problem, .. }) => {
+        Err(Error::Corrupt { key, field, .. }) => {
             assert_eq!(key, &no_id_key);
-            assert!(problem.contains("failed on this job"), "{problem}");
+            assert_eq!(field, "id");
         }
         other => panic!("the finish of the job without an id answered {other:?}"),
     }

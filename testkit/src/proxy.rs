@@ -1,10 +1,11 @@
 //! [`TcpProxy`]: a loopback TCP proxy in front of a server that can cut every
-//! client behind it off from Redis (and let them back), on plain threads.
+//! client behind it off from Redis (and let them back), or stall its traffic
+//! (and resume it), on plain threads.
 
 use std::collections::BTreeMap;
-use std::io;
+use std::io::{self, Read as _, Write as _};
 use std::net::TcpListener;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use crate::server::CONNECT_TIMEOUT;
@@ -18,6 +19,12 @@ use crate::server::CONNECT_TIMEOUT;
 /// and makes the proxy close every new one as soon as it is accepted (clients
 /// see the connection reset, as when a firewall rejects them);
 /// [`unblock`](TcpProxy::unblock) lets new connections through again.
+///
+/// [`stall`](TcpProxy::stall) is the other kind of partition: every
+/// connection stays open and keeps accepting bytes, but nothing is forwarded
+/// either way (clients see their calls hang, not fail); new connections are
+/// accepted and hang too. [`resume`](TcpProxy::resume) forwards what was held
+/// and lets traffic flow again, as when a partition heals and TCP retransmits.
 /// Dropping the proxy closes everything and joins its accept thread.
 ///
 /// ```no_run
@@ -29,6 +36,9 @@ use crate::server::CONNECT_TIMEOUT;
 /// proxy.block();
 /// // ... the process behind the proxy cannot reach Redis ...
 /// proxy.unblock();
+/// proxy.stall();
+/// // ... the process's calls hang: bytes go in, nothing comes back ...
+/// proxy.resume();
 /// ```
 #[derive(Debug)]
 pub struct TcpProxy {
@@ -44,9 +54,34 @@ struct ProxyState {
     next_id: std::sync::atomic::AtomicU64,
     /// Live connections: id → (client side, upstream side).
     live: Mutex<BTreeMap<u64, (std::net::TcpStream, std::net::TcpStream)>>,
+    /// Whether traffic is stalled; copy threads wait on `resumed` while it is.
+    stalled: Mutex<bool>,
+    /// Notified when the stall ends, the proxy blocks or it stops.
+    resumed: Condvar,
 }
 
 impl ProxyState {
+    /// Waits while traffic is stalled (and the proxy neither blocks nor stops).
+    fn wait_while_stalled(&self) {
+        use std::sync::atomic::Ordering;
+        let mut stalled = self.stalled.lock().unwrap_or_else(|p| p.into_inner());
+        while *stalled
+            && !self.blocked.load(Ordering::SeqCst)
+            && !self.stopping.load(Ordering::SeqCst)
+        {
+            stalled = self
+                .resumed
+                .wait(stalled)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Wakes every copy thread waiting out a stall.
+    fn wake_stalled(&self) {
+        let _guard = self.stalled.lock().unwrap_or_else(|p| p.into_inner());
+        self.resumed.notify_all();
+    }
+
     fn shutdown_all(&self) {
         let live = std::mem::take(&mut *self.live.lock().unwrap_or_else(|p| p.into_inner()));
         for (client, upstream) in live.into_values() {
@@ -98,6 +133,24 @@ impl TcpProxy {
             .blocked
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.state.shutdown_all();
+        self.state.wake_stalled();
+    }
+
+    /// Stalls all traffic: connections stay open and bytes are accepted (and
+    /// held), but nothing is forwarded either way until [`resume`](TcpProxy::resume).
+    pub fn stall(&self) {
+        *self.state.stalled.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+
+    /// Ends a stall: the bytes held are forwarded and traffic flows again.
+    pub fn resume(&self) {
+        *self.state.stalled.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        self.state.resumed.notify_all();
+    }
+
+    /// Whether the proxy is stalling traffic.
+    pub fn is_stalled(&self) -> bool {
+        *self.state.stalled.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Lets new connections through again (connections cut by
@@ -130,6 +183,7 @@ impl Drop for TcpProxy {
             .stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.state.shutdown_all();
+        self.state.wake_stalled();
         // wake the blocking accept()
         let _ = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
         if let Some(handle) = self.accept.take() {
@@ -188,7 +242,7 @@ fn proxy_accept_loop(
             let spawned = std::thread::Builder::new()
                 .name("leasehold-testkit-proxy-copy".into())
                 .spawn(move || {
-                    let _ = io::copy(&mut from, &mut to);
+                    let _ = forward(&mut from, &mut to, &st);
                     let _ = to.shutdown(std::net::Shutdown::Write);
                     if ends.fetch_add(1, Ordering::SeqCst) == 1 {
                         let removed = st
@@ -206,5 +260,90 @@ fn proxy_accept_loop(
                 state.shutdown_all();
             }
         }
+    }
+}
+
+/// Copies `from` to `to` until either ends, holding each chunk read while
+/// traffic is stalled.
+fn forward(
+    from: &mut std::net::TcpStream,
+    to: &mut std::net::TcpStream,
+    state: &ProxyState,
+) -> io::Result<()> {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = from.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        state.wait_while_stalled();
+        to.write_all(&buf[..n])?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read as _, Write as _};
+    use std::time::Duration;
+
+    use super::TcpProxy;
+    use crate::RedisServer;
+
+    /// Reads a reply of up to 64 bytes, or `None` if nothing came within `wait`.
+    fn read_reply(conn: &mut std::net::TcpStream, wait: Duration) -> Option<String> {
+        conn.set_read_timeout(Some(wait)).unwrap();
+        let mut buf = [0u8; 64];
+        match conn.read(&mut buf) {
+            Ok(n) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                None
+            }
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+
+    #[test]
+    fn a_stall_holds_the_bytes_sent_and_resume_delivers_them() {
+        let srv = RedisServer::start_tcp();
+        let proxy = TcpProxy::start(
+            format!("127.0.0.1:{}", srv.port().unwrap())
+                .parse()
+                .unwrap(),
+        );
+        let mut conn = std::net::TcpStream::connect(proxy.addr()).unwrap();
+        conn.write_all(b"PING\r\n").unwrap();
+        assert_eq!(
+            read_reply(&mut conn, Duration::from_secs(10)).as_deref(),
+            Some("+PONG\r\n")
+        );
+
+        proxy.stall();
+        assert!(proxy.is_stalled());
+        // the bytes are accepted (the write succeeds, the connection stays open)...
+        conn.write_all(b"SET k v\r\n").unwrap();
+        // ...but neither they nor a reply get through
+        assert_eq!(read_reply(&mut conn, Duration::from_millis(300)), None);
+        assert_eq!(
+            srv.cmd(&["EXISTS", "k"]),
+            deadpool_redis::redis::Value::Int(0),
+            "the SET was held by the stall"
+        );
+        assert_eq!(proxy.live_connections(), 1);
+
+        proxy.resume();
+        assert_eq!(
+            read_reply(&mut conn, Duration::from_secs(10)).as_deref(),
+            Some("+OK\r\n")
+        );
+        conn.write_all(b"GET k\r\n").unwrap();
+        assert_eq!(
+            read_reply(&mut conn, Duration::from_secs(10)).as_deref(),
+            Some("$1\r\nv\r\n")
+        );
     }
 }

@@ -4,9 +4,11 @@
 --- @include "lib/time"
 --- @include "lib/attempts"
 
--- Deletes job `jk` (`id`) and its attempt records.
+-- Deletes job `jk` (`id`) and its attempt records. A job key of another type
+-- (overwritten by hand) is deleted too: reading it must not fail the call.
 local function delete_job(jk, id)
-  local n = tonumber(redis.call('HGET', jk, 'attempt') or '') or 0
+  local attempt = redis.pcall('HGET', jk, 'attempt')
+  local n = type(attempt) == 'string' and tonumber(attempt) or 0
   if n > 0 then
     local fields = {}
     for i = 1, math.min(n, 1000) do fields[i] = attempt_field(id, i) end
@@ -15,28 +17,30 @@ local function delete_job(jk, id)
   redis.call('DEL', jk)
 end
 
--- Deletes terminal jobs beyond the retention policy; at most `budget` jobs.
+-- Deletes the jobs `ids` and their `done` entries (one ZREM per 1000); returns how many.
+local function delete_done(ids)
+  if #ids == 0 then return 0 end
+  for _, id in ipairs(ids) do delete_job(job_key(id), id) end
+  for i = 1, #ids, 1000 do
+    redis.call('ZREM', K_DONE, unpack(ids, i, math.min(i + 999, #ids)))
+  end
+  return #ids
+end
+
+-- Deletes terminal jobs beyond the retention policy, oldest first; at most
+-- `budget` jobs (callers bound it, so that no call is slow). Costs one command
+-- per limit in force when nothing is beyond it.
 local function purge(now, budget)
   local removed = 0
   if budget <= 0 then return 0 end
   if KEEP_AGE_MS > 0 then
-    local old = redis.call('ZRANGEBYSCORE', K_DONE, '-inf', fmt(now - KEEP_AGE_MS), 'LIMIT', 0, budget)
-    for _, id in ipairs(old) do
-      delete_job(job_key(id), id)
-      redis.call('ZREM', K_DONE, id)
-      removed = removed + 1
-    end
+    removed = delete_done(redis.call('ZRANGEBYSCORE', K_DONE, '-inf', fmt(now - KEEP_AGE_MS), 'LIMIT', 0, budget))
   end
   if KEEP_COUNT > 0 and removed < budget then
     local excess = redis.call('ZCARD', K_DONE) - KEEP_COUNT
     if excess > budget - removed then excess = budget - removed end
     if excess > 0 then
-      local victims = redis.call('ZRANGE', K_DONE, 0, excess - 1)
-      for _, id in ipairs(victims) do
-        delete_job(job_key(id), id)
-        redis.call('ZREM', K_DONE, id)
-        removed = removed + 1
-      end
+      removed = removed + delete_done(redis.call('ZRANGE', K_DONE, 0, excess - 1))
     end
   end
   return removed

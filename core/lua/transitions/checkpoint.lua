@@ -5,15 +5,18 @@
 -- Called by settle: checkpoint(batch, jk, lk, token, step, output, next_step, ttl,
 -- lock_ttl, has_lock); `lk` is the lock key (the job key when none), `next_step`
 -- '' after the last step.
--- Reply: {'OK', cancel_reason or ''} | refusal
+-- Reply: {'OK', cancel_reason or ''} | refusal | {'CORRUPT', problem, field}
 --- @include "lib/time"
 --- @include "lib/indexes"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
+--- @include "lib/args"
 local function checkpoint(batch, jk, lk, token, step, output, next_step, ttl, lock_ttl, has_lock)
   local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token', 'started_at')
   local refusal = refusal_of(f[4], f[5], 'checkpoint', nil, token)
   if refusal then return refusal end
+  local corrupt = corrupt_field({ id = f[1], started_at = f[6] }, { 'id', 'started_at' })
+  if corrupt then return corrupt end
   local now = now_ms()
   -- The resource lock vanished and another job took it: this holder lost it.
   local holder = has_lock and redis.call('GET', lk)

@@ -12,6 +12,8 @@
 -- last_output), the flags as booleans; `last_step` (with its output) is a step
 -- completed just before the end, recorded as its checkpoint would ('' for none).
 -- Reply: {'OK', outcome} | {'RETRY', next attempt, not_before ms} | refusal
+--        | {'CORRUPT', problem, field}: a field it reads is malformed (nothing written).
+-- Every field the chosen path reads is checked before the first write.
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -21,11 +23,11 @@
 --- @include "lib/locks"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
+--- @include "lib/args"
 local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
     reason, res, interrupted, last_step, last_output)
-  if outcome ~= 'CANCELLED' and outcome ~= 'SUCCEEDED' and outcome ~= 'FAILED' then
-    return { 'BAD_ARG', 'outcome' }
-  end
+  if not TERMINAL[outcome] then return { 'BAD_ARG', 'outcome' } end
+  if type(backoff) ~= 'number' or backoff < 0 then return { 'BAD_ARG', 'backoff' } end
   local j = load_job(jk)
   -- A worker shutting down with a cancel pending (not yet seen by it) ends the
   -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
@@ -37,11 +39,28 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   end
   local refusal = refuse_job(j, 'finish', outcome, token)
   if refusal then return refusal end
+  local corrupt = corrupt_field(j, { 'id', 'attempt' })
+  if corrupt then return corrupt end
   local now = now_ms()
   local f = { j.id, j.attempt, j.max_attempts, j.worker, j.state, j.priority, j.input_key, j.cancel_reason }
-  local id, attempt, max_attempts, worker, from = f[1], tonumber(f[2]), tonumber(f[3]) or 1, f[4], f[5]
-  if not attempt then
-    return { 'CORRUPT', 'attempt number ' .. tostring(f[2]) .. ' is not a number' }
+  local id, attempt, worker, from = f[1], tonumber(f[2]), f[4], f[5]
+  -- A pending cancel request stops the job: no new attempt would honour it (the
+  -- request would be cleared with the episode), so the attempt ends FAILED, keeping it.
+  local cancel_pending = f[8] and f[8] ~= ''
+  -- whether the attempt is retried; decided (and what it reads checked) before any write
+  local retried = false
+  if outcome == 'FAILED' and not cancel_pending then
+    if interrupted then
+      retried = true
+    elseif retryable then
+      corrupt = corrupt_field(j, { 'max_attempts' })
+      if corrupt then return corrupt end
+      retried = attempt < tonumber(j.max_attempts)
+    end
+  end
+  if retried then
+    corrupt = corrupt_field(j, { 'priority' })
+    if corrupt then return corrupt end
   end
   -- every field this call sets, written with one HSET at the end
   local sets = {}
@@ -89,10 +108,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   end
   emit(batch.events, 'finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
 
-  -- A pending cancel request stops the job: no new attempt would honour it (the
-  -- request would be cleared with the episode), so the attempt ends FAILED, keeping it.
-  local cancel_pending = f[8] and f[8] ~= ''
-  if outcome == 'FAILED' and not cancel_pending and (interrupted or (retryable and attempt < max_attempts)) then
+  if retried then
     local next_attempt = attempt + 1
     local not_before = now + backoff
     redis.call('HDEL', jk, unpack(EPISODE_FIELDS))

@@ -1,7 +1,7 @@
 -- release: LEASED -> QUEUED, the holder hands an unstarted job back (shutdown);
 -- LEASED -> CANCELLED instead when a cancel was requested meanwhile.
 -- Called by settle: release(batch, jk, k_ready, k_wake, lk, pk, token, res).
--- Reply: {'OK', 'QUEUED' | 'CANCELLED'} | refusal
+-- Reply: {'OK', 'QUEUED' | 'CANCELLED'} | refusal | {'CORRUPT', problem, field}
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -10,11 +10,15 @@
 --- @include "lib/locks"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
+--- @include "lib/args"
 local function release(batch, jk, k_ready, k_wake, lk, pk, token, res)
   local refusal = refuse_unless(jk, 'release', nil, token)
   if refusal then return refusal end
   local now = now_ms()
   local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'priority', 'created_at', 'cancel_reason')
+  local corrupt = corrupt_field({ id = f[1], attempt = f[2], priority = f[4], created_at = f[5] },
+    { 'id', 'attempt', 'priority', 'created_at' })
+  if corrupt then return corrupt end
   local id = f[1]
   release_lock_at(lk, pk, res, id)
   redis.call('ZREM', K_LEASES, id)

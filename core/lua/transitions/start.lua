@@ -6,18 +6,22 @@
 -- call's {ix = index batch, events = event log}; `lk` and `pk` are the lock and
 -- parked keys of resource `res` (the job key for both when it has none).
 -- Reply: {'OK', 'RUNNING'} | {'OK', 'CANCELLED', reason} | refusal
+--        | {'CORRUPT', problem, field} (a field it reads is malformed; nothing written)
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
 --- @include "lib/locks"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
+--- @include "lib/args"
 local function start(batch, jk, lk, pk, token, step, res)
   local f = redis.call('HMGET', jk, 'state', 'token', 'cancel_reason', 'id', 'attempt', 'worker')
   local state = f[1]
   local refusal = refusal_of(state, f[2], 'start', nil, token)
   if refusal then return refusal end
   if state == 'RUNNING' then return { 'OK', 'RUNNING' } end
+  local corrupt = corrupt_field({ id = f[4], attempt = f[5] }, { 'id', 'attempt' })
+  if corrupt then return corrupt end
   local now = now_ms()
   local id = f[4]
   if f[3] and f[3] ~= '' then

@@ -48,10 +48,18 @@ pub(crate) fn refusal(
             state,
             op,
         }),
-        "CORRUPT" => reply.text().map(|detail| Error::Corrupt {
-            key: keys.job(job),
-            field: "attempt".into(),
-            problem: detail,
+        // {'CORRUPT', problem, field}; replies without the field are about the attempt
+        "CORRUPT" => reply.text().and_then(|detail| {
+            let field = if reply.remaining() > 0 {
+                reply.text()?
+            } else {
+                "attempt".into()
+            };
+            Ok(Error::Corrupt {
+                key: keys.job(job),
+                field,
+                problem: detail,
+            })
         }),
         "OP_ERROR" => reply.text().map(|detail| Error::Corrupt {
             key: keys.job(job),

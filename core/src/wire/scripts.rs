@@ -29,6 +29,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib/jobs", include_str!("../../lua/lib/jobs.lua")),
     ("lib/attempts", include_str!("../../lua/lib/attempts.lua")),
     ("lib/retention", include_str!("../../lua/lib/retention.lua")),
+    ("lib/args", include_str!("../../lua/lib/args.lua")),
     (
         "transitions/start",
         include_str!("../../lua/transitions/start.lua"),

@@ -3,9 +3,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{Notify, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use crate::id::JobId;
@@ -42,14 +42,18 @@ pub(crate) struct ActiveJob {
     run_permit: Mutex<Option<OwnedSemaphorePermit>>,
     /// When the job started running (its start was accepted).
     running_since: Mutex<Option<Instant>>,
-    /// Local (monotonic) time by which the lease is surely expired unless renewed.
-    deadline: Mutex<Instant>,
+    /// When the last call that confirmed the lease (the lease itself, a
+    /// renewal, a checkpoint) was sent, on this worker's monotonic clock: Redis
+    /// set the lease's deadline after that instant, so it lies beyond
+    /// `confirmed_at + ttl` (see [`ActiveJob::local_deadline`]).
+    confirmed_at: Mutex<Instant>,
     /// The process's metrics.
     pub(crate) metrics: Arc<Metrics>,
 }
 
 impl ActiveJob {
-    /// A job just leased at `leased_at`, held by `worker` from `queue`.
+    /// A job just leased, held by `worker` from `queue`; `leased_at` is when
+    /// the call that leased it was sent.
     pub(crate) fn new(
         lease: Lease,
         queue: String,
@@ -65,7 +69,6 @@ impl ActiveJob {
             cancel: CancellationToken::new(),
             cancel_reason: Mutex::new(None),
         });
-        let deadline = leased_at + lease.ttl;
         Arc::new(ActiveJob {
             lease: Arc::new(lease),
             queue,
@@ -74,7 +77,7 @@ impl ActiveJob {
             ending: AtomicBool::new(false),
             run_permit: Mutex::new(None),
             running_since: Mutex::new(None),
-            deadline: Mutex::new(deadline),
+            confirmed_at: Mutex::new(leased_at),
             metrics,
         })
     }
@@ -168,44 +171,81 @@ impl ActiveJob {
         &self.shared.cancel
     }
 
-    /// Moves the local deadline after a successful renewal sent at `sent_at`.
+    /// Moves the local deadline on after a call sent at `sent_at` confirmed
+    /// the lease (a renewal, a checkpoint).
     pub(crate) fn renewed(&self, sent_at: Instant) {
-        if let Ok(mut d) = self.deadline.lock() {
-            let next = sent_at + self.lease.ttl;
-            if next > *d {
-                *d = next;
+        if let Ok(mut at) = self.confirmed_at.lock() {
+            if sent_at > *at {
+                *at = sent_at;
             }
         }
     }
 
-    /// True when the local deadline has passed without a renewal.
-    pub(crate) fn expired_locally(&self, now: Instant) -> bool {
-        self.deadline.lock().map(|d| now >= *d).unwrap_or(true)
+    /// When the last call that confirmed the lease was sent.
+    pub(crate) fn confirmed_at(&self) -> Instant {
+        // a poisoned lock reads as never confirmed since the lease: the earliest deadline
+        match self.confirmed_at.lock() {
+            Ok(at) => *at,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
     }
+
+    /// The lease's local deadline on this worker's monotonic clock: when the
+    /// last confirming call was sent, plus the TTL, minus [`deadline_margin`].
+    /// Redis's own deadline for the lease is later, whatever the calls' latency.
+    pub(crate) fn local_deadline(&self) -> Instant {
+        let ttl = self.lease.ttl;
+        self.confirmed_at() + ttl - deadline_margin(ttl)
+    }
+
+    /// True when the local deadline has passed without a confirmed renewal.
+    pub(crate) fn expired_locally(&self, now: Instant) -> bool {
+        now >= self.local_deadline()
+    }
+}
+
+/// How long before the end of a lease's TTL (counted from the sending of the
+/// call that confirmed it) its holder gives it up: a tenth of the TTL, at
+/// least 300 ms, but never more than a quarter of it. It covers the clocks
+/// of the worker and Redis running at slightly different rates and the time
+/// a step takes to see its cancellation.
+pub(crate) fn deadline_margin(ttl: Duration) -> Duration {
+    (ttl / 10).max(Duration::from_millis(300)).min(ttl / 4)
 }
 
 /// Every job the worker holds, by id.
 #[derive(Debug, Default)]
-pub(crate) struct ActiveJobs(Mutex<HashMap<JobId, Arc<ActiveJob>>>);
+pub(crate) struct ActiveJobs {
+    /// The jobs, by id.
+    jobs: Mutex<HashMap<JobId, Arc<ActiveJob>>>,
+    /// Notified when a job is added (the deadline watchdog looks again).
+    added: Notify,
+}
 
 impl ActiveJobs {
     /// Adds a job the worker now holds.
     pub(crate) fn insert(&self, job: Arc<ActiveJob>) {
-        if let Ok(mut map) = self.0.lock() {
+        if let Ok(mut map) = self.jobs.lock() {
             map.insert(job.lease.job.clone(), job);
         }
+        self.added.notify_one();
+    }
+
+    /// Completes once a job was added since the last call returned.
+    pub(crate) async fn added(&self) {
+        self.added.notified().await
     }
 
     /// Removes a job whose task ended.
     pub(crate) fn remove(&self, id: &JobId) {
-        if let Ok(mut map) = self.0.lock() {
+        if let Ok(mut map) = self.jobs.lock() {
             map.remove(id);
         }
     }
 
     /// The jobs held right now.
     pub(crate) fn snapshot(&self) -> Vec<Arc<ActiveJob>> {
-        self.0
+        self.jobs
             .lock()
             .map(|m| m.values().cloned().collect())
             .unwrap_or_default()
@@ -213,6 +253,64 @@ impl ActiveJobs {
 
     /// How many jobs are held right now.
     pub(crate) fn len(&self) -> usize {
-        self.0.lock().map(|m| m.len()).unwrap_or(0)
+        self.jobs.lock().map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::{deadline_margin, ActiveJob};
+    use crate::id::JobId;
+    use crate::lease::Lease;
+
+    fn held(ttl: Duration, leased_at: Instant) -> Arc<ActiveJob> {
+        let lease = Lease {
+            job: JobId::new(),
+            token: "t".into(),
+            fence: 1,
+            attempt: 1,
+            pipeline: "p".into(),
+            input: "{}".into(),
+            resource: None,
+            last_step: None,
+            last_output: None,
+            ttl,
+            not_before: 0,
+        };
+        ActiveJob::new(lease, "q".into(), "w", leased_at, Arc::default())
+    }
+
+    #[test]
+    fn the_margin_is_a_tenth_of_the_ttl_at_least_300ms_at_most_a_quarter() {
+        let ms = Duration::from_millis;
+        assert_eq!(deadline_margin(Duration::from_secs(30)), ms(3000));
+        assert_eq!(deadline_margin(Duration::from_secs(3)), ms(300));
+        assert_eq!(deadline_margin(Duration::from_secs(1)), ms(250));
+        assert_eq!(deadline_margin(ms(400)), ms(100));
+    }
+
+    #[test]
+    fn the_local_deadline_counts_from_the_sending_of_the_last_confirming_call() {
+        let ttl = Duration::from_secs(3);
+        let leased_at = Instant::now();
+        let job = held(ttl, leased_at);
+        assert_eq!(
+            job.local_deadline(),
+            leased_at + Duration::from_millis(2700)
+        );
+        assert!(!job.expired_locally(leased_at + Duration::from_millis(2699)));
+        assert!(job.expired_locally(leased_at + Duration::from_millis(2700)));
+        let renewed_at = leased_at + Duration::from_secs(1);
+        job.renewed(renewed_at);
+        assert_eq!(
+            job.local_deadline(),
+            renewed_at + Duration::from_millis(2700)
+        );
+        // a confirmation of an older call (a checkpoint sent before the renewal) never moves it back
+        job.renewed(leased_at);
+        assert_eq!(job.confirmed_at(), renewed_at);
     }
 }

@@ -43,13 +43,20 @@ enum Gone {
 }
 
 /// Calls a holder operation, retrying transient Redis failures while the lease
-/// may still be ours.
+/// may still be ours; sends nothing once the lease is lost (a renewal or a
+/// refusal said so, or its local deadline passed: see `watchdog.rs`).
 async fn holder_call<T, F, Fut>(active: &ActiveJob, what: &str, mut op: F) -> Result<T, Gone>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
     let mut backoff = Duration::from_millis(50);
+    if let Some(StopWhy::Lost(reason)) = active.why() {
+        // the lease is gone or past its local deadline: a write now would be
+        // refused at best (stale token), and could hang on a cut-off connection
+        warn!(%reason, "{what} not sent: the lease is lost; the attempt writes nothing more");
+        return Err(Gone::Lost);
+    }
     if what == "finish" || what == "release" {
         active.mark_ending();
     }
@@ -83,19 +90,21 @@ fn unit_random() -> f64 {
 }
 
 /// Runs one attempt at a leased job, from its run slot to its final operation,
-/// holding the job in the worker's active jobs meanwhile.
+/// holding the job in the worker's active jobs meanwhile; `leased_at` is when
+/// the call that leased it was sent (its local deadline counts from there).
 pub(crate) async fn run(
     shared: Arc<Shared>,
     runner: Arc<dyn Runner>,
     queue: Queue,
     settler: Settler,
     lease: Lease,
+    leased_at: Instant,
 ) {
     let active = ActiveJob::new(
         lease,
         queue.name().to_owned(),
         &shared.id,
-        Instant::now(),
+        leased_at,
         shared.metrics.clone(),
     );
     shared.active.insert(active.clone());
@@ -419,14 +428,19 @@ impl Attempt<'_> {
                 .await;
             return AfterStep::Ended;
         }
+        // a checkpoint renews the lease: its first sending is the (earliest) confirmation time
+        let sent_at = Instant::now();
         match holder_call(active, "checkpoint", || {
             self.settler.checkpoint(lease, spec.name, &output, next)
         })
         .await
         {
             Err(Gone::Lost) => return AfterStep::Ended,
-            Ok(Some(reason)) => active.stop(StopWhy::Cancel(reason)),
-            Ok(None) => {}
+            Ok(Some(reason)) => {
+                active.renewed(sent_at);
+                active.stop(StopWhy::Cancel(reason))
+            }
+            Ok(None) => active.renewed(sent_at),
         }
         debug!(step = spec.name, elapsed = ?started.elapsed(), "step completed");
         AfterStep::Next(output)

@@ -6,13 +6,14 @@
 //!   (500 leases a call at most), moving each job's local deadline on;
 //! - tells job tasks what a renewal found: a cancel request (phase B) or a
 //!   lost lease stops the job's running step;
-//! - stops a job whose lease passed its local deadline without a renewal
-//!   (cut off from Redis: it is surely swept);
+//! - a lease that passes its local deadline without a confirmed renewal is
+//!   not this task's to stop: its calls may hang for as long as Redis is out
+//!   of reach, so the watchdog (`watchdog.rs`) does it on its own;
 //! - registers the worker (its id, pipelines, concurrency, active jobs,
 //!   draining or not) after each renewal and at once when shutdown begins, and
 //!   deregisters it when the task stops;
 //! - drives the sweeper (`sweeper.rs`) at the sweep interval until shutdown
-//!   begins.
+//!   begins, side by side with the renewals, so a long sweep never delays one.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,28 +53,45 @@ pub(crate) async fn run(hb: Heartbeat) {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
+    // renewals and sweeps run side by side: a long sweep never delays a renewal
+    // (a lease not renewed in time is given up at its local deadline)
+    tokio::join!(renewals(&hb, started), sweeps(&hb));
+    deregister(&hb).await;
+}
+
+/// Renews the held leases and registers the worker at each renewal interval,
+/// and once more when shutdown begins, until `hb.stop` fires.
+async fn renewals(hb: &Heartbeat, started: u128) {
     let mut tick = tokio::time::interval(hb.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // the sweeper keeps its own interval, independent of the renewal tick
-    let mut sweep_tick = tokio::time::interval(hb.sweeper.every);
-    sweep_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut announced = false;
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                renew_all(&hb).await;
-                register(&hb, started).await;
+                renew_all(hb).await;
+                register(hb, started).await;
             }
-            _ = sweep_tick.tick(), if !hb.shared.stop_leasing.is_cancelled() => hb.sweeper.sweep_all().await,
             // tell operators at once that this worker is draining
             _ = hb.shared.stop_leasing.cancelled(), if !announced => {
                 announced = true;
-                register(&hb, started).await;
+                register(hb, started).await;
             }
-            _ = hb.stop.cancelled() => break,
+            _ = hb.stop.cancelled() => return,
         }
     }
-    deregister(&hb).await;
+}
+
+/// Drives the sweeper at its own interval until shutdown begins.
+async fn sweeps(hb: &Heartbeat) {
+    let mut sweep_tick = tokio::time::interval(hb.sweeper.every);
+    sweep_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = sweep_tick.tick() => hb.sweeper.sweep_all().await,
+            _ = hb.shared.stop_leasing.cancelled() => return,
+            _ = hb.stop.cancelled() => return,
+        }
+    }
 }
 
 /// Renews every held lease, telling job tasks of cancels and lost leases.
@@ -94,6 +112,16 @@ async fn renew_all(hb: &Heartbeat) {
                     };
                     let metrics = &hb.shared.metrics;
                     for (job, status) in chunk.iter().zip(statuses) {
+                        if job.is_lost() {
+                            // given up meanwhile (its local deadline passed while this
+                            // call hung): already stopped, logged and counted
+                            if let Renewal::Lost { state } = &status {
+                                info!(job = %job.lease.job, ?state, "lease lost, as assumed at its local deadline");
+                            } else {
+                                debug!(job = %job.lease.job, ?status, "renewal answered for a lease already given up");
+                            }
+                            continue;
+                        }
                         if matches!(status, Renewal::Lost { .. }) && job.is_ending() {
                             // the job's finish or release landed first: its own reply reports it
                             debug!(job = %job.lease.job, "lease already ended by the job's final operation");
@@ -126,23 +154,6 @@ async fn renew_all(hb: &Heartbeat) {
                 }
                 Err(e) => warn!(queue = %queue.name(), error = %e, "lease renewal failed"),
             }
-        }
-    }
-    // cut off from Redis past a lease's deadline: it is surely swept; stop the step
-    let now = Instant::now();
-    for job in active {
-        if !job.is_lost() && job.expired_locally(now) {
-            warn!(job = %job.lease.job, "no renewal before the lease deadline: assuming it lost");
-            hb.shared
-                .metrics
-                .leases_lost
-                .get_or_create(&QueueLabels {
-                    queue: job.queue.clone(),
-                })
-                .inc();
-            job.stop(StopWhy::Lost(
-                "lease expired without a renewal (cut off from Redis)".into(),
-            ));
         }
     }
 }

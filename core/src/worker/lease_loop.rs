@@ -19,7 +19,7 @@
 //! - at shutdown, stops leasing and keeps settling until every job task ended.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
@@ -402,6 +402,8 @@ impl LeaseLoop {
             pipelines: &pipelines,
             n: want,
         });
+        // the leases' local deadlines count from here: Redis sets theirs later
+        let sent_at = Instant::now();
         let result = self.group.queue.settle(&ops, request, self.group.ttl).await;
         drop(ops);
         match result {
@@ -417,7 +419,7 @@ impl LeaseLoop {
                 let found_nothing = want > 0 && leased.leases.is_empty();
                 let next_due = leased.next_due;
                 if let Some(settler) = &settler {
-                    self.spawn_jobs(settler, leased, &mut permits);
+                    self.spawn_jobs(settler, leased, sent_at, &mut permits);
                 }
                 CallDone::Settled {
                     found_nothing,
@@ -443,11 +445,13 @@ impl LeaseLoop {
     }
 
     /// Counts the leased jobs in the metrics and spawns a task for each, with
-    /// one of `permits` (its lease slot) held until the task ends.
+    /// one of `permits` (its lease slot) held until the task ends; `sent_at`
+    /// is when the call that leased them was sent.
     fn spawn_jobs(
         &self,
         settler: &Settler,
         leased: Leased,
+        sent_at: Instant,
         permits: &mut Vec<OwnedSemaphorePermit>,
     ) {
         let metrics = &self.shared.metrics;
@@ -485,7 +489,7 @@ impl LeaseLoop {
             let queue = self.group.queue.clone();
             let settler = settler.clone();
             self.jobs.spawn(async move {
-                attempt::run(shared, runner, queue, settler, lease).await;
+                attempt::run(shared, runner, queue, settler, lease, sent_at).await;
                 drop(permit);
             });
         }

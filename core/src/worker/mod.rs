@@ -10,6 +10,8 @@
 //! - `attempt.rs`: one attempt at a leased job, step by step; `step.rs` runs
 //!   one step;
 //! - `heartbeat.rs`: lease renewal and the worker's registration;
+//!   `watchdog.rs`: stops a job whose lease passed its local deadline without
+//!   a confirmed renewal (cut off from Redis), whatever calls are in flight;
 //! - `sweeper.rs`: recovery of expired leases; `cleanup_claims.rs`: cleanup
 //!   hooks of resolved STALE jobs;
 //! - `active.rs`: the jobs held right now; `shared.rs`: state all parts share;
@@ -26,6 +28,7 @@ mod shared;
 mod step;
 mod sweeper;
 mod waiter;
+mod watchdog;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -408,6 +411,7 @@ impl Worker {
                 tasks: jobs.clone(),
             },
         };
+        let watchdog = tokio::spawn(watchdog::run(shared.clone(), stop_background.clone()));
         let heartbeat = tokio::spawn(heartbeat::run(heartbeat::Heartbeat {
             shared: shared.clone(),
             queues: queues.clone(),
@@ -453,6 +457,9 @@ impl Worker {
         stop_background.cancel();
         if let Err(e) = heartbeat.await {
             warn!(error = %e, "heartbeat task ended abnormally");
+        }
+        if let Err(e) = watchdog.await {
+            warn!(error = %e, "lease deadline watchdog ended abnormally");
         }
         info!(worker = %shared.id, "worker stopped");
         Ok(())

@@ -1,0 +1,768 @@
+//! Every script clients call checks all of its arguments, and the job fields it
+//! reads, before it writes anything. Each script is called directly (the exact
+//! text the crate runs, `leasehold::wire::script_source`) on realistic state,
+//! with the fixed KEYS and common ARGV the crate sends, once per malformed value
+//! of each argument: the reply is a clean refusal (a `BAD_ARG` error reply, or
+//! a `BAD_ARG`/`CORRUPT` status) and a full dump of Redis is byte-identical
+//! afterwards. Arguments where any text is legal (reasons, messages, outputs)
+//! are shown to succeed with odd text. Corrupt job fields get the same check.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use leasehold::redis::{self, Value};
+use leasehold::{AttemptError, JobId, JobState, Lease, Outcome, Queue};
+use leasehold_testkit::RedisServer;
+use support::{connect, enqueue, force_expire, get, job, lease_one, read, TTL};
+
+/// A call of one script: every KEYS and every ARGV (from ARGV[1]).
+#[derive(Clone, Debug)]
+struct Call {
+    keys: Vec<String>,
+    args: Vec<String>,
+}
+
+/// What one malformed (or merely odd) value must lead to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Expect {
+    /// A clean refusal, and nothing written.
+    Refused,
+    /// Any text is legal here: the call succeeds.
+    Accepted,
+}
+use Expect::{Accepted, Refused};
+
+/// Values that are not plain non-negative integers.
+const NOT_COUNTS: [&str; 6] = ["x", "-1", "", "1.5", "1e3", "99999999999999999999"];
+/// The same, and zero (for values that must be positive).
+const NOT_POSITIVE: [&str; 7] = ["x", "-1", "", "1.5", "1e3", "99999999999999999999", "0"];
+/// Values that are not flags ('1', '0' or '').
+const NOT_FLAGS: [&str; 3] = ["yes", "2", "true"];
+/// Text any free-text argument must take.
+const ODD_TEXT: [&str; 3] = ["", "a, b @ {c} \"quoted\" \\ ✓", "not json {"];
+
+/// The script `name` exactly as the crate builds it.
+fn source(name: &str) -> String {
+    leasehold::wire::script_source(name).expect("a script clients call")
+}
+
+/// The fixed KEYS and the common ARGV (events cap, keep count, keep age ms), as
+/// `Queue` sends them, followed by the script's own keys and values.
+fn call(q: &Queue, keys: &[String], args: &[&str]) -> Call {
+    let cfg = q.config();
+    let mut all_keys: Vec<String> = q.keys().fixed().to_vec();
+    all_keys.extend_from_slice(keys);
+    let mut all_args = vec![
+        cfg.events_max_len.to_string(),
+        cfg.retention.keep_count.to_string(),
+        cfg.retention.keep_age.as_millis().to_string(),
+    ];
+    all_args.extend(args.iter().map(|a| a.to_string()));
+    Call {
+        keys: all_keys,
+        args: all_args,
+    }
+}
+
+/// Runs `call` on script `name` with `EVAL`.
+fn eval(srv: &RedisServer, name: &str, call: &Call) -> redis::RedisResult<Value> {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(source(name)).arg(call.keys.len());
+    for k in &call.keys {
+        cmd.arg(k);
+    }
+    for a in &call.args {
+        cmd.arg(a);
+    }
+    cmd.query(&mut srv.connection())
+}
+
+/// Every key of the server, rendered and as raw `DUMP` payloads.
+fn full_dump(srv: &RedisServer) -> (BTreeMap<String, String>, BTreeMap<String, Vec<u8>>) {
+    let rendered = srv.dump("*");
+    let mut con = srv.connection();
+    let raw = rendered
+        .keys()
+        .map(|k| {
+            let payload: Option<Vec<u8>> = redis::cmd("DUMP").arg(k).query(&mut con).unwrap();
+            (k.clone(), payload.expect("key vanished while dumping"))
+        })
+        .collect();
+    (rendered, raw)
+}
+
+/// The first refusal status (`BAD_ARG`, `CORRUPT`, `OP_ERROR`) at the head of
+/// the reply or of one of its nested arrays, with the text after it.
+fn refusal_in(v: &Value) -> Option<String> {
+    match v {
+        Value::Array(items) => {
+            let text = |v: &Value| match v {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                other => format!("{other:?}"),
+            };
+            if let Some(head) = items.first() {
+                if ["BAD_ARG", "CORRUPT", "OP_ERROR"].contains(&text(head).as_str()) {
+                    return Some(items.iter().map(text).collect::<Vec<_>>().join(" "));
+                }
+            }
+            items.iter().find_map(refusal_in)
+        }
+        _ => None,
+    }
+}
+
+/// Calls `name` with ARGV[`arg`] replaced by `value` and checks `expect`.
+#[track_caller]
+fn check(srv: &RedisServer, name: &str, base: &Call, arg: usize, value: &str, expect: Expect) {
+    let mut c = base.clone();
+    assert!(
+        arg >= 1 && arg <= c.args.len(),
+        "{name}: no ARGV[{arg}] in {:?}",
+        c.args
+    );
+    c.args[arg - 1] = value.to_owned();
+    let what = format!("{name} with ARGV[{arg}] = {value:?}");
+    let before = full_dump(srv);
+    let reply = eval(srv, name, &c);
+    match expect {
+        Refused => {
+            match &reply {
+                Err(e) => assert!(
+                    e.to_string().contains("BAD_ARG"),
+                    "{what}: an error reply that is not a BAD_ARG refusal: {e}"
+                ),
+                Ok(v) => assert!(
+                    refusal_in(v).is_some(),
+                    "{what}: accepted ({v:?}), should be refused"
+                ),
+            }
+            let after = full_dump(srv);
+            assert!(
+                before == after,
+                "{what}: refused ({reply:?}) but Redis changed:\nbefore {:#?}\nafter {:#?}",
+                before.0,
+                after.0
+            );
+        }
+        Accepted => {
+            let v = reply.unwrap_or_else(|e| panic!("{what}: any text is legal here: {e}"));
+            assert!(
+                refusal_in(&v).is_none(),
+                "{what}: any text is legal here, got {v:?}"
+            );
+        }
+    }
+}
+
+/// The cases of the common ARGV every script receives.
+fn common_cases() -> Vec<(usize, &'static str, Expect)> {
+    let mut cases = Vec::new();
+    for arg in 1..=3 {
+        for v in NOT_COUNTS {
+            cases.push((arg, v, Refused));
+        }
+    }
+    cases
+}
+
+/// Adds `values` at `arg` with `expect` to `cases`.
+fn add(
+    cases: &mut Vec<(usize, &'static str, Expect)>,
+    arg: usize,
+    values: &[&'static str],
+    expect: Expect,
+) {
+    cases.extend(values.iter().map(|v| (arg, *v, expect)));
+}
+
+/// Runs every case on fresh state made by `setup` (the server emptied first).
+async fn run_cases<F, Fut>(
+    srv: &RedisServer,
+    name: &str,
+    cases: &[(usize, &'static str, Expect)],
+    setup: F,
+) where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Call>,
+{
+    for (arg, value, expect) in cases {
+        let _: () = get(srv, &["FLUSHALL"]);
+        let base = setup().await;
+        check(srv, name, &base, *arg, value, *expect);
+    }
+    // and the base call itself is accepted
+    let _: () = get(srv, &["FLUSHALL"]);
+    let base = setup().await;
+    let v = eval(srv, name, &base).unwrap_or_else(|e| panic!("{name}: the base call fails: {e}"));
+    assert!(
+        refusal_in(&v).is_none(),
+        "{name}: the base call is refused: {v:?}"
+    );
+}
+
+fn failed(retryable: bool, backoff: Duration) -> Outcome {
+    Outcome::Failed {
+        error: AttemptError {
+            kind: "io".into(),
+            message: "disk full".into(),
+            retryable,
+        },
+        backoff,
+        cleanup_needed: false,
+    }
+}
+
+/// A leased job of pipeline `p` (with resource `R` when `resource`), max 3 attempts.
+async fn leased(q: &Queue, resource: bool) -> Lease {
+    let mut new = job("p", 1).max_attempts(3);
+    if resource {
+        new = new.resource("R");
+    }
+    enqueue(q, new).await;
+    lease_one(q, "w1", "p").await
+}
+
+/// A RUNNING job (started at step `fetch`).
+async fn running(q: &Queue, resource: bool) -> Lease {
+    let l = leased(q, resource).await;
+    q.start(&l, "fetch").await.expect("start");
+    l
+}
+
+/// A settle call of operations `ops` (kind, token, resource, values...) with
+/// `keys`, asking no lease.
+fn settle_call(q: &Queue, keys: &[String], ops: usize, values: &[&str]) -> Call {
+    let ttl = TTL.as_millis().to_string();
+    let lock_ttl = (TTL.as_millis() + 3_600_000).to_string();
+    let n = ops.to_string();
+    let mut args: Vec<&str> = vec!["", &ttl, &lock_ttl, &n, "0", "0"];
+    args.extend_from_slice(values);
+    call(q, keys, &args)
+}
+
+// ---- the reproduction ---------------------------------------------------
+
+/// Calling finish (through settle, as the crate does) as FAILED and retryable
+/// with a backoff of `soon` used to record the attempt, unlease the job and drop
+/// its token before failing (or, later, to take `soon` as no backoff at all):
+/// now the call is refused, nothing changes, and the job is still RUNNING in
+/// the lease index, where a sweep finds it.
+#[tokio::test]
+async fn a_finish_with_backoff_soon_is_refused_before_any_write() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let l = running(&q, false).await;
+    let k = q.keys().clone();
+    let keys = [
+        k.job(l.job.as_str()),
+        k.ready("p"),
+        k.delayed("p"),
+        k.wake("p"),
+    ];
+    let c = settle_call(
+        &q,
+        &keys,
+        1,
+        &[
+            "finish",
+            &l.token,
+            "",
+            "FAILED",
+            "",
+            "",
+            "io",
+            "disk full",
+            "1",
+            "soon",
+            "0",
+            "",
+            "0",
+        ],
+    );
+    let before = full_dump(&srv);
+    let err = eval(&srv, "settle", &c).expect_err("a backoff of `soon` must be refused");
+    assert!(err.to_string().contains("BAD_ARG"), "{err}");
+    assert!(err.to_string().contains("backoff"), "{err}");
+    assert!(
+        before == full_dump(&srv),
+        "the refused finish changed Redis"
+    );
+    let j = read(&q, &l.job).await;
+    assert_eq!(j.state, JobState::Running);
+    let leases: Vec<String> = get(&srv, &["ZRANGE", &k.leases(), "0", "-1"]);
+    assert_eq!(leases, [l.job.to_string()], "still in the lease index");
+    // the same call with a number is applied
+    let mut ok = c.clone();
+    let at = ok.args.iter().position(|a| a == "soon").unwrap();
+    ok.args[at] = "1000".into();
+    let v = eval(&srv, "settle", &ok).unwrap();
+    assert!(format!("{v:?}").contains("RETRY"), "{v:?}");
+}
+
+// ---- settle ---------------------------------------------------------------------
+
+/// settle's own header (ARGV 4..9) and each operation kind's values.
+#[tokio::test]
+async fn settle_refuses_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+
+    // a start of a job holding R, then a lease of one more job
+    let mut cases = common_cases();
+    add(&mut cases, 5, &NOT_POSITIVE, Refused); // lease ttl
+    add(&mut cases, 6, &NOT_POSITIVE, Refused); // lock ttl
+    add(&mut cases, 7, &NOT_COUNTS, Refused); // operations
+    add(&mut cases, 8, &["x", "-1", "", "0"], Refused); // pipelines (a lease needs one)
+    add(&mut cases, 9, &["x", "-1", "", "1.5"], Refused); // jobs to lease
+    add(&mut cases, 4, &[""], Refused); // worker, when leasing
+    add(&mut cases, 11, &[""], Refused); // token
+    add(&mut cases, 12, &["S"], Refused); // a resource whose keys were not given
+    add(&mut cases, 13, &ODD_TEXT, Accepted); // first step
+    add(&mut cases, 14, &[""], Refused); // lease token
+    run_cases(&srv, "settle", &cases, || async {
+        let l = leased(&q, true).await;
+        enqueue(&q, job("p", 2)).await;
+        let ttl = TTL.as_millis().to_string();
+        let lock_ttl = (TTL.as_millis() + 3_600_000).to_string();
+        let keys = [
+            k.job(l.job.as_str()),
+            k.lock("R"),
+            k.parked("R"),
+            k.ready("p"),
+            k.delayed("p"),
+            k.wake("p"),
+        ];
+        call(
+            &q,
+            &keys,
+            &[
+                "w1", &ttl, &lock_ttl, "1", "1", "1", "start", &l.token, "R", "fetch", "tok-1",
+            ],
+        )
+    })
+    .await;
+
+    // a checkpoint of a RUNNING job: step, output, next step
+    let mut cases = Vec::new();
+    add(&mut cases, 13, &["", "a,b", "a@b"], Refused);
+    add(&mut cases, 14, &ODD_TEXT, Accepted);
+    add(&mut cases, 15, &ODD_TEXT, Accepted);
+    run_cases(&srv, "settle", &cases, || async {
+        let l = running(&q, false).await;
+        settle_call(
+            &q,
+            &[k.job(l.job.as_str())],
+            1,
+            &["checkpoint", &l.token, "", "fetch", "{\"rows\":1}", "load"],
+        )
+    })
+    .await;
+
+    // a failing finish: outcome, last step, its output, kind, message,
+    // retryable, backoff, cleanup, reason, interrupted
+    let mut cases = Vec::new();
+    add(
+        &mut cases,
+        13,
+        &["", "DONE", "RUNNING", "QUEUED", "failed"],
+        Refused,
+    );
+    add(&mut cases, 14, &["a,b", "a@b"], Refused);
+    add(&mut cases, 15, &ODD_TEXT, Accepted);
+    add(&mut cases, 16, &ODD_TEXT, Accepted); // error kind
+    add(&mut cases, 17, &ODD_TEXT, Accepted); // message
+    add(&mut cases, 18, &NOT_FLAGS, Refused);
+    add(&mut cases, 19, &NOT_COUNTS, Refused);
+    add(&mut cases, 19, &["soon"], Refused);
+    add(&mut cases, 20, &NOT_FLAGS, Refused);
+    add(&mut cases, 21, &ODD_TEXT, Accepted); // reason
+    add(&mut cases, 22, &NOT_FLAGS, Refused);
+    run_cases(&srv, "settle", &cases, || async {
+        let l = running(&q, false).await;
+        let keys = [
+            k.job(l.job.as_str()),
+            k.ready("p"),
+            k.delayed("p"),
+            k.wake("p"),
+        ];
+        settle_call(
+            &q,
+            &keys,
+            1,
+            &[
+                "finish",
+                &l.token,
+                "",
+                "FAILED",
+                "load",
+                "{}",
+                "io",
+                "disk full",
+                "1",
+                "1000",
+                "0",
+                "",
+                "0",
+            ],
+        )
+    })
+    .await;
+
+    // a successful finish: outcome, last step, its output
+    let mut cases = Vec::new();
+    add(&mut cases, 14, &["a,b"], Refused);
+    add(&mut cases, 15, &ODD_TEXT, Accepted);
+    run_cases(&srv, "settle", &cases, || async {
+        let l = running(&q, false).await;
+        settle_call(
+            &q,
+            &[k.job(l.job.as_str())],
+            1,
+            &["finish", &l.token, "", "SUCCEEDED", "load", "{}"],
+        )
+    })
+    .await;
+}
+
+/// A job field a transition reads that is malformed refuses that operation
+/// ({'CORRUPT', problem, field}) before anything is written, in every kind.
+#[tokio::test]
+async fn settle_operations_check_the_job_fields_they_read_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    // (field, value, job state wanted, operation values after kind, token, resource)
+    let cases: &[(&str, &str, &str, &[&str])] = &[
+        ("attempt", "two", "RUNNING", &["SUCCEEDED", "", ""]),
+        ("attempt", "-1", "RUNNING", &["SUCCEEDED", "load", "{}"]),
+        ("id", "", "RUNNING", &["SUCCEEDED", "", ""]),
+        (
+            "max_attempts",
+            "many",
+            "RUNNING",
+            &["FAILED", "", "", "io", "m", "1", "0", "0", "", "0"],
+        ),
+        (
+            "priority",
+            "high",
+            "RUNNING",
+            &["FAILED", "", "", "io", "m", "1", "0", "0", "", "0"],
+        ),
+        (
+            "attempt",
+            "x",
+            "RUNNING",
+            &["CANCELLED", "", "", "", "", "0", "0", "0", "stop", "0"],
+        ),
+        ("started_at", "soon", "RUNNING", &["checkpoint"]),
+        ("attempt", "x", "LEASED", &["start"]),
+        ("priority", "high", "LEASED", &["release"]),
+        ("created_at", "monday", "LEASED", &["release"]),
+    ];
+    for (field, value, state, values) in cases {
+        let _: () = get(&srv, &["FLUSHALL"]);
+        let l = if *state == "RUNNING" {
+            running(&q, false).await
+        } else {
+            leased(&q, false).await
+        };
+        let jk = k.job(l.job.as_str());
+        let _: () = get(&srv, &["HSET", &jk, field, value]);
+        let requeue = [jk.clone(), k.ready("p"), k.delayed("p"), k.wake("p")];
+        let (kind, keys, rest): (&str, &[String], Vec<&str>) = match values[0] {
+            "checkpoint" => ("checkpoint", &requeue[..1], vec!["load", "{}", ""]),
+            "start" => ("start", &requeue[..1], vec!["fetch"]),
+            "release" => ("release", &requeue[..], vec![]),
+            "SUCCEEDED" => ("finish", &requeue[..1], values.to_vec()),
+            _ => ("finish", &requeue[..], values.to_vec()),
+        };
+        let mut args = vec![kind, l.token.as_str(), ""];
+        args.extend(rest);
+        let c = settle_call(&q, keys, 1, &args);
+        let before = full_dump(&srv);
+        let v = eval(&srv, "settle", &c).expect("a per-operation refusal, not an error");
+        let text = refusal_in(&v)
+            .unwrap_or_else(|| panic!("{field}={value:?} in {kind}: accepted: {v:?}"));
+        assert!(
+            text.contains("CORRUPT") && text.contains(field),
+            "{field}={value:?} in {kind}: {text}"
+        );
+        assert!(
+            before == full_dump(&srv),
+            "{field}={value:?} in {kind}: refused but Redis changed"
+        );
+    }
+    // the crate reads the refusal as a Corrupt error naming the field
+    let _: () = get(&srv, &["FLUSHALL"]);
+    let l = running(&q, false).await;
+    let _: () = get(
+        &srv,
+        &["HSET", &k.job(l.job.as_str()), "max_attempts", "many"],
+    );
+    let err = q
+        .finish(&l, &failed(true, Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, leasehold::Error::Corrupt { field, .. } if field == "max_attempts"),
+        "{err:?}"
+    );
+}
+
+// ---- the other scripts ------------------------------------------------------------
+
+#[tokio::test]
+async fn enqueue_refuses_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let mut cases = common_cases();
+    add(&mut cases, 4, &[""], Refused); // queue
+    add(&mut cases, 5, &[""], Refused); // pipeline
+    add(&mut cases, 6, &NOT_COUNTS, Refused); // job count
+    add(&mut cases, 6, &["0", "2"], Refused); // not the jobs given
+    add(&mut cases, 7, &[""], Refused); // id
+    add(&mut cases, 8, &ODD_TEXT, Accepted); // input (the client checks JSON)
+    add(&mut cases, 9, &["x, y"], Accepted); // input key
+    add(&mut cases, 11, &["x", "-1", "", "256", "1.5"], Refused); // priority
+    add(&mut cases, 12, &NOT_COUNTS, Refused); // delay ms
+    add(&mut cases, 13, &["x", "-1", "", "0", "1.5"], Refused); // max attempts
+    add(&mut cases, 14, &["", "keep", "HOLD"], Refused); // stale lock policy
+    run_cases(&srv, "enqueue", &cases, || async {
+        // a job already there, so that the call has something to get wrong
+        enqueue(&q, job("p", 0)).await;
+        let id = JobId::new();
+        let keys = [
+            k.ready("p"),
+            k.delayed("p"),
+            k.wake("p"),
+            k.job(id.as_str()),
+        ];
+        call(
+            &q,
+            &keys,
+            &[
+                "vf",
+                "p",
+                "1",
+                id.as_str(),
+                "{\"n\":1}",
+                "",
+                "",
+                "0",
+                "0",
+                "3",
+                "hold",
+            ],
+        )
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn renew_refuses_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let mut cases = common_cases();
+    add(&mut cases, 4, &NOT_POSITIVE, Refused); // lease ttl
+    add(&mut cases, 5, &NOT_POSITIVE, Refused); // lock ttl
+    add(&mut cases, 6, &[""], Refused); // first token: the second lease would be renewed first
+    add(&mut cases, 7, &NOT_FLAGS, Refused);
+    add(&mut cases, 8, &[""], Refused); // second token
+    add(&mut cases, 9, &NOT_FLAGS, Refused);
+    run_cases(&srv, "renew", &cases, || async {
+        let a = leased(&q, true).await;
+        let b = leased(&q, false).await;
+        let ttl = TTL.as_millis().to_string();
+        let lock_ttl = (TTL.as_millis() + 3_600_000).to_string();
+        let keys = [
+            k.job(a.job.as_str()),
+            k.lock("R"),
+            k.job(b.job.as_str()),
+            k.job(b.job.as_str()),
+        ];
+        call(&q, &keys, &[&ttl, &lock_ttl, &a.token, "1", &b.token, "0"])
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancel_refuses_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let mut cases = common_cases();
+    add(&mut cases, 4, &[""], Refused); // reason
+    add(&mut cases, 5, &ODD_TEXT, Accepted); // who
+    add(&mut cases, 6, &["", "S"], Refused); // not the job's resource
+    run_cases(&srv, "cancel", &cases, || async {
+        let id = enqueue(&q, job("p", 1).resource("R")).await;
+        let keys = [
+            k.job(id.as_str()),
+            k.ready("p"),
+            k.delayed("p"),
+            k.parked("R"),
+        ];
+        call(&q, &keys, &["no longer needed", "ops", "R"])
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sweep_refuses_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let mut cases = common_cases();
+    add(&mut cases, 4, &NOT_POSITIVE, Refused); // batch
+    add(&mut cases, 5, &NOT_FLAGS, Refused); // dry run
+    run_cases(&srv, "sweep", &cases, || async {
+        let a = leased(&q, false).await;
+        let b = running(&q, false).await;
+        force_expire(&srv, &q, &a.job);
+        force_expire(&srv, &q, &b.job);
+        call(&q, &[], &["100", "0"])
+    })
+    .await;
+}
+
+/// A sweep leaves an expired job whose move needs a malformed field as it is
+/// (in the lease index), and moves the others.
+#[tokio::test]
+async fn sweep_leaves_a_job_it_cannot_move_untouched() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let bad = leased(&q, false).await;
+    let good = leased(&q, false).await;
+    let jk = k.job(bad.job.as_str());
+    let _: () = get(&srv, &["HDEL", &jk, "pipeline"]);
+    force_expire(&srv, &q, &bad.job);
+    force_expire(&srv, &q, &good.job);
+    let before: BTreeMap<String, String> = get(&srv, &["HGETALL", &jk]);
+    let report = q.sweep(100).await.expect("sweep");
+    assert_eq!(report.requeued, 1, "{report:?}");
+    assert_eq!(read(&q, &good.job).await.state, JobState::Queued);
+    let after: BTreeMap<String, String> = get(&srv, &["HGETALL", &jk]);
+    assert_eq!(before, after, "the job without a pipeline is not touched");
+    let leases: Vec<String> = get(&srv, &["ZRANGE", &k.leases(), "0", "-1"]);
+    assert_eq!(leases, [bad.job.to_string()]);
+}
+
+#[tokio::test]
+async fn retry_refuses_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let mut cases = common_cases();
+    add(&mut cases, 4, &["", "again", "RESUME"], Refused); // mode
+    add(&mut cases, 5, &ODD_TEXT, Accepted); // who
+    add(&mut cases, 6, &ODD_TEXT, Accepted); // reason
+    add(&mut cases, 7, &["R"], Refused); // not the job's resource
+    run_cases(&srv, "retry", &cases, || async {
+        let l = running(&q, false).await;
+        q.finish(&l, &failed(false, Duration::ZERO))
+            .await
+            .expect("finish");
+        let jk = k.job(l.job.as_str());
+        let keys = [jk.clone(), k.ready("p"), k.wake("p"), jk.clone(), jk];
+        call(&q, &keys, &["resume", "ops", "fixed", ""])
+    })
+    .await;
+
+    // a malformed attempt number: refused before anything is written
+    let _: () = get(&srv, &["FLUSHALL"]);
+    let l = running(&q, false).await;
+    q.finish(&l, &failed(false, Duration::ZERO))
+        .await
+        .expect("finish");
+    let jk = k.job(l.job.as_str());
+    let _: () = get(&srv, &["HSET", &jk, "attempt", "one"]);
+    let before = full_dump(&srv);
+    let keys = [jk.clone(), k.ready("p"), k.wake("p"), jk.clone(), jk];
+    let v = eval(
+        &srv,
+        "retry",
+        &call(&q, &keys, &["resume", "ops", "fixed", ""]),
+    )
+    .unwrap();
+    assert!(
+        refusal_in(&v).is_some_and(|t| t.contains("attempt")),
+        "{v:?}"
+    );
+    assert!(before == full_dump(&srv));
+}
+
+/// A STALE job (started, then its lease expired and was swept).
+async fn stale(srv: &RedisServer, q: &Queue) -> Lease {
+    let l = running(q, false).await;
+    force_expire(srv, q, &l.job);
+    q.sweep(10).await.expect("sweep");
+    l
+}
+
+#[tokio::test]
+async fn resolve_refuses_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let mut cases = common_cases();
+    add(
+        &mut cases,
+        4,
+        &["", "DONE", "RUNNING", "STALE", "failed"],
+        Refused,
+    ); // resolved state
+    add(&mut cases, 5, &ODD_TEXT, Accepted); // who
+    add(&mut cases, 6, &[""], Refused); // reason
+    add(&mut cases, 6, &["a, b @ {c} ✓"], Accepted);
+    add(&mut cases, 7, &["R"], Refused); // not the job's resource
+    run_cases(&srv, "resolve", &cases, || async {
+        let l = stale(&srv, &q).await;
+        let jk = k.job(l.job.as_str());
+        let keys = [jk.clone(), k.cleanup(), jk.clone(), jk];
+        call(&q, &keys, &["FAILED", "ops", "checked the sink", ""])
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn purge_refuses_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let mut cases = common_cases();
+    add(&mut cases, 4, &NOT_COUNTS, Refused); // batch
+    run_cases(&srv, "purge", &cases, || async {
+        for _ in 0..3 {
+            let l = running(&q, false).await;
+            q.finish(&l, &Outcome::Succeeded).await.expect("finish");
+        }
+        // keep 1: two are beyond the policy
+        let mut c = call(&q, &[], &["10"]);
+        c.args[1] = "1".into();
+        c
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn claim_cleanup_refuses_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let mut cases = common_cases();
+    add(&mut cases, 4, &NOT_POSITIVE, Refused); // count
+    add(&mut cases, 5, &NOT_POSITIVE, Refused); // claim ttl
+    add(&mut cases, 6, &ODD_TEXT, Accepted); // a pipeline served
+    run_cases(&srv, "claim_cleanup", &cases, || async {
+        let l = stale(&srv, &q).await;
+        q.resolve(&l.job, JobState::Failed, "ops", "partial write")
+            .await
+            .expect("resolve");
+        call(&q, &[k.cleanup(), k.cleaning()], &["16", "600000", "p"])
+    })
+    .await;
+}
