@@ -176,11 +176,8 @@ async fn enqueue_is_idempotent_on_input_key_until_the_job_is_terminal() {
     // Same key while QUEUED: the existing job, nothing new written.
     let again = q.enqueue(job("sync", 2).input_key(key)).await.unwrap();
     assert_eq!(
-        again,
-        leasehold::Enqueued {
-            id: a.id.clone(),
-            created: false
-        }
+        (again.id.clone(), again.created, again.status),
+        (a.id.clone(), false, leasehold::EnqueueStatus::Existing)
     );
     assert_eq!(
         read(&q, &a.id).await.input,
@@ -198,13 +195,25 @@ async fn enqueue_is_idempotent_on_input_key_until_the_job_is_terminal() {
     let again = q.enqueue(job("sync", 4).input_key(key)).await.unwrap();
     assert_eq!((again.id, again.created), (a.id.clone(), false));
 
-    // Terminal: the key is free, a new job is created.
+    // SUCCEEDED: the key is free of live jobs, but its latest job succeeded:
+    // that job is the answer until a re-run is asked for.
     q.finish(&l, &Outcome::Succeeded).await.unwrap();
     let inputs = q.keys().inputs();
     assert_eq!(get::<Option<String>>(&srv, &["HGET", &inputs, key]), None);
-    let b = q.enqueue(job("sync", 5).input_key(key)).await.unwrap();
+    let same = q.enqueue(job("sync", 5).input_key(key)).await.unwrap();
+    assert_eq!(
+        (same.id.clone(), same.created, same.status),
+        (a.id.clone(), false, leasehold::EnqueueStatus::Succeeded)
+    );
+    let b = q
+        .enqueue(job("sync", 5).input_key(key).rerun(true))
+        .await
+        .unwrap();
     assert!(b.created);
     assert_ne!(b.id, a.id);
+    assert_eq!(b.status, leasehold::EnqueueStatus::Rerun);
+    assert_eq!(b.previous.as_ref(), Some(&a.id));
+    assert_eq!(read(&q, &b.id).await.previous.as_ref(), Some(&a.id));
     assert_eq!(
         get::<Option<String>>(&srv, &["HGET", &inputs, key]).as_deref(),
         Some(b.id.as_str())
@@ -215,9 +224,11 @@ async fn enqueue_is_idempotent_on_input_key_until_the_job_is_terminal() {
         q.cancel(&b.id, "wrong window", "op").await.unwrap(),
         Cancelled::Now
     );
+    // after a CANCELLED (or FAILED) job, a new job is created, linked to it
     let c = q.enqueue(job("sync", 6).input_key(key)).await.unwrap();
     assert!(c.created);
     assert!(c.id != a.id && c.id != b.id);
+    assert_eq!(c.previous.as_ref(), Some(&b.id));
 
     // Within one bulk call, the second job with a key gets the first's id.
     let out = q

@@ -68,9 +68,9 @@ use std::time::Duration;
 use leasehold::redis::{self, AsyncCommands};
 use leasehold::transitions::{allowed, op_allowed, rows, Kind, TRANSITIONS};
 use leasehold::{
-    AttemptError, Cancelled, Error, Finished, HolderOp, HolderReply, JobId, JobState, Lease,
-    LeaseRequest, Leased, NewJob, Op, Outcome, Queue, QueueConfig, Renewal, RetryMode, StaleLock,
-    Started,
+    AttemptError, Cancelled, EnqueueStatus, Error, Finished, HolderOp, HolderReply, JobId,
+    JobState, Lease, LeaseRequest, Leased, NewJob, Op, Outcome, Queue, QueueConfig, Renewal,
+    RetryMode, StaleLock, Started,
 };
 use leasehold_testkit::RedisServer;
 use proptest::prelude::*;
@@ -327,6 +327,9 @@ struct Model {
     jobs: Vec<MJob>,
     /// input key → job index (mirrors `<base>:inputs`).
     inputs: BTreeMap<String, usize>,
+    /// input key → (its latest ended job, whether that job SUCCEEDED by its
+    /// worker rather than by an operator's decision) (mirrors `<base>:outcomes`).
+    outcomes: BTreeMap<String, (usize, bool)>,
     /// Every lease each worker ever took, live or not.
     held: [Vec<Lease>; 3],
     last_fence: u64,
@@ -481,6 +484,8 @@ impl Model {
             if let Some(key) = TEMPLATES[job.template].input_key {
                 if self.inputs.get(key) == Some(&i) {
                     self.inputs.remove(key);
+                    let succeeded = to == JobState::Succeeded && op != Op::Resolve;
+                    self.outcomes.insert(key.to_owned(), (i, succeeded));
                 }
             }
         }
@@ -1147,8 +1152,34 @@ async fn step(
                         })?;
                         line += &format!(" existing {i}");
                     }
+                    None if t
+                        .input_key
+                        .and_then(|k| model.outcomes.get(k))
+                        .is_some_and(|&(_, succeeded)| succeeded) =>
+                    {
+                        let (i, _) = model.outcomes[t.input_key.unwrap_or_default()];
+                        ensure(
+                            !got.created
+                                && got.status == EnqueueStatus::Succeeded
+                                && got.id == model.jobs[i].id,
+                            || {
+                                format!(
+                                    "expected the succeeded job {}, got {got:?}",
+                                    model.jobs[i].id
+                                )
+                            },
+                        )?;
+                        line += &format!(" succeeded {i}");
+                    }
                     None => {
                         ensure(got.created, || format!("expected a new job, got {got:?}"))?;
+                        let previous = t
+                            .input_key
+                            .and_then(|k| model.outcomes.get(k))
+                            .map(|&(p, _)| model.jobs[p].id.clone());
+                        ensure(got.previous == previous, || {
+                            format!("expected previous {previous:?}, got {got:?}")
+                        })?;
                         ensure(model.jobs.iter().all(|j| j.id != got.id), || {
                             "a created job reuses an id".into()
                         })?;

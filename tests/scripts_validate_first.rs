@@ -531,6 +531,7 @@ async fn enqueue_refuses_every_malformed_argument_before_writing() {
     add(&mut cases, 12, &NOT_COUNTS, Refused); // delay ms
     add(&mut cases, 13, &["x", "-1", "", "0", "1.5"], Refused); // max attempts
     add(&mut cases, 14, &["", "keep", "HOLD"], Refused); // stale lock policy
+    add(&mut cases, 15, &["x", "2", "yes"], Refused); // rerun flag
     run_cases(&srv, "enqueue", &cases, || async {
         // a job already there, so that the call has something to get wrong
         enqueue(&q, job("p", 0)).await;
@@ -556,6 +557,7 @@ async fn enqueue_refuses_every_malformed_argument_before_writing() {
                 "0",
                 "3",
                 "hold",
+                "0",
             ],
         )
     })

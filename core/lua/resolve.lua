@@ -39,7 +39,7 @@ end
 redis.call('ZREM', K_STALE, id)
 release_lock_at(KEYS[12], KEYS[13], res, id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
-make_terminal(jk, id, as, now)
+make_terminal(jk, id, as, now, 'RESOLVED')
 emit(event_log(true), 'resolve', id, f[2], 'STALE', as, who, reason)
 if as ~= 'SUCCEEDED' then
   redis.call('RPUSH', KEYS[11], id)

@@ -119,6 +119,11 @@ impl<P: Pipeline> Enqueue<'_, P> {
         self.map(|j| j.max_attempts(max_attempts))
     }
 
+    /// Asks for a re-run: a new job even when the input key's latest job SUCCEEDED.
+    pub fn rerun(self) -> Self {
+        self.map(|j| j.rerun(true))
+    }
+
     /// Uses `id` instead of a new one (an enqueue under an existing id returns that job).
     pub fn id(self, id: JobId) -> Self {
         self.map(|j| j.id(id))

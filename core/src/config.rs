@@ -35,6 +35,12 @@ pub struct QueueConfig {
     pub response_timeout: Duration,
     /// Maximum number of pooled connections.
     pub pool_size: usize,
+    /// How long the outcome of an input key's latest job is remembered after
+    /// the job ended (default 30 days; zero: never forgotten): within it, enqueueing a key whose latest job SUCCEEDED
+    /// returns that job instead of creating one (see [`crate::NewJob::rerun`]),
+    /// even after retention deleted the job. About 150 bytes of Redis memory
+    /// per input key remembered.
+    pub input_window: Duration,
 }
 
 impl Default for QueueConfig {
@@ -46,6 +52,7 @@ impl Default for QueueConfig {
             connect_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(10),
             pool_size: 16,
+            input_window: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }

@@ -30,6 +30,9 @@ pub struct NewJob {
     pub max_attempts: u32,
     /// What happens to the lock when the job goes STALE.
     pub stale_lock: StaleLock,
+    /// Create a new job even when the input key's latest job SUCCEEDED (a
+    /// re-run, linked to that job); without it, that job is the answer.
+    pub rerun: bool,
 }
 
 impl NewJob {
@@ -52,6 +55,7 @@ impl NewJob {
             delay: Duration::ZERO,
             max_attempts: 1,
             stale_lock: StaleLock::Hold,
+            rerun: false,
         }
     }
 
@@ -88,6 +92,13 @@ impl NewJob {
     /// Sets the STALE lock policy.
     pub fn stale_lock(mut self, policy: StaleLock) -> Self {
         self.stale_lock = policy;
+        self
+    }
+
+    /// Asks for a re-run: a new job even when the input key's latest job
+    /// SUCCEEDED (the new job names it as `previous`).
+    pub fn rerun(mut self, rerun: bool) -> Self {
+        self.rerun = rerun;
         self
     }
 

@@ -61,7 +61,7 @@ pub use pipeline::{
     queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, PipelineSpec,
     RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
-pub use queue::{connect_pool, escape_bytes, Enqueued, QuarantineEntry, Queue};
+pub use queue::{connect_pool, escape_bytes, EnqueueStatus, Enqueued, QuarantineEntry, Queue};
 pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,
     StepDone,

@@ -47,7 +47,12 @@ end
 local function common_args(script)
   if not int_value(ARGV[1], 0) then return bad_arg(script, 'events max length (ARGV[1])', ARGV[1]) end
   if not int_value(ARGV[2], 0) then return bad_arg(script, 'retention keep count (ARGV[2])', ARGV[2]) end
-  if not int_value(ARGV[3], 0) then return bad_arg(script, 'retention keep age ms (ARGV[3])', ARGV[3]) end
+  -- '<keep age ms>' or '<keep age ms>:<input window ms>'
+  local age, window = string.match(ARGV[3] or '', '^([^:]*):?(.*)$')
+  if not int_value(age, 0) or (window ~= '' and not int_value(window, 0))
+    or (string.find(ARGV[3] or '', ':', 1, true) and window == '') then
+    return bad_arg(script, 'retention ages (ARGV[3])', ARGV[3])
+  end
   return nil
 end
 

@@ -46,16 +46,34 @@ local function refuse_job(j, op, to, token)
   return refusal_of(j.state, j.token, op, to, token)
 end
 
--- Marks the job terminal: indexes it for retention, frees its input key `ik`.
-local function terminal_at(jk, id, ik, state, now)
-  if ik and ik ~= '' and redis.call('HGET', K_INPUTS, ik) == id then
-    redis.call('HDEL', K_INPUTS, ik)
+-- Frees input key `ik` of job `id`, which ended as `outcome` (its final state,
+-- or RESOLVED for an operator's decision on a STALE job), if the job held it,
+-- and records the outcome for later enqueues of the key (enqueue.lua); trims
+-- up to two outcomes older than the window on the way. Jobs without an input
+-- key pay nothing.
+local function free_input_key(ik, id, outcome, now)
+  if not ik or ik == '' or redis.call('HGET', K_INPUTS, ik) ~= id then return end
+  redis.call('HDEL', K_INPUTS, ik)
+  redis.call('HSET', K_OUTCOMES, ik, id .. ' ' .. outcome)
+  redis.call('ZADD', K_OUTCOMES_AT, fmt(now), ik)
+  if INPUT_WINDOW_MS > 0 then
+    local old = redis.call('ZRANGEBYSCORE', K_OUTCOMES_AT, '-inf', fmt(now - INPUT_WINDOW_MS), 'LIMIT', 0, 2)
+    if #old > 0 then
+      redis.call('HDEL', K_OUTCOMES, unpack(old))
+      redis.call('ZREM', K_OUTCOMES_AT, unpack(old))
+    end
   end
+end
+
+-- Marks the job terminal: indexes it for retention, frees its input key `ik`
+-- (recording `outcome`, the state unless given).
+local function terminal_at(jk, id, ik, state, now, outcome)
+  free_input_key(ik, id, outcome or state, now)
   redis.call('HSET', jk, 'state', state, 'updated_at', fmt(now), 'step', '')
   redis.call('ZADD', K_DONE, fmt(now), id)
 end
 
 -- Same, reading the input key.
-local function make_terminal(jk, id, state, now)
-  terminal_at(jk, id, redis.call('HGET', jk, 'input_key'), state, now)
+local function make_terminal(jk, id, state, now, outcome)
+  terminal_at(jk, id, redis.call('HGET', jk, 'input_key'), state, now, outcome)
 end

@@ -15,7 +15,8 @@
 -- ARGV layout shared by every script:
 --   ARGV[1] events stream max length (approximate)
 --   ARGV[2] retention: terminal jobs kept per queue (0 = no count limit)
---   ARGV[3] retention: terminal job max age in ms (0 = no age limit)
+--   ARGV[3] retention ages: '<terminal job max age ms>' or
+--           '<terminal job max age ms>:<input-key outcome window ms>' (0 = no limit)
 -- Script-specific KEYS start at 10, script-specific ARGV at 4.
 --
 -- Keys of jobs a script discovers through an index are named from KEYS[1] and
@@ -29,7 +30,13 @@ local K_INPUTS, K_PARKED, K_DONE, K_STALE = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_ATTEMPTS = KEYS[9]
 local EVENTS_MAX = ARGV[1]
 local KEEP_COUNT = tonumber(ARGV[2]) or 0
-local KEEP_AGE_MS = tonumber(ARGV[3]) or 0
+local KEEP_AGE_MS = tonumber(string.match(ARGV[3] or '', '^(%d+)')) or 0
+local INPUT_WINDOW_MS = tonumber(string.match(ARGV[3] or '', '^%d+:(%d+)$')) or 0
+-- The outcome of the latest job of each input key, kept after its job ended
+-- (and after retention deleted it) for INPUT_WINDOW_MS: `outcomes` hash
+-- input key -> '<job id> <SUCCEEDED|FAILED|CANCELLED|RESOLVED>', `outcomes:at`
+-- zset input key -> when it was recorded (ms). Derived from KEYS[1].
+local K_OUTCOMES, K_OUTCOMES_AT = BASE .. ':outcomes', BASE .. ':outcomes:at'
 
 local function job_key(id) return BASE .. ':job:' .. id end
 local function lock_key(res) return BASE .. ':lock:' .. res end

@@ -131,10 +131,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   if cleanup then set('cleanup_needed', '1') end
   set('state', outcome)
   redis.call('HSET', jk, unpack(sets))
-  local ik = j.input_key
-  if ik and ik ~= '' and redis.call('HGET', K_INPUTS, ik) == id then
-    redis.call('HDEL', K_INPUTS, ik)
-  end
+  free_input_key(j.input_key, id, outcome, now)
   index_done(batch.ix, now_s(), id)
   return { 'OK', outcome }
 end

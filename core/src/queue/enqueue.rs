@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
-use crate::queue::{Enqueued, Queue};
+use crate::queue::{EnqueueStatus, Enqueued, Queue};
 use crate::wire::args::millis;
 use crate::wire::reply::Reply;
 use crate::wire::scripts;
@@ -52,14 +52,17 @@ impl Queue {
                         .arg(job.priority)
                         .arg(millis(job.delay))
                         .arg(job.max_attempts)
-                        .arg(job.stale_lock.as_str());
+                        .arg(job.stale_lock.as_str())
+                        .arg(if job.rerun { "1" } else { "0" });
                 }
                 let mut reply = Reply::new("enqueue", self.invoke(&inv).await?)?;
                 for (index, _) in chunk {
                     let id = JobId::parse(&reply.text()?)?;
-                    let created = match reply.text()?.as_str() {
-                        "created" => true,
-                        "existing" => false,
+                    let status = match reply.text()?.as_str() {
+                        "created" => EnqueueStatus::Created,
+                        "rerun" => EnqueueStatus::Rerun,
+                        "existing" => EnqueueStatus::Existing,
+                        "succeeded" => EnqueueStatus::Succeeded,
                         other => {
                             return Err(Error::Protocol {
                                 script: "enqueue",
@@ -67,7 +70,13 @@ impl Queue {
                             })
                         }
                     };
-                    results[*index] = Some(Enqueued { id, created });
+                    let previous = reply.opt_text()?.map(|p| JobId::parse(&p)).transpose()?;
+                    results[*index] = Some(Enqueued {
+                        id,
+                        created: matches!(status, EnqueueStatus::Created | EnqueueStatus::Rerun),
+                        status,
+                        previous,
+                    });
                 }
             }
         }

@@ -55,8 +55,40 @@ impl std::fmt::Debug for Queue {
 pub struct Enqueued {
     /// The job's id (an existing job's, when `created` is false).
     pub id: JobId,
-    /// False when a non-terminal job with the same input key existed and was returned instead.
+    /// Whether a job was created (`status` is `Created` or `Rerun`).
     pub created: bool,
+    /// What the enqueue did.
+    pub status: EnqueueStatus,
+    /// For a re-run: the input key's previous latest job.
+    pub previous: Option<JobId>,
+}
+
+/// What an enqueue did with one job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EnqueueStatus {
+    /// A new job (no earlier job had its input key within the input window).
+    Created,
+    /// A new job, linked to the key's previous job (which ended FAILED,
+    /// CANCELLED or resolved by an operator, or SUCCEEDED and a re-run was asked).
+    Rerun,
+    /// A job with the same input key (or id) is not finished: that job is the answer.
+    Existing,
+    /// The key's latest job SUCCEEDED: that job is the answer (ask for a re-run to run it again).
+    Succeeded,
+}
+
+impl EnqueueStatus {
+    /// The status as the enqueue script names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnqueueStatus::Created => "created",
+            EnqueueStatus::Rerun => "rerun",
+            EnqueueStatus::Existing => "existing",
+            EnqueueStatus::Succeeded => "succeeded",
+        }
+    }
 }
 
 /// Builds a connection pool for `url` with explicit connect and wait timeouts.
@@ -187,7 +219,11 @@ impl Queue {
         }
         inv.arg(self.config.events_max_len)
             .arg(self.config.retention.keep_count)
-            .arg(millis(self.config.retention.keep_age));
+            .arg(format!(
+                "{}:{}",
+                millis(self.config.retention.keep_age),
+                millis(self.config.input_window)
+            ));
         inv
     }
 

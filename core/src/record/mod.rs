@@ -193,6 +193,8 @@ pub struct Job {
     pub steps: Vec<StepDone>,
     /// When the job went STALE.
     pub stale_at: Option<Millis>,
+    /// The job this one re-runs: the previous latest job of its input key.
+    pub previous: Option<JobId>,
     /// Records of ended attempts, by number.
     pub attempts: Vec<AttemptRecord>,
 }
@@ -296,6 +298,10 @@ impl Job {
             started_at: f.parsed("started_at")?,
             steps: f.steps("steps", f.parsed("started_at")?)?,
             stale_at: f.parsed("stale_at")?,
+            previous: f
+                .non_empty("previous")?
+                .map(|p| JobId::parse(&p).map_err(|e| f.corrupt("previous", e.to_string())))
+                .transpose()?,
             attempts,
         })
     }
