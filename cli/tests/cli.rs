@@ -28,6 +28,7 @@ fn failure(retryable: bool) -> Outcome {
             kind: "validation".into(),
             message: "3 orders have negative totals".into(),
             retryable,
+            retries_exhausted: false,
         },
         backoff: Duration::ZERO,
         cleanup_needed: false,

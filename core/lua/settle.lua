@@ -15,7 +15,8 @@
 --   start:      first step
 --   checkpoint: step, output, next step ('' when last)
 --   finish:     outcome, last step to checkpoint first ('' for none), its output, and
---               unless the outcome is SUCCEEDED: error kind, message, '1' retryable,
+--               unless the outcome is SUCCEEDED: error kind, message, retryable ('1',
+--               'used_up': retryable but the caller's automatic retries are used up, '0'),
 --               backoff ms, '1' cleanup needed, reason, '1' interrupted
 --   release:    (nothing)
 -- then one token per job to lease
@@ -95,7 +96,7 @@ local function walk(run)
         out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, 'SUCCEEDED', '', '', false, 0, false, '', res, false,
           ARGV[a + 1], ARGV[a + 2])
       else
-        out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] == '1',
+        out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5],
           tonumber(ARGV[a + 6]) or 0, ARGV[a + 7] == '1', ARGV[a + 8], res, ARGV[a + 9] == '1', ARGV[a + 1],
           ARGV[a + 2])
       end

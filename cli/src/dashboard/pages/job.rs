@@ -44,6 +44,7 @@ fn cancel_section(d: &JobDetail) -> Markup {
                     @let (class, word) = match c.outcome {
                         CancelOutcome::Honoured => ("ok", "honoured"),
                         CancelOutcome::Pending | CancelOutcome::PendingNextStart => ("pending", "pending"),
+                        CancelOutcome::CompletedFirst => ("no", "completed first"),
                         CancelOutcome::NotHonoured { .. } | CancelOutcome::Stale => ("no", "not honoured"),
                     };
                     p { span class={ "verdict " (class) } data-outcome=(word) { (word) } " — " (c.explain()) }
