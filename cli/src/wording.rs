@@ -27,13 +27,20 @@ pub(crate) fn yes_no(b: bool) -> &'static str {
     }
 }
 
-/// The time a lock has left: `free`, `persisted (STALE holder)`, a duration, or `?`.
+/// The time a lock has left: `free`, `persisted (STALE holder)`, the holder's
+/// lease (which governs the lock while it runs: `6s (holder's lease)`, or
+/// `holder's lease expired 2s ago`), else the lock key's own TTL, or `?`.
 pub(crate) fn lock_ttl(lock: &LockInfo) -> String {
-    match (lock.holder.as_ref(), lock.ttl_ms) {
-        (None, _) => "free".into(),
-        (Some(_), Some(-1)) => "persisted (STALE holder)".into(),
-        (Some(_), Some(t)) if t >= 0 => human(t),
-        (Some(_), _) => "?".into(),
+    match (lock.holder.as_ref(), lock.ttl_ms, lock.holder_lease_ms) {
+        (None, _, _) => "free".into(),
+        (Some(_), Some(-1), _) => "persisted (STALE holder)".into(),
+        (Some(_), _, Some(left)) if left >= 0 => format!("{} (holder's lease)", human(left)),
+        (Some(_), _, Some(left)) => format!(
+            "holder's lease expired {} ago (the next sweep decides)",
+            human(-left)
+        ),
+        (Some(_), Some(t), None) if t >= 0 => format!("{} (lock key TTL)", human(t)),
+        (Some(_), _, _) => "?".into(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use leasehold_core::{Event, EventFollower, Inspector, JobFilter, JobId, Page};
 use serde::Serialize;
 
-use super::{one, print_json, print_json_line};
+use super::{one, out, print_json, print_json_line};
 use crate::context::{list_jobs_across, Ctx};
 use crate::wording::{self, Moment};
 use crate::{job_id, render, Failure, JobsArgs, Outcome};
@@ -25,14 +25,12 @@ pub(crate) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
         return print_json(&all);
     }
     if all.is_empty() {
-        println!(
-            "no queues found under prefix {:?} at {}",
+        return out(&format!(
+            "no queues found under prefix {:?} at {}\n",
             ctx.config.prefix, ctx.shown_url
-        );
-        return Ok(());
+        ));
     }
-    print!("{}", render::status(&all));
-    Ok(())
+    out(&render::status(&all))
 }
 
 /// `jobs`.
@@ -61,8 +59,7 @@ pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
     if ctx.json {
         return print_json(&page);
     }
-    print!("{}", render::jobs(&page, args.offset));
-    Ok(())
+    out(&render::jobs(&page, args.offset))
 }
 
 /// `show`.
@@ -94,8 +91,7 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
             cancel_explained: detail.cancel.as_ref().map(|c| c.explain()),
         });
     }
-    print!("{}", render::show(&detail, &timeline));
-    Ok(())
+    out(&render::show(&detail, &timeline))
 }
 
 /// `locks`.
@@ -120,8 +116,7 @@ pub(crate) async fn locks(ctx: &Ctx, queue: Option<String>) -> Outcome {
     }
     let rows: Vec<(String, leasehold_core::LockInfo)> =
         all.into_iter().map(|l| (l.queue, l.lock)).collect();
-    print!("{}", render::locks(&rows));
-    Ok(())
+    out(&render::locks(&rows))
 }
 
 /// `workers`.
@@ -146,8 +141,7 @@ pub(crate) async fn workers(ctx: &Ctx, queue: Option<String>) -> Outcome {
     }
     let rows: Vec<(String, leasehold_core::Workers)> =
         all.into_iter().map(|w| (w.queue, w.workers)).collect();
-    print!("{}", render::workers(&rows));
-    Ok(())
+    out(&render::workers(&rows))
 }
 
 /// `events`, and with `follow` every new event until interrupted.
@@ -201,11 +195,9 @@ pub(crate) async fn events(
             return print_json(&first);
         }
         if first.is_empty() {
-            println!("no events");
-        } else {
-            print!("{}", render::events(&first));
+            return out("no events\n");
         }
-        return Ok(());
+        return out(&render::events(&first));
     }
     let mut follower = EventFollower::connect(&ctx.url, &ctx.config, &names, FOLLOW_BLOCK)
         .await
@@ -225,8 +217,7 @@ pub(crate) async fn events(
         if ctx.json {
             print_json_line(e)
         } else {
-            println!("{}", render::event_line(e));
-            Ok(())
+            out(&format!("{}\n", render::event_line(e)))
         }
     };
     for e in &first {
