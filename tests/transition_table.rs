@@ -204,12 +204,9 @@ impl Action {
             // than silently dropping the operator's cancel.
             Action::FinishFailedRetryable if setup.cancel_requested() => JobState::Failed,
             // A shutdown with a cancel pending ends the attempt the way the
-            // operator asked: CANCELLED.
-            // (from RUNNING: an interrupted attempt is a FAILED outcome, never one from LEASED)
-            Action::FinishInterrupted if setup.cancel_requested() && from == JobState::Running => {
-                JobState::Cancelled
-            }
-            Action::FinishInterrupted if setup.cancel_requested() => JobState::Failed,
+            // operator asked: CANCELLED, from RUNNING or LEASED (finish.lua
+            // decides the outcome before it asks the table).
+            Action::FinishInterrupted if setup.cancel_requested() => JobState::Cancelled,
             Action::FinishFailedRetryable | Action::FinishInterrupted => JobState::Queued,
             Action::FinishCancelled | Action::ResolveCancelled => JobState::Cancelled,
             Action::Release if setup.cancel_requested() => JobState::Cancelled,
