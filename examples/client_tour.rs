@@ -78,6 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     kind: "validation".into(),
                     message: "3 orders have negative totals".into(),
                     retryable: true,
+                    retries_exhausted: false,
                 };
                 let finished = queue
                     .finish(

@@ -52,6 +52,7 @@ fn failed(kind: &str, message: &str, retryable: bool, backoff: Duration) -> Outc
             kind: kind.into(),
             message: message.into(),
             retryable,
+            retries_exhausted: false,
         },
         backoff,
         cleanup_needed: false,
@@ -794,6 +795,7 @@ async fn retryable_failure_queues_a_new_attempt_that_resumes_after_the_last_step
             kind: "timeout".into(),
             message: "upstream took too long".into(),
             retryable: true,
+            retries_exhausted: false,
         },
         backoff: Duration::from_millis(300),
         cleanup_needed: true,
@@ -826,6 +828,7 @@ async fn retryable_failure_queues_a_new_attempt_that_resumes_after_the_last_step
             kind: "timeout".into(),
             message: "upstream took too long".into(),
             retryable: true,
+            retries_exhausted: false,
         })
     );
     assert!(rec.cleanup_needed);

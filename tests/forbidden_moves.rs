@@ -109,6 +109,7 @@ fn failed(retryable: bool) -> Outcome {
             kind: "validation".into(),
             message: "3 orders have negative totals".into(),
             retryable,
+            retries_exhausted: false,
         },
         backoff: Duration::ZERO,
         cleanup_needed: false,

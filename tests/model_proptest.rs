@@ -498,6 +498,7 @@ fn outcome(how: How) -> Outcome {
             kind: "model".into(),
             message: "step failed".into(),
             retryable,
+            retries_exhausted: false,
         },
         backoff: Duration::ZERO,
         cleanup_needed: false,

@@ -612,6 +612,7 @@ async fn attempt_records_round_trip_names_and_messages_that_need_escaping() {
             kind: ERR_KIND.into(),
             message: ERR_MESSAGE.into(),
             retryable: false,
+            retries_exhausted: false,
         },
         backoff: Duration::ZERO,
         cleanup_needed: true,
@@ -637,6 +638,7 @@ async fn attempt_records_round_trip_names_and_messages_that_need_escaping() {
             kind: ERR_KIND.into(),
             message: ERR_MESSAGE.into(),
             retryable: false,
+            retries_exhausted: false,
         })
     );
     assert_eq!(rec.reason, None);

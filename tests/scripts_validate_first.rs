@@ -208,6 +208,7 @@ fn failed(retryable: bool, backoff: Duration) -> Outcome {
             kind: "io".into(),
             message: "disk full".into(),
             retryable,
+            retries_exhausted: false,
         },
         backoff,
         cleanup_needed: false,

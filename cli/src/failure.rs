@@ -14,8 +14,13 @@ pub enum Failure {
     Refused(String),
     /// Exit 5: Redis cannot be reached.
     Unreachable(String),
+    /// Exit 6: Redis refused the credentials (wrong password or user, or none given).
+    AuthFailed(String),
     /// Exit 1: anything else.
     Other(String),
+    /// Exit 0, silently: stdout's reader closed the pipe (`| head`); there is
+    /// no one left to tell.
+    Closed,
 }
 
 impl Failure {
@@ -27,6 +32,8 @@ impl Failure {
             Failure::UnknownJob(_) => 3,
             Failure::Refused(_) => 4,
             Failure::Unreachable(_) => 5,
+            Failure::AuthFailed(_) => 6,
+            Failure::Closed => 0,
         }
     }
 
@@ -37,7 +44,9 @@ impl Failure {
             | Failure::UnknownJob(m)
             | Failure::Refused(m)
             | Failure::Unreachable(m)
+            | Failure::AuthFailed(m)
             | Failure::Other(m) => m,
+            Failure::Closed => "",
         }
     }
 
@@ -49,7 +58,9 @@ impl Failure {
             Failure::UnknownJob(m) => Failure::UnknownJob(add(m)),
             Failure::Refused(m) => Failure::Refused(add(m)),
             Failure::Unreachable(m) => Failure::Unreachable(add(m)),
+            Failure::AuthFailed(m) => Failure::AuthFailed(add(m)),
             Failure::Other(m) => Failure::Other(add(m)),
+            Failure::Closed => Failure::Closed,
         }
     }
 }
@@ -69,8 +80,19 @@ pub(crate) fn is_refusal(e: &Error) -> bool {
     )
 }
 
+/// Whether `e` is Redis refusing the credentials (see [`Error::is_auth_failure`]).
+pub(crate) fn is_auth_failure(e: &Error) -> bool {
+    e.is_auth_failure()
+}
+
 /// Maps a core error to a failure and exit code.
 pub fn classify(shown_url: &str, e: Error) -> Failure {
+    if is_auth_failure(&e) {
+        return Failure::AuthFailed(format!(
+            "authentication failed at {shown_url}: Redis refused the credentials \
+             (check the user and password of --redis-url): {e}"
+        ));
+    }
     let unreachable = match &e {
         Error::Timeout(_) | Error::Pool(_) => true,
         Error::Redis(re) => {

@@ -5,7 +5,7 @@
 //! through the same Lua scripts as workers, so every action is an event.
 //!
 //! Exit codes: 0 ok, 1 other error, 2 bad arguments, 3 unknown job,
-//! 4 refused move, 5 Redis unreachable.
+//! 4 refused move, 5 Redis unreachable, 6 Redis authentication failed.
 
 mod commands;
 mod context;
@@ -358,6 +358,8 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // stdout's reader went away (`| head`): end quietly
+        Err(Failure::Closed) => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("leasehold: {}", failure.message());
             ExitCode::from(failure.code())
@@ -391,12 +393,16 @@ async fn run(cli: Cli) -> Outcome {
     let probe =
         Queue::with_pool(pool.clone(), "x", config.clone()).map_err(|e| classify(&shown_url, e))?;
     if let Err(e) = probe.ping().await {
-        let message = format!("cannot reach Redis at {shown_url}: {e}");
+        let failure = if failure::is_auth_failure(&e) {
+            classify(&shown_url, e)
+        } else {
+            Failure::Unreachable(format!("cannot reach Redis at {shown_url}: {e}"))
+        };
         // the dashboard starts anyway: its pages answer 503 until Redis is back
         if !matches!(cli.command, Command::Dashboard(_)) {
-            return Err(Failure::Unreachable(message));
+            return Err(failure);
         }
-        eprintln!("leasehold dashboard: warning: {message}");
+        eprintln!("leasehold dashboard: warning: {}", failure.message());
     }
     let by = cli
         .by

@@ -11,7 +11,7 @@ use leasehold_core::{
 use serde::Serialize;
 
 use crate::failure::Failure;
-use crate::time::human;
+use crate::time::{human, stamp};
 
 /// `-` for nothing.
 pub(crate) fn opt(s: Option<&str>) -> String {
@@ -27,13 +27,20 @@ pub(crate) fn yes_no(b: bool) -> &'static str {
     }
 }
 
-/// The time a lock has left: `free`, `persisted (STALE holder)`, a duration, or `?`.
+/// The time a lock has left: `free`, `persisted (STALE holder)`, the holder's
+/// lease (which governs the lock while it runs: `6s (holder's lease)`, or
+/// `holder's lease expired 2s ago`), else the lock key's own TTL, or `?`.
 pub(crate) fn lock_ttl(lock: &LockInfo) -> String {
-    match (lock.holder.as_ref(), lock.ttl_ms) {
-        (None, _) => "free".into(),
-        (Some(_), Some(-1)) => "persisted (STALE holder)".into(),
-        (Some(_), Some(t)) if t >= 0 => human(t),
-        (Some(_), _) => "?".into(),
+    match (lock.holder.as_ref(), lock.ttl_ms, lock.holder_lease_ms) {
+        (None, _, _) => "free".into(),
+        (Some(_), Some(-1), _) => "persisted (STALE holder)".into(),
+        (Some(_), _, Some(left)) if left >= 0 => format!("{} (holder's lease)", human(left)),
+        (Some(_), _, Some(left)) => format!(
+            "holder's lease expired {} ago (the next sweep decides)",
+            human(-left)
+        ),
+        (Some(_), Some(t), None) if t >= 0 => format!("{} (lock key TTL)", human(t)),
+        (Some(_), _, _) => "?".into(),
     }
 }
 
@@ -42,14 +49,20 @@ pub(crate) fn holder_state(lock: &LockInfo) -> &'static str {
     lock.holder_state.map_or("gone", JobState::as_str)
 }
 
-/// An attempt's error: `kind: message (retryable: yes|no)`.
+/// The step's verdict on a failure and, apart from it, whether automatic
+/// retries were used up: `retryable: yes|no`, or `retryable: yes; automatic
+/// retries used up`.
+pub(crate) fn retry_flag(e: &AttemptError) -> String {
+    let mut out = format!("retryable: {}", yes_no(e.retryable));
+    if e.retryable && e.retries_exhausted {
+        out.push_str("; automatic retries used up");
+    }
+    out
+}
+
+/// An attempt's error: `kind: message (retryable: yes|no[; automatic retries used up])`.
 pub(crate) fn attempt_error(e: &AttemptError) -> String {
-    format!(
-        "{}: {} (retryable: {})",
-        e.kind,
-        e.message,
-        yes_no(e.retryable)
-    )
+    format!("{}: {} ({})", e.kind, e.message, retry_flag(e))
 }
 
 /// An operator's decision on a STALE attempt: `operator ACTION by WHO: REASON`.
@@ -102,7 +115,9 @@ pub(crate) fn timeline(job: &Job) -> Vec<Moment> {
             cancels.push((c.clone(), a.n));
         }
         let mut what = format!("ended {}", a.state);
-        if let Some(e) = &a.error {
+        if a.state == JobState::Succeeded && a.cancel.is_some() {
+            what.push_str(": completed first, before the cancel request was honoured");
+        } else if let Some(e) = &a.error {
             let _ = write!(what, ": {}", attempt_error(e));
         } else if let Some(r) = a.reason.as_deref().filter(|r| !r.is_empty()) {
             let _ = write!(what, ": {r}");
@@ -187,9 +202,19 @@ pub(crate) fn verdict(j: &Job) -> Option<String> {
                     "not retryable: the step said retrying won't help ({}); `leasehold retry` starts a new attempt anyway",
                     e.kind
                 ),
-                Some(_) => format!(
-                    "retryable, but automatic retries are used up (attempt {} of {}); `leasehold retry` starts a new attempt",
-                    j.attempt, j.max_attempts
+                // a cancel pending when a retryable step failed stops automatic retries
+                Some(e) if !e.retries_exhausted && a.cancel.is_some() => format!(
+                    "retryable ({}), but a cancel request was pending, so no automatic retry was made; `leasehold retry` starts a new attempt",
+                    e.kind
+                ),
+                // the failing step's own retry policy may allow fewer attempts than the job
+                Some(e) if j.attempt < j.max_attempts => format!(
+                    "retryable ({}), but automatic retries are used up (attempt {}: the failing step's retry policy allows no more); `leasehold retry` starts a new attempt",
+                    e.kind, j.attempt
+                ),
+                Some(e) => format!(
+                    "retryable ({}), but automatic retries are used up ({} of {}); `leasehold retry` starts a new attempt",
+                    e.kind, j.attempt, j.max_attempts
                 ),
                 None => "failed without an error record; `leasehold retry` starts a new attempt".into(),
             })
@@ -201,6 +226,14 @@ pub(crate) fn verdict(j: &Job) -> Option<String> {
             )),
             _ => Some(format!("attempt {} waiting (an operator retry)", j.attempt)),
         },
+        JobState::Succeeded => {
+            let c = j.attempts.iter().find(|a| a.n == j.attempt)?.cancel.as_ref()?;
+            Some(format!(
+                "cancel requested at {} by {}, the job completed first: it SUCCEEDED before the request was honoured; its results stand",
+                c.at.map_or("?".into(), stamp),
+                if c.by.is_empty() { "?" } else { &c.by }
+            ))
+        }
         JobState::Stale => Some(format!(
             "needs a decision: the worker died while running step {}; side effects may exist. \
              `leasehold retry {id} [--resume|--from-start]` or `leasehold resolve {id} --as failed|cancelled|succeeded --reason ...`",

@@ -28,6 +28,7 @@ fn failure(retryable: bool) -> Outcome {
             kind: "validation".into(),
             message: "3 orders have negative totals".into(),
             retryable,
+            retries_exhausted: false,
         },
         backoff: Duration::ZERO,
         cleanup_needed: false,
@@ -1079,13 +1080,14 @@ async fn tls_with_acl_credentials() {
     assert_eq!(v[0]["queue"], "secure");
     assert_eq!(v[0]["counts"]["queued"], 1);
 
-    // a wrong password cannot use Redis: 5, the password not shown
+    // a wrong password cannot use Redis: authentication failed (6), the password not shown
     let mut cmd = command(
         &format!("rediss://alice:wrong@127.0.0.1:{port}"),
         &["status"],
     );
     cmd.env("SSL_CERT_FILE", &ca);
-    let run = run_cmd(cmd).await.code(5);
+    let run = run_cmd(cmd).await.code(6);
+    assert!(run.stderr.contains("authentication failed"), "{run:?}");
     assert!(!run.stderr.contains(":wrong@"), "{run:?}");
     // an untrusted server certificate is refused
     let mut cmd = command(&url, &["status"]);

@@ -62,6 +62,7 @@ async fn scene(srv: &RedisServer) -> Scene {
                 kind: "validation".into(),
                 message: format!("bad row {EVIL}"),
                 retryable: false,
+                retries_exhausted: false,
             },
             backoff: Duration::ZERO,
             cleanup_needed: false,

@@ -11,7 +11,9 @@
 //!
 //! Needs `chromium` and `chromedriver` on PATH (Debian: `apt-get install
 //! chromium chromium-driver`; `.ci/run` installs them). Without them the test
-//! FAILS, unless `LEASEHOLD_SKIP_BROWSER=1` is set.
+//! prints why and passes without running, so `cargo test --workspace` passes on
+//! a machine without a browser; with `LEASEHOLD_REQUIRE_BROWSER=1` (set by
+//! `.ci/run`) it FAILS instead. `LEASEHOLD_SKIP_BROWSER=1` skips it explicitly.
 
 mod support;
 
@@ -202,12 +204,26 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
         on_path("chromedriver"),
     ) {
         (Some(c), Some(d)) => (c, d),
-        (chromium, driver) => panic!(
-            "the dashboard browser test needs chromium and chromedriver on PATH \
-             (found chromium: {chromium:?}, chromedriver: {driver:?}); install them with \
-             `apt-get install chromium chromium-driver` (.ci/run does), or set \
-             LEASEHOLD_SKIP_BROWSER=1 to skip this test explicitly"
-        ),
+        (chromium, driver) => {
+            let why = format!(
+                "the dashboard browser test needs chromium and chromedriver on PATH \
+                 (found chromium: {chromium:?}, chromedriver: {driver:?}); install them with \
+                 `apt-get install chromium chromium-driver` (.ci/run does)"
+            );
+            assert!(
+                std::env::var("LEASEHOLD_REQUIRE_BROWSER").as_deref() != Ok("1"),
+                "LEASEHOLD_REQUIRE_BROWSER=1 but {why}"
+            );
+            // straight to the process's stderr: the test harness captures
+            // eprintln! of a passing test, and this reason must be seen
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED dashboard browser test: {why}; set LEASEHOLD_REQUIRE_BROWSER=1 to make \
+                 this a failure (LEASEHOLD_SKIP_BROWSER=1 skips it without looking)"
+            );
+            return;
+        }
     };
 
     // ---- a real worker runs real jobs ----

@@ -15,7 +15,8 @@
 --   start:      first step
 --   checkpoint: step, output, next step ('' when last)
 --   finish:     outcome, last step to checkpoint first ('' for none), its output, and
---               unless the outcome is SUCCEEDED: error kind, message, '1' retryable,
+--               unless the outcome is SUCCEEDED: error kind, message, retryable ('1',
+--               'used_up': retryable but the caller's automatic retries are used up, '0'),
 --               backoff ms, '1' cleanup needed, reason, '1' interrupted
 --   release:    (nothing)
 -- then one token per job to lease
@@ -81,7 +82,10 @@ local function bad_values(kind, a)
     if not TERMINAL[outcome] then return 'finish outcome', outcome end
     if ARGV[a + 1] ~= '' and not is_step_name(ARGV[a + 1]) then return 'finish last step', ARGV[a + 1] end
     if outcome ~= 'SUCCEEDED' then
-      if flag_value(ARGV[a + 5]) == nil then return 'finish retryable flag', ARGV[a + 5] end
+      -- retryable: a flag, or 'used_up' (retryable, the caller's retries used up)
+      if ARGV[a + 5] ~= 'used_up' and flag_value(ARGV[a + 5]) == nil then
+        return 'finish retryable flag', ARGV[a + 5]
+      end
       if not int_value(ARGV[a + 6], 0) then return 'finish backoff ms', ARGV[a + 6] end
       if flag_value(ARGV[a + 7]) == nil then return 'finish cleanup flag', ARGV[a + 7] end
       if flag_value(ARGV[a + 9]) == nil then return 'finish interrupted flag', ARGV[a + 9] end
@@ -135,7 +139,7 @@ local function walk(run)
           ARGV[a + 1], ARGV[a + 2])
       else
         out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4],
-          flag_value(ARGV[a + 5]), int_value(ARGV[a + 6], 0), flag_value(ARGV[a + 7]), ARGV[a + 8], res,
+          ARGV[a + 5], int_value(ARGV[a + 6], 0), flag_value(ARGV[a + 7]), ARGV[a + 8], res,
           flag_value(ARGV[a + 9]), ARGV[a + 1], ARGV[a + 2])
       end
       -- a job that ended (start and release end one when a cancel was pending)

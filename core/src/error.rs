@@ -105,6 +105,19 @@ impl Error {
         )
     }
 
+    /// True when Redis refused the credentials: the `AUTH` at connect failed
+    /// (`WRONGPASS`), or a command was refused for want of one (`NOAUTH`).
+    /// Not transient: retrying with the same credentials fails the same way.
+    pub fn is_auth_failure(&self) -> bool {
+        match self {
+            Error::Redis(e) => {
+                e.kind() == deadpool_redis::redis::ErrorKind::AuthenticationFailed
+                    || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+            }
+            _ => false,
+        }
+    }
+
     /// True for connection-level failures worth retrying after a backoff.
     pub fn is_transient(&self) -> bool {
         match self {

@@ -271,6 +271,17 @@ impl StepContext {
     }
     /// Completes when a cancel is requested or the lease is lost: select on it
     /// to stop long work early (phase B).
+    ///
+    /// What the step returns after it fired decides the outcome. Returning an
+    /// error (for example [`StepContext::check_cancelled`]'s) honours the cancel:
+    /// the attempt ends CANCELLED. Returning `Ok` means the step finished its
+    /// work anyway: the worker checkpoints it, and if it was the last step the job
+    /// ends SUCCEEDED with the cancel request kept but not honoured — `show`, the
+    /// dashboard and the `finish` event say "the job completed first". (A step
+    /// that is not the last is stopped at its checkpoint and the attempt ends
+    /// CANCELLED.) Return `Ok` after a cancel only when the work is complete and
+    /// its results should stand; when the lease was lost instead, nothing the
+    /// step returns is recorded.
     pub async fn cancelled(&self) {
         self.shared.cancel.cancelled().await
     }

@@ -92,6 +92,7 @@ async fn status_counts_every_state_and_names_locks_workers_and_stale_jobs() {
         kind: "validation".into(),
         message: "bad rows".into(),
         retryable: false,
+        retries_exhausted: false,
     };
     q.finish(
         &l,

@@ -265,6 +265,7 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
             kind: "k".into(),
             message: "m".into(),
             retryable: false,
+            retries_exhausted: false,
         },
         backoff: std::time::Duration::ZERO,
         cleanup_needed: false,

@@ -20,20 +20,34 @@ pub(crate) use enqueue::enqueue;
 pub(crate) use upkeep::{purge, sweep};
 pub(crate) use views::{events, jobs, locks, show, status, workers};
 
+/// Writes `text` to stdout and flushes it. A reader that closed the pipe
+/// (`leasehold ... | head`) ends the command quietly with [`Failure::Closed`]
+/// (exit 0), as Unix tools do, instead of the panic of `println!`.
+fn out(text: &str) -> Outcome {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::Closed),
+        Err(e) => Err(Failure::Other(format!("cannot write to stdout: {e}"))),
+    }
+}
+
 /// Prints `value` as pretty JSON.
 fn print_json(value: &impl Serialize) -> Outcome {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Failure::Other(format!("cannot write JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
+    out(&format!("{text}\n"))
 }
 
 /// Prints `value` as JSON on one line (`events --follow --json`).
 fn print_json_line(value: &impl Serialize) -> Outcome {
     let text = serde_json::to_string(value)
         .map_err(|e| Failure::Other(format!("cannot write JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
+    out(&format!("{text}\n"))
 }
 
 /// The queue given, as the list of queues to read (empty: every queue).

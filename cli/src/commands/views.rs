@@ -7,7 +7,7 @@ use leasehold_core::{Error, Event, EventFollower, Inspector, JobFilter, JobId, P
 use serde::Serialize;
 use serde_json::json;
 
-use super::{one, print_json, print_json_line};
+use super::{one, out, print_json, print_json_line};
 use crate::context::{list_jobs_across, Ctx};
 use crate::wording::{self, Moment};
 use crate::{job_id, render, Failure, JobsArgs, Outcome, StateArg};
@@ -26,14 +26,12 @@ pub(crate) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
         return print_json(&all);
     }
     if all.is_empty() {
-        println!(
-            "no queues found under prefix {:?} at {}",
+        return out(&format!(
+            "no queues found under prefix {:?} at {}\n",
             ctx.config.prefix, ctx.shown_url
-        );
-        return Ok(());
+        ));
     }
-    print!("{}", render::status(&all));
-    Ok(())
+    out(&render::status(&all))
 }
 
 /// `jobs`.
@@ -69,8 +67,7 @@ pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
     if ctx.json {
         return print_json(&page);
     }
-    print!("{}", render::jobs(&page, args.offset));
-    Ok(())
+    out(&render::jobs(&page, args.offset))
 }
 
 /// `show`.
@@ -115,8 +112,7 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
             cancel_explained: detail.cancel.as_ref().map(|c| c.explain()),
         });
     }
-    print!("{}", render::show(&detail, &timeline));
-    Ok(())
+    out(&render::show(&detail, &timeline))
 }
 
 /// Whether `e` is Redis failing to answer (not a bad key).
@@ -154,8 +150,7 @@ pub(crate) async fn locks(ctx: &Ctx, queue: Option<String>) -> Outcome {
     }
     let rows: Vec<(String, leasehold_core::LockInfo)> =
         all.into_iter().map(|l| (l.queue, l.lock)).collect();
-    print!("{}", render::locks(&rows));
-    Ok(())
+    out(&render::locks(&rows))
 }
 
 /// `workers`.
@@ -180,8 +175,7 @@ pub(crate) async fn workers(ctx: &Ctx, queue: Option<String>) -> Outcome {
     }
     let rows: Vec<(String, leasehold_core::Workers)> =
         all.into_iter().map(|w| (w.queue, w.workers)).collect();
-    print!("{}", render::workers(&rows));
-    Ok(())
+    out(&render::workers(&rows))
 }
 
 /// `events`, and with `follow` every new event until interrupted.
@@ -235,11 +229,9 @@ pub(crate) async fn events(
             return print_json(&first);
         }
         if first.is_empty() {
-            println!("no events");
-        } else {
-            print!("{}", render::events(&first));
+            return out("no events\n");
         }
-        return Ok(());
+        return out(&render::events(&first));
     }
     let mut follower = EventFollower::connect(&ctx.url, &ctx.config, &names, FOLLOW_BLOCK)
         .await
@@ -259,8 +251,7 @@ pub(crate) async fn events(
         if ctx.json {
             print_json_line(e)
         } else {
-            println!("{}", render::event_line(e));
-            Ok(())
+            out(&format!("{}\n", render::event_line(e)))
         }
     };
     for e in &first {

@@ -40,8 +40,10 @@ impl DashError {
             Failure::Usage(m) => DashError::BadRequest(m),
             Failure::UnknownJob(m) => DashError::NotFound(m),
             Failure::Refused(m) => DashError::Refused(m),
-            Failure::Unreachable(m) => DashError::Unavailable(m),
+            Failure::Unreachable(m) | Failure::AuthFailed(m) => DashError::Unavailable(m),
             Failure::Other(m) => DashError::Internal(m),
+            // classify never gives it (only a write to stdout does)
+            Failure::Closed => DashError::Internal("stdout closed".into()),
         }
     }
 

@@ -283,6 +283,9 @@ pub(super) fn timeline(job: &Job, now: Millis) -> Markup {
         .flat_map(|r| r.segments.iter().map(|s| s.to))
         .chain(std::iter::once(if job.state.is_terminal() {
             job.updated_at
+        } else if job.state == JobState::Stale {
+            // nothing runs after a job went STALE: the axis ends there
+            job.stale_at.unwrap_or(now)
         } else {
             now
         }))

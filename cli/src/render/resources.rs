@@ -31,7 +31,7 @@ pub(crate) fn locks(rows: &[(String, LockInfo)]) -> String {
         "RESOURCE",
         "HOLDER",
         "STATE",
-        "TTL",
+        "TIME LEFT",
         "PARKED",
         "LIVE JOBS ON IT",
     ]);

@@ -8,7 +8,7 @@ use leasehold_core::{JobDetail, JobState, Millis};
 use super::events::events_table;
 use crate::table::Table;
 use crate::time::{human, stamp};
-use crate::wording::{holder_state, lock_ttl, opt, resolution, verdict, yes_no, Moment};
+use crate::wording::{holder_state, lock_ttl, opt, resolution, retry_flag, verdict, Moment};
 
 /// `show`.
 pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
@@ -172,10 +172,10 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
         if let Some(e) = &a.error {
             let _ = writeln!(
                 out,
-                "     error: {}: {}  (retryable: {})",
+                "     error: {}: {}  ({})",
                 e.kind,
                 e.message,
-                yes_no(e.retryable)
+                retry_flag(e)
             );
         }
         if let Some(r) = a.reason.as_deref().filter(|r| !r.is_empty()) {

@@ -146,7 +146,7 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
             let _ = writeln!(out, "  locks held: none");
         } else {
             let _ = writeln!(out, "  locks held:");
-            let mut t = Table::new(&["RESOURCE", "HOLDER", "STATE", "TTL", "PARKED"]);
+            let mut t = Table::new(&["RESOURCE", "HOLDER", "STATE", "TIME LEFT", "PARKED"]);
             for l in &s.locks {
                 t.row(vec![
                     l.resource.clone(),

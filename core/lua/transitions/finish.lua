@@ -9,7 +9,9 @@
 -- or LEASED, as the operator asked (nothing failed).
 -- Called by settle: finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome,
 -- kind, message, retryable, backoff, cleanup, reason, res, interrupted, last_step,
--- last_output), the flags as booleans; `last_step` (with its output) is a step
+-- last_output), the flags as booleans except `retryable` ('1', 'used_up': the
+-- step said retryable but the caller's automatic retries are used up, else not
+-- retryable); `last_step` (with its output) is a step
 -- completed just before the end, recorded as its checkpoint would ('' for none).
 -- Reply: {'OK', outcome} | {'RETRY', next attempt, not_before ms} | refusal
 --        | {'CORRUPT', problem, field}: a field it reads is malformed (nothing written).
@@ -28,6 +30,8 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     reason, res, interrupted, last_step, last_output)
   if not TERMINAL[outcome] then return { 'BAD_ARG', 'outcome' } end
   if type(backoff) ~= 'number' or backoff < 0 then return { 'BAD_ARG', 'backoff' } end
+  local used_up = retryable == 'used_up'
+  retryable = retryable == '1' or used_up
   local j = load_job(jk)
   -- A worker shutting down with a cancel pending (not yet seen by it) ends the
   -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
@@ -55,7 +59,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     elseif retryable then
       corrupt = corrupt_field(j, { 'max_attempts' })
       if corrupt then return corrupt end
-      retried = attempt < tonumber(j.max_attempts)
+      retried = not used_up and attempt < tonumber(j.max_attempts)
     end
   end
   if retried then
@@ -83,7 +87,10 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   local extra = {}
   if reason ~= '' then extra.reason = reason end
   if outcome == 'FAILED' then
-    extra.error = { kind = kind, message = message, retryable = retryable }
+    -- the step's verdict, and apart from it whether automatic retries are used up
+    local exhausted = retryable and not interrupted and not cancel_pending
+      and (used_up or attempt >= tonumber(j.max_attempts))
+    extra.error = { kind = kind, message = message, retryable = retryable, retries_exhausted = exhausted or nil }
   end
   -- A plain success (no reason given) keeps its attempt in the job hash, which
   -- already holds all its record would (worker, fence, leased_at, started_at,
@@ -105,6 +112,11 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     redis.call('HDEL', jk, 'token', 'lease_deadline')
   else
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+  end
+  -- an accepted cancel the job outran: its finish event says so
+  if outcome == 'SUCCEEDED' and reason == '' and f[8] and f[8] ~= '' then
+    local by = (j.cancel_by and j.cancel_by ~= '') and j.cancel_by or '?'
+    message = 'completed first: the cancel requested by ' .. by .. ' was not honoured'
   end
   emit(batch.events, 'finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
 

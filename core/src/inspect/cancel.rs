@@ -15,7 +15,12 @@ pub enum CancelOutcome {
     Pending,
     /// QUEUED: the holder released the job first; the next start cancels it.
     PendingNextStart,
-    /// The attempt ended the other way before the request was honoured.
+    /// The job completed (SUCCEEDED) before the request was honoured: its
+    /// last step returned `Ok` after the request was accepted (or before the
+    /// worker saw it). A legitimate outcome; its results stand.
+    CompletedFirst,
+    /// The attempt ended FAILED before the request was honoured (no automatic
+    /// retry was made while it was pending).
     NotHonoured {
         /// How it ended.
         ended: JobState,
@@ -50,6 +55,11 @@ impl CancelStatus {
                 "pending: the job was handed back before honouring it; the next start cancels it"
                     .into()
             }
+            CancelOutcome::CompletedFirst => format!(
+                "not honoured: the job completed first (attempt {} ended SUCCEEDED after the \
+                 request was made; its results stand)",
+                self.attempt
+            ),
             CancelOutcome::NotHonoured { ended } => format!(
                 "not honoured: attempt {} ended {ended} before the request was honoured",
                 self.attempt
@@ -71,9 +81,10 @@ pub fn cancel_status(job: &Job) -> Option<CancelStatus> {
             JobState::Leased | JobState::Running => CancelOutcome::Pending,
             JobState::Queued => CancelOutcome::PendingNextStart,
             JobState::Stale => CancelOutcome::Stale,
-            ended @ (JobState::Succeeded | JobState::Failed) => {
-                CancelOutcome::NotHonoured { ended }
-            }
+            JobState::Succeeded => CancelOutcome::CompletedFirst,
+            JobState::Failed => CancelOutcome::NotHonoured {
+                ended: JobState::Failed,
+            },
         };
         return Some(CancelStatus {
             request: request.clone(),
@@ -85,6 +96,7 @@ pub fn cancel_status(job: &Job) -> Option<CancelStatus> {
         let request = a.cancel.clone()?;
         let outcome = match a.state {
             JobState::Cancelled => CancelOutcome::Honoured,
+            JobState::Succeeded => CancelOutcome::CompletedFirst,
             ended => CancelOutcome::NotHonoured { ended },
         };
         Some(CancelStatus {
@@ -117,10 +129,18 @@ mod tests {
             CancelOutcome::Honoured
         );
         job.state = JobState::Succeeded;
+        let status = cancel_status(&job).unwrap();
+        assert_eq!(status.outcome, CancelOutcome::CompletedFirst);
+        assert!(
+            status.explain().contains("the job completed first"),
+            "{}",
+            status.explain()
+        );
+        job.state = JobState::Failed;
         assert_eq!(
             cancel_status(&job).unwrap().outcome,
             CancelOutcome::NotHonoured {
-                ended: JobState::Succeeded
+                ended: JobState::Failed
             }
         );
         job.cancel = None;

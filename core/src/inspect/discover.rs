@@ -11,35 +11,40 @@ use crate::config::QueueConfig;
 use crate::error::Result;
 use crate::keys::check_name;
 
+/// The keys that name a queue: its fence and event stream (once it had a job),
+/// the set of its workers' ids and its pipeline specs (written by a worker when
+/// it starts, before any job).
+const QUEUE_MARKS: [&str; 4] = [":fence", ":events", ":workers", ":pipelines"];
+
 /// Finds the queues under `config.prefix` by `SCAN`ning for their
-/// `<prefix>:{<queue>}:fence` and `<prefix>:{<queue>}:events` keys (there is
-/// no index of queues). Sorted by name.
+/// `<prefix>:{<queue>}:fence`, `:events`, `:workers` and `:pipelines` keys
+/// (there is no index of queues). Sorted by name.
 ///
-/// Cost: two `SCAN`s of the whole database; in Redis Cluster, of one node.
-/// A queue that never had a job is not found. Key names that are not UTF-8
-/// (no queue can be named by them) are skipped; [`Inspector::status`]
-/// reports those of its own queue.
+/// Cost: one `SCAN` of the whole database (its `MATCH` lets through only keys
+/// whose part after the `}` begins like one of those four); in Redis Cluster,
+/// of one node. A queue that never had a job nor a worker is not found. Key
+/// names that are not UTF-8 (no queue can be named by them) are skipped;
+/// [`Inspector::status`] reports those of its own queue.
 pub async fn discover_queues(pool: &Pool, config: &QueueConfig) -> Result<Vec<String>> {
     check_name("key prefix", &config.prefix)?;
     let head = format!("{}:{{", config.prefix);
     let mut conn = pooled(pool, config).await?;
     let mut queues = BTreeSet::new();
-    for suffix in [":fence", ":events"] {
-        let pattern = format!("{}*}}{suffix}", escape_glob(&head));
-        let scanned = scan_keys(&mut conn, config, &pattern).await?;
-        if !scanned.not_utf8.is_empty() {
-            tracing::warn!(keys = ?scanned.not_utf8, "skipped key names that are not UTF-8");
-        }
-        for key in scanned.keys {
-            let Some(rest) = key.strip_prefix(&head) else {
-                continue;
-            };
-            let Some((queue, tail)) = rest.split_once('}') else {
-                continue;
-            };
-            if tail == suffix && check_name("queue name", queue).is_ok() {
-                queues.insert(queue.to_owned());
-            }
+    // `ev`ents, `fe`nce, `pi`pelines, `wo`rkers (and `wo`rker:<id>, filtered below)
+    let pattern = format!("{}*}}:[efpw][veio]*", escape_glob(&head));
+    let scanned = scan_keys(&mut conn, config, &pattern).await?;
+    if !scanned.not_utf8.is_empty() {
+        tracing::warn!(keys = ?scanned.not_utf8, "skipped key names that are not UTF-8");
+    }
+    for key in scanned.keys {
+        let Some(rest) = key.strip_prefix(&head) else {
+            continue;
+        };
+        let Some((queue, tail)) = rest.split_once('}') else {
+            continue;
+        };
+        if QUEUE_MARKS.contains(&tail) && check_name("queue name", queue).is_ok() {
+            queues.insert(queue.to_owned());
         }
     }
     Ok(queues.into_iter().collect())

@@ -119,10 +119,12 @@ impl Inspector {
                     key,
                     holder,
                     holder_state,
+                    holder_lease_ms: None,
                     parked,
                     claims: claims.clone(),
                 });
             }
+            self.holder_leases(conn, &mut locks).await?;
             // holders that are not among the claimants (e.g. a job that just ended)
             let unknown: Vec<usize> = locks
                 .iter()
@@ -143,5 +145,33 @@ impl Inspector {
             out.extend(locks);
         }
         Ok(out)
+    }
+
+    /// Sets each held lock's `holder_lease_ms` from its holder's
+    /// `lease_deadline` (one pipeline) and Redis `TIME`. A deadline that is
+    /// missing or not a number leaves it `None`.
+    async fn holder_leases(&self, conn: &mut Connection, locks: &mut [LockInfo]) -> Result<()> {
+        let held: Vec<usize> = (0..locks.len())
+            .filter(|&i| locks[i].holder.is_some())
+            .collect();
+        if held.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for &i in &held {
+            if let Some(h) = &locks[i].holder {
+                pipe.cmd("HGET")
+                    .arg(self.keys().job(h.as_str()))
+                    .arg("lease_deadline");
+            }
+        }
+        let deadlines: Vec<Option<String>> = self.timed(pipe.query_async(conn)).await?;
+        let now = self.now_on(conn).await?;
+        for (&i, deadline) in held.iter().zip(deadlines) {
+            locks[i].holder_lease_ms = deadline
+                .and_then(|d| d.parse::<i64>().ok())
+                .map(|d| d - now);
+        }
+        Ok(())
     }
 }

@@ -20,8 +20,9 @@
 //! the number of keys in the database (in Redis Cluster it sees one node):
 //!
 //! * [`discover_queues`]: every queue that ever leased a job has a
-//!   `<prefix>:{<queue>}:fence` key, and every queue that ever had a job has an
-//!   `<prefix>:{<queue>}:events` stream; both are scanned for.
+//!   `<prefix>:{<queue>}:fence` key, every queue that ever had a job has an
+//!   `<prefix>:{<queue>}:events` stream, and every queue a worker serves has
+//!   its `:workers` set and `:pipelines` specs; one `SCAN` finds them all.
 //! * [`Inspector::pipelines`]: the pipelines with waiting jobs are the names of
 //!   the queue's `ready:<pipeline>` and `delayed:<pipeline>` keys (Redis
 //!   deletes empty sorted sets, so pipelines with nothing waiting are not found).

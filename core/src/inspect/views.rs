@@ -233,8 +233,15 @@ pub struct LockInfo {
     pub holder: Option<JobId>,
     /// The holder's state, if it still exists.
     pub holder_state: Option<JobState>,
-    /// Time left on the lock (ms); `-1` when persisted for a STALE holder.
+    /// Time left on the lock key (ms); `-1` when persisted for a STALE holder.
+    /// While its holder runs this is not what governs the lock: the key lives
+    /// an hour past the lease as a safety net (see `holder_lease_ms`).
     pub ttl_ms: Option<i64>,
+    /// Time left on the holder's lease (ms, negative once it expired), which
+    /// governs the lock: when it expires the sweeper decides what becomes of
+    /// the lock. `None` when the holder holds no lease (STALE, ended, gone).
+    #[serde(default)]
+    pub holder_lease_ms: Option<i64>,
     /// QUEUED jobs parked until the lock is free.
     pub parked: u64,
     /// LEASED, RUNNING and STALE jobs with this resource. More than one means

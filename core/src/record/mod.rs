@@ -82,8 +82,16 @@ pub struct AttemptError {
     pub kind: String,
     /// The message.
     pub message: String,
-    /// Whether retrying may help.
+    /// The step's verdict: whether retrying may help. Kept as the step gave it,
+    /// also when no automatic attempt is left (see `retries_exhausted`).
     pub retryable: bool,
+    /// Retryable, but no automatic retry was made because the automatic
+    /// attempts are used up: the job's `max_attempts`, or the failing step's own
+    /// retry policy. Given to `finish`, it ends the attempt FAILED even when the
+    /// job has attempts left (the worker sets it when the step's policy is spent).
+    /// Absent (false) in records written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retries_exhausted: bool,
 }
 
 /// An operator's decision that ended a STALE attempt.

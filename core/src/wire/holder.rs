@@ -6,6 +6,7 @@ use deadpool_redis::redis::ScriptInvocation;
 
 use crate::error::{Error, Result};
 use crate::lease::{Finished, Lease, Outcome, Started};
+use crate::record::AttemptError;
 use crate::state::JobState;
 use crate::transitions::Op;
 use crate::wire::args::{bool_arg, millis};
@@ -197,6 +198,17 @@ fn requeue_keys(keys: &QueueKeys, lease: &Lease, inv: &mut ScriptInvocation<'_>)
         .key(keys.wake(&lease.pipeline));
 }
 
+/// A failure's verdict as `finish` reads it: `"1"` retryable, `"used_up"`
+/// retryable but the caller's automatic retries are used up (no new attempt,
+/// recorded as such), `"0"` not retryable.
+fn retryable_arg(error: &AttemptError) -> &'static str {
+    match (error.retryable, error.retries_exhausted) {
+        (false, _) => "0",
+        (true, true) => "used_up",
+        (true, false) => "1",
+    }
+}
+
 /// The values of a finish after its outcome and last step, unless it is a
 /// success: error kind, message, retryable, backoff ms, cleanup needed, reason,
 /// interrupted.
@@ -211,7 +223,7 @@ fn outcome_values(outcome: &Outcome) -> Option<[String; 7]> {
         } => Some([
             s(&error.kind),
             s(&error.message),
-            s(bool_arg(error.retryable)),
+            s(retryable_arg(error)),
             millis(*backoff).to_string(),
             s(bool_arg(*cleanup_needed)),
             String::new(),

@@ -161,6 +161,7 @@ fn attempt_error(error: &StepError) -> AttemptError {
         kind: error.kind.clone(),
         message: error.message.clone(),
         retryable: error.retryable,
+        retries_exhausted: false,
     }
 }
 
@@ -457,11 +458,14 @@ impl Attempt<'_> {
     ) {
         let lease = &self.active.lease;
         let policy = spec.retry.unwrap_or(self.runner.options().retry);
-        let retryable = error.retryable && lease.attempt < policy.max_attempts;
+        // the step's verdict is recorded as it gave it; whether the step's own
+        // policy has an attempt left is recorded apart (finish also checks the
+        // job's max_attempts)
+        let retries_exhausted = error.retryable && lease.attempt >= policy.max_attempts;
         let backoff = policy.backoff(lease.attempt, unit_random());
-        warn!(step = spec.name, %error, retryable, "step failed");
+        warn!(step = spec.name, %error, retries_exhausted, "step failed");
         let mut recorded = attempt_error(&error);
-        recorded.retryable = retryable;
+        recorded.retries_exhausted = retries_exhausted;
         recorded.message = format!("step {} failed: {}", spec.name, error.message);
         self.finish(
             Outcome::Failed {

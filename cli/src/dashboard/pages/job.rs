@@ -44,6 +44,7 @@ fn cancel_section(d: &JobDetail) -> Markup {
                     @let (class, word) = match c.outcome {
                         CancelOutcome::Honoured => ("ok", "honoured"),
                         CancelOutcome::Pending | CancelOutcome::PendingNextStart => ("pending", "pending"),
+                        CancelOutcome::CompletedFirst => ("no", "completed first"),
                         CancelOutcome::NotHonoured { .. } | CancelOutcome::Stale => ("no", "not honoured"),
                     };
                     p { span class={ "verdict " (class) } data-outcome=(word) { (word) } " — " (c.explain()) }
@@ -94,7 +95,7 @@ fn lease_section(d: &JobDetail) -> Markup {
                             Some(h) => { a.mono href=(job_url(&j.queue, h.as_str())) { (h) } " (" (holder_state(l)) ")" },
                         }
                     }
-                    dt { "TTL" } dd { (lock_ttl(l)) }
+                    dt { "Time left" } dd { (lock_ttl(l)) }
                     dt { "Parked on it" } dd { (l.parked) }
                 },
             }
@@ -137,8 +138,14 @@ fn attempts_table(d: &JobDetail) -> Markup {
                         td { @if let Some(f) = j.fence { (f) } @else { "-" } }
                         td { @if let Some(t) = j.leased_at { (stamp(t)) } @else { "-" } }
                         td { @if let Some(t) = j.started_at { (stamp(t)) } @else { "-" } }
-                        td { "-" }
-                        td { @if let Some(s) = j.started_at { (human(d.now - s)) " so far" } @else { "-" } }
+                        // a STALE attempt ended when it went STALE: its run time stops there
+                        @let stale_end = j.stale_at.filter(|_| j.state == JobState::Stale);
+                        td { @if let Some(t) = stale_end { (stamp(t)) " (STALE)" } @else { "-" } }
+                        td { @match (j.started_at, stale_end) {
+                            (Some(s), Some(t)) => { (human(t - s)) " (until STALE)" },
+                            (Some(s), None) => { (human(d.now - s)) " so far" },
+                            (None, _) => "-",
+                        } }
                         td { @for s in &j.steps { span.pill title=(stamp(s.at)) { (s.step) } " " }
                              @if let (Some(s), JobState::Running) = (&j.step, j.state) { span.pill.running { (s) " …" } } }
                         td { @if j.cleanup_needed { "cleanup needed" } }

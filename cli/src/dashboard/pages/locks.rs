@@ -16,7 +16,7 @@ pub(super) fn locks_table(rows: &[(&str, &LockInfo)], with_queue: bool) -> Marku
         table.grid.locks {
             thead { tr {
                 @if with_queue { th { "Queue" } }
-                th { "Resource" } th { "Holder" } th { "Holder state" } th { "TTL" } th { "Parked" } th { "Live jobs on it" }
+                th { "Resource" } th { "Holder" } th { "Holder state" } th { "Time left" } th { "Parked" } th { "Live jobs on it" }
             } }
             tbody {
                 @for (q, l) in rows {
