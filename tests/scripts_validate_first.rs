@@ -632,10 +632,11 @@ async fn sweep_refuses_every_malformed_argument_before_writing() {
     .await;
 }
 
-/// A sweep leaves an expired job whose move needs a malformed field as it is
-/// (in the lease index), and moves the others.
+/// A sweep moves no expired job whose move needs a malformed field: it sets it
+/// aside in the quarantine (naming the field), its other fields as they were,
+/// and moves the others.
 #[tokio::test]
-async fn sweep_leaves_a_job_it_cannot_move_untouched() {
+async fn sweep_quarantines_a_job_it_cannot_move_and_moves_the_others() {
     let srv = RedisServer::start();
     let q = connect(&srv, "vf").await;
     let k = q.keys().clone();
@@ -645,14 +646,23 @@ async fn sweep_leaves_a_job_it_cannot_move_untouched() {
     let _: () = get(&srv, &["HDEL", &jk, "pipeline"]);
     force_expire(&srv, &q, &bad.job);
     force_expire(&srv, &q, &good.job);
-    let before: BTreeMap<String, String> = get(&srv, &["HGETALL", &jk]);
+    let mut before: BTreeMap<String, String> = get(&srv, &["HGETALL", &jk]);
     let report = q.sweep(100).await.expect("sweep");
     assert_eq!(report.requeued, 1, "{report:?}");
     assert_eq!(read(&q, &good.job).await.state, JobState::Queued);
     let after: BTreeMap<String, String> = get(&srv, &["HGETALL", &jk]);
-    assert_eq!(before, after, "the job without a pipeline is not touched");
+    // the lease is gone (its holder is refused); nothing else changed
+    before.remove("token");
+    before.remove("lease_deadline");
+    assert_eq!(before, after, "the job without a pipeline is not moved");
     let leases: Vec<String> = get(&srv, &["ZRANGE", &k.leases(), "0", "-1"]);
-    assert_eq!(leases, [bad.job.to_string()]);
+    assert!(leases.is_empty(), "{leases:?}");
+    let entry = q
+        .quarantine_entry(bad.job.as_str())
+        .await
+        .expect("read")
+        .expect("quarantined");
+    assert_eq!(entry.field, "pipeline");
 }
 
 #[tokio::test]
