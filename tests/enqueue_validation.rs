@@ -86,7 +86,8 @@ async fn names_with_format_characters_are_refused_and_nothing_is_written() {
     assert!(Queue::with_pool(q.pool().clone(), &"é".repeat(101), QueueConfig::default()).is_err());
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, leasehold::schemars::JsonSchema)]
+#[schemars(crate = "leasehold::schemars")]
 struct Window {
     shop: String,
     hour: u32,
@@ -99,7 +100,8 @@ struct Sync;
     name = "sync",
     queue = "typed",
     max_attempts = 3,
-    input_key = "{shop}:{hour}"
+    input_key = "{shop}:{hour}",
+    resource = "shop:{shop}"
 )]
 impl Sync {
     #[step]
@@ -172,4 +174,114 @@ async fn the_typed_client_takes_delay_priority_attempts_and_an_id() {
     let not_before: String = get(&srv, &["HGET", &key, "not_before"]);
     assert_eq!(created, not_before);
     assert_eq!(get::<String>(&srv, &["HGET", &key, "max_attempts"]), "3");
+}
+
+/// An input type without a JSON Schema: the spec says so and enqueues check JSON only.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Plain {
+    n: u32,
+}
+
+#[derive(Clone)]
+struct Loose;
+
+#[pipeline(name = "loose", queue = "typed")]
+impl Loose {
+    #[step]
+    async fn only(&self, _ctx: &StepContext, _input: &Plain) -> Result<(), StepError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn the_published_spec_carries_queue_templates_schema_and_a_version() {
+    let spec = leasehold::pipeline::spec_of::<Sync>();
+    assert_eq!(spec.queue.as_deref(), Some("typed"));
+    assert_eq!(spec.resource_template.as_deref(), Some("shop:{shop}"));
+    assert_eq!(spec.input_key_template.as_deref(), Some("{shop}:{hour}"));
+    let schema = spec
+        .input_schema
+        .as_ref()
+        .expect("Window derives JsonSchema");
+    assert_eq!(schema["properties"]["hour"]["type"], "integer", "{schema}");
+    assert_eq!(spec.version, spec.digest());
+    assert_eq!(spec.version.len(), 16);
+    let loose = leasehold::pipeline::spec_of::<Loose>();
+    assert_eq!(loose.input_schema, None);
+    assert_ne!(loose.version, spec.version);
+}
+
+#[tokio::test]
+async fn enqueue_json_applies_the_published_contract() {
+    let srv = RedisServer::start();
+    let client = Client::connect(&srv.url(), QueueConfig::default())
+        .await
+        .expect("client");
+    let opts = leasehold::EnqueueOptions::new();
+    // nothing registered yet: refused, nothing written
+    let err = client
+        .enqueue_json("sync", r#"{"shop":"a","hour":1}"#, &opts)
+        .await
+        .expect_err("unregistered");
+    assert!(matches!(err, Error::UnregisteredPipeline { .. }), "{err}");
+    assert_eq!(dbsize(&srv), 0);
+
+    let q = client.queue_for::<Sync>().expect("queue");
+    q.register_pipeline(&leasehold::pipeline::spec_of::<Sync>())
+        .await
+        .expect("register");
+    // the queue is found from the spec; resource and key from the templates
+    let done = client
+        .enqueue_json("sync", r#"{"shop":"a","hour":1}"#, &opts)
+        .await
+        .expect("enqueue");
+    let job = q.job(&done.id).await.expect("read").expect("a job");
+    assert_eq!(job.resource.as_deref(), Some("shop:a"));
+    assert_eq!(job.input_key.as_deref(), Some("a:1"));
+    assert_eq!(job.max_attempts, 3);
+    // the same key again: the same job
+    let again = client
+        .enqueue_json("sync", r#"{"shop":"a","hour":1}"#, &opts)
+        .await
+        .expect("enqueue");
+    assert_eq!(again.id, done.id);
+    // a wrong shape is refused with its JSON path, and nothing is written
+    let keys = dbsize(&srv);
+    for (bad, path) in [
+        (r#"{"shop":"a","hour":"one"}"#, "/hour"),
+        (r#"{"shop":"a"}"#, "/"),
+        (r#"{"shop":7,"hour":1}"#, "/shop"),
+        ("not json", "/"),
+    ] {
+        let err = client
+            .enqueue_json("sync", bad, &opts)
+            .await
+            .expect_err(bad);
+        assert!(
+            matches!(&err, Error::InvalidInput { path: p, .. } if p == path),
+            "{bad}: {err}"
+        );
+    }
+    assert_eq!(dbsize(&srv), keys);
+    // an unregistered pipeline with everything given explicitly
+    let mut explicit = leasehold::EnqueueOptions::new();
+    explicit.unregistered = true;
+    explicit.queue = Some("elsewhere".into());
+    explicit.resource = Some("r1".into());
+    explicit.input_key = Some("k1".into());
+    let done = client
+        .enqueue_json("adhoc", r#"{"any":"thing"}"#, &explicit)
+        .await
+        .expect("explicit");
+    let job = client
+        .queue("elsewhere")
+        .expect("queue")
+        .job(&done.id)
+        .await
+        .expect("read")
+        .expect("a job");
+    assert_eq!(
+        (job.resource.as_deref(), job.input_key.as_deref()),
+        (Some("r1"), Some("k1"))
+    );
 }

@@ -4,10 +4,11 @@ use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
 
 use crate::config::QueueConfig;
+use crate::contract::{unregistered_job, Contract, EnqueueOptions};
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
-use crate::pipeline::{queue_of, Pipeline};
+use crate::pipeline::{queue_of, Pipeline, PipelineSpec};
 use crate::queue::{connect_pool, Enqueued, Queue};
 
 /// Builds the [`NewJob`] for `input` of pipeline `P`: its name, resource and
@@ -67,6 +68,111 @@ impl Client {
             not_before: None,
             _pipeline: PhantomData,
         }
+    }
+
+    /// The queues in which a worker registered `pipeline`, with the spec it
+    /// published there (one `SCAN` for the queues' spec hashes, then one `HGET`
+    /// per queue). Sorted by queue.
+    pub async fn find_pipeline(&self, pipeline: &str) -> Result<Vec<(String, PipelineSpec)>> {
+        let queues =
+            crate::inspect::discover_queues(self.queue.pool(), self.queue.config()).await?;
+        let mut found = Vec::new();
+        for name in queues {
+            let q = self.queue(&name)?;
+            if let Some(spec) = q.pipeline_spec(pipeline).await? {
+                found.push((name, spec));
+            }
+        }
+        Ok(found)
+    }
+
+    /// The contract of `pipeline` and the queue its jobs go to: the spec
+    /// published in `queue` when given, else the one queue that has it.
+    pub async fn contract(&self, pipeline: &str, queue: Option<&str>) -> Result<(Queue, Contract)> {
+        let (name, spec) = match queue {
+            Some(q) => {
+                let spec = self.queue(q)?.pipeline_spec(pipeline).await?;
+                match spec {
+                    Some(spec) => (q.to_owned(), spec),
+                    None => {
+                        return Err(Error::UnregisteredPipeline {
+                            pipeline: pipeline.to_owned(),
+                            queue: Some(q.to_owned()),
+                        })
+                    }
+                }
+            }
+            None => {
+                let mut found = self.find_pipeline(pipeline).await?;
+                match found.len() {
+                    0 => {
+                        return Err(Error::UnregisteredPipeline {
+                            pipeline: pipeline.to_owned(),
+                            queue: None,
+                        })
+                    }
+                    1 => found.remove(0),
+                    _ => {
+                        let names: Vec<&str> = found.iter().map(|(q, _)| q.as_str()).collect();
+                        return Err(Error::InvalidArgument(format!(
+                            "pipeline {pipeline} is registered in several queues ({}): name one",
+                            names.join(", ")
+                        )));
+                    }
+                }
+            }
+        };
+        // the spec says which queue its jobs go to; the queue it was found in is that one
+        let queue = self.queue(spec.queue.as_deref().unwrap_or(&name))?;
+        Ok((queue, Contract::new(spec)?))
+    }
+
+    /// Enqueues a job of `pipeline` with `input` (JSON text) from outside
+    /// Rust's types: the pipeline's published contract is applied (input
+    /// checked against its schema, resource and input key from its templates,
+    /// its policies, its queue). A pipeline no worker registered is refused
+    /// unless `options.unregistered` says so and names the queue.
+    pub async fn enqueue_json(
+        &self,
+        pipeline: &str,
+        input: &str,
+        options: &EnqueueOptions,
+    ) -> Result<Enqueued> {
+        let mut out = self.enqueue_json_many(pipeline, &[input], options).await?;
+        out.pop().ok_or(Error::Protocol {
+            script: "enqueue",
+            detail: "empty reply".into(),
+        })
+    }
+
+    /// [`Client::enqueue_json`] for many inputs of one pipeline, validated
+    /// all before anything is written; replies in order.
+    pub async fn enqueue_json_many(
+        &self,
+        pipeline: &str,
+        inputs: &[&str],
+        options: &EnqueueOptions,
+    ) -> Result<Vec<Enqueued>> {
+        let (queue, jobs) = if options.unregistered {
+            let Some(q) = options.queue.as_deref() else {
+                return Err(Error::InvalidArgument(format!(
+                    "an enqueue for unregistered pipeline {pipeline} needs its queue"
+                )));
+            };
+            let jobs = inputs
+                .iter()
+                .map(|input| unregistered_job(pipeline, input, options))
+                .collect::<Result<Vec<_>>>()?;
+            (self.queue(q)?, jobs)
+        } else {
+            let (queue, contract) = self.contract(pipeline, options.queue.as_deref()).await?;
+            let jobs = inputs
+                .iter()
+                .map(|input| contract.job(input, options))
+                .collect::<Result<Vec<_>>>()?;
+            (queue, jobs)
+        };
+        queue.enqueue_bulk(jobs).await
     }
 
     /// Enqueues many jobs of pipeline `P` in bulk.

@@ -90,6 +90,24 @@ pub enum Error {
     /// The caller passed something leasehold cannot accept.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A job's input does not fit its pipeline's input type (its JSON Schema).
+    #[error("input of pipeline {pipeline} is invalid at {path}: {problem}")]
+    InvalidInput {
+        /// The pipeline.
+        pipeline: String,
+        /// The JSON path (JSON Pointer) of the offending value; `/` for the whole input.
+        path: String,
+        /// What is wrong there.
+        problem: String,
+    },
+    /// No worker registered the pipeline (in the queue given, or in any queue).
+    #[error("pipeline {pipeline} is not registered{}: no worker serving it has started, so its queue, keys and input type are unknown (start a worker, or enqueue with --unregistered giving --queue, --resource and --input-key)", queue.as_ref().map(|q| format!(" in queue {q}")).unwrap_or_default())]
+    UnregisteredPipeline {
+        /// The pipeline.
+        pipeline: String,
+        /// The queue looked in, when one was given.
+        queue: Option<String>,
+    },
 }
 
 /// Result with [`Error`].

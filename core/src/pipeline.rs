@@ -382,6 +382,22 @@ pub trait Pipeline: Send + Sync + 'static {
         PipelineOptions::default()
     }
 
+    /// The resource template as declared (`#[pipeline(resource = "...")]`),
+    /// published in the spec so tools that cannot run this code compute the
+    /// same resource from the input's JSON.
+    const RESOURCE_TEMPLATE: Option<&'static str> = None;
+
+    /// The input-key template as declared, published in the spec.
+    const INPUT_KEY_TEMPLATE: Option<&'static str> = None;
+
+    /// The JSON Schema of the input type, published in the spec and checked on
+    /// enqueues that do not come from Rust. `#[pipeline]` derives it when the
+    /// input type implements `schemars::JsonSchema` (re-exported as
+    /// `leasehold::schemars`); `None` otherwise.
+    fn input_schema() -> Option<serde_json::Value> {
+        None
+    }
+
     /// The resource whose lock the job takes, built from the input.
     fn resource_key(_input: &Self::Input) -> Option<String> {
         None
@@ -411,19 +427,52 @@ pub trait Pipeline: Send + Sync + 'static {
     }
 }
 
-/// What a worker publishes about a pipeline it serves (in `<base>:pipelines`),
-/// so tools that cannot run its code — the CLI's `enqueue`, the dashboard —
-/// know its steps and the defaults its jobs get.
+/// What a worker publishes about a pipeline it serves (in `<base>:pipelines`):
+/// the enqueue contract every path that cannot run its code applies (the
+/// CLI's `enqueue`, the HTTP endpoint, [`crate::Client::enqueue_json`]; see
+/// [`crate::Contract`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PipelineSpec {
     /// The pipeline's name.
     pub name: String,
+    /// The queue its jobs go to.
+    #[serde(default)]
+    pub queue: Option<String>,
     /// Its steps, in order.
     pub steps: Vec<String>,
     /// The max attempts its jobs get (the largest of its retry policies).
     pub max_attempts: u32,
     /// What happens to a job's resource lock when it goes STALE.
     pub stale_lock: StaleLock,
+    /// The resource template (`{field}` placeholders over the input).
+    #[serde(default)]
+    pub resource_template: Option<String>,
+    /// The input-key template.
+    #[serde(default)]
+    pub input_key_template: Option<String>,
+    /// The input type's JSON Schema, when it has one.
+    #[serde(default)]
+    pub input_schema: Option<serde_json::Value>,
+    /// A digest of everything above: two workers publishing different versions
+    /// of one pipeline run different builds (`status` reports it).
+    #[serde(default)]
+    pub version: String,
+}
+
+impl PipelineSpec {
+    /// The digest of the spec's contents (its `version`): FNV-1a over its JSON
+    /// without the version, as 16 hex digits.
+    pub fn digest(&self) -> String {
+        let mut unversioned = self.clone();
+        unversioned.version = String::new();
+        let text = serde_json::to_string(&unversioned).unwrap_or_default();
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in text.bytes() {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{hash:016x}")
+    }
 }
 
 /// The max attempts a job of `P` gets: the largest of its retry policies.
@@ -440,12 +489,19 @@ pub fn max_attempts_of(options: &PipelineOptions, steps: &[StepSpec]) -> u32 {
 /// The spec of pipeline `P`.
 pub fn spec_of<P: Pipeline>() -> PipelineSpec {
     let options = P::options();
-    PipelineSpec {
+    let mut spec = PipelineSpec {
         name: P::NAME.to_owned(),
+        queue: Some(queue_of::<P>().to_owned()),
         steps: P::STEPS.iter().map(|s| s.name.to_owned()).collect(),
         max_attempts: max_attempts_of(&options, P::STEPS),
         stale_lock: options.stale_lock,
-    }
+        resource_template: P::RESOURCE_TEMPLATE.map(str::to_owned),
+        input_key_template: P::INPUT_KEY_TEMPLATE.map(str::to_owned),
+        input_schema: P::input_schema(),
+        version: String::new(),
+    };
+    spec.version = spec.digest();
+    spec
 }
 
 /// The name of the queue a pipeline's jobs go to.

@@ -189,9 +189,29 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
             .input_key
             .as_ref()
             .map(|t| key_fn(&format_ident!("input_key"), t));
+        let templates = [
+            ("RESOURCE_TEMPLATE", &model.resource),
+            ("INPUT_KEY_TEMPLATE", &model.input_key),
+        ]
+        .into_iter()
+        .filter_map(|(name, t)| {
+            let name = format_ident!("{}", name);
+            t.as_ref().map(|t| {
+                let lit = &t.lit;
+                quote!(const #name: ::core::option::Option<&'static str> = ::core::option::Option::Some(#lit);)
+            })
+        });
         let run_step = run_step(model);
         let cleanup = cleanup(model);
-        quote!(#resource_key #input_key #run_step #cleanup)
+        quote! {
+            #(#templates)*
+            fn input_schema() -> ::core::option::Option<::leasehold::__private::serde_json::Value> {
+                #[allow(unused_imports)]
+                use ::leasehold::__private::schema::{WithSchema as _, WithoutSchema as _};
+                (&::leasehold::__private::schema::Probe::<#input>::NEW).input_schema()
+            }
+            #resource_key #input_key #run_step #cleanup
+        }
     } else {
         quote! {
             fn run_step<'a>(

@@ -187,6 +187,10 @@ pub struct WorkerInfo {
     /// Pipelines it serves.
     #[serde(default)]
     pub pipelines: Vec<String>,
+    /// The spec version of each pipeline it serves (a digest of its published
+    /// spec: two versions of one pipeline live at once are two builds).
+    #[serde(default)]
+    pub versions: std::collections::BTreeMap<String, String>,
     /// Jobs it runs at once.
     #[serde(default)]
     pub concurrency: Option<u64>,

@@ -39,6 +39,9 @@ pub(crate) struct Heartbeat {
     pub(crate) every: Duration,
     /// The served pipelines' names, for the registration.
     pub(crate) pipelines: Vec<String>,
+    /// The spec version of each served pipeline, for the registration (two
+    /// live versions of one pipeline are reported by `status`).
+    pub(crate) versions: std::collections::BTreeMap<String, String>,
     /// Jobs run at once, for the registration.
     pub(crate) concurrency: usize,
     /// The sweeper, run at its own interval.
@@ -165,6 +168,7 @@ async fn register(hb: &Heartbeat, started: u128) {
         "pid": std::process::id(),
         "started_at": started as u64,
         "pipelines": hb.pipelines,
+        "versions": hb.versions,
         "concurrency": hb.concurrency,
         "active": hb.shared.active.len(),
         "shutting_down": hb.shared.stop_leasing.is_cancelled(),

@@ -412,11 +412,17 @@ impl Worker {
             },
         };
         let watchdog = tokio::spawn(watchdog::run(shared.clone(), stop_background.clone()));
+        // the spec version of each served pipeline, for the registration
+        let versions: std::collections::BTreeMap<String, String> = runners
+            .iter()
+            .map(|(_, r)| (r.name().to_owned(), r.spec().version))
+            .collect();
         let heartbeat = tokio::spawn(heartbeat::run(heartbeat::Heartbeat {
             shared: shared.clone(),
             queues: queues.clone(),
             every: self.renew_interval,
             pipelines: pipelines.iter().map(|p| p.to_string()).collect(),
+            versions,
             concurrency: self.concurrency,
             sweeper,
             stop: stop_background.clone(),

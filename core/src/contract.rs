@@ -1,0 +1,194 @@
+//! The enqueue contract: what a pipeline's published spec ([`PipelineSpec`])
+//! makes every enqueue path apply when it cannot run the pipeline's Rust code
+//! (the CLI, the HTTP endpoint, [`crate::Client::enqueue_json`]): the input is
+//! checked against the input type's JSON Schema (the error names the JSON path
+//! of the offending value), the resource and input key are computed from the
+//! pipeline's templates, and the job gets the pipeline's max attempts and STALE
+//! lock policy. A pipeline no worker registered is refused unless the caller
+//! says so and gives what the spec would have.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::id::JobId;
+use crate::job_spec::NewJob;
+use crate::pipeline::PipelineSpec;
+use crate::template::KeyTemplate;
+
+/// What a caller may add to (or, for an unregistered pipeline, must give
+/// instead of) the pipeline's spec.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct EnqueueOptions {
+    /// The queue; the pipeline's own (from its spec) when `None`.
+    pub queue: Option<String>,
+    /// Create a new job even when the input key's latest job SUCCEEDED.
+    pub rerun: bool,
+    /// Priority (higher first).
+    pub priority: Option<u8>,
+    /// Not leased before this much time has passed.
+    pub delay: Option<Duration>,
+    /// Overrides the pipeline's max attempts.
+    pub max_attempts: Option<u32>,
+    /// The job's id (a new one when `None`).
+    pub id: Option<JobId>,
+    /// The resource, for an unregistered pipeline (a registered one computes it).
+    pub resource: Option<String>,
+    /// The input key, for an unregistered pipeline (a registered one computes it).
+    pub input_key: Option<String>,
+    /// Enqueue for a pipeline no worker registered: `queue` must be given,
+    /// and `resource` / `input_key` are taken as given.
+    pub unregistered: bool,
+}
+
+impl EnqueueOptions {
+    /// Options with nothing set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// A pipeline's spec made ready to check many inputs (a backfill): its schema
+/// compiled and its templates parsed once.
+pub struct Contract {
+    spec: PipelineSpec,
+    validator: Option<jsonschema::Validator>,
+    resource: Option<KeyTemplate>,
+    input_key: Option<KeyTemplate>,
+}
+
+impl std::fmt::Debug for Contract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Contract")
+            .field("pipeline", &self.spec.name)
+            .field("schema", &self.validator.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The error for a bad part of the spec itself (a worker published it).
+fn bad_spec(spec: &PipelineSpec, what: &str, problem: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument(format!(
+        "the published spec of pipeline {} has a bad {what}: {problem}",
+        spec.name
+    ))
+}
+
+impl Contract {
+    /// Prepares `spec`'s checks.
+    pub fn new(spec: PipelineSpec) -> Result<Self> {
+        let validator = match &spec.input_schema {
+            Some(schema) => Some(
+                jsonschema::validator_for(schema)
+                    .map_err(|e| bad_spec(&spec, "input schema", e))?,
+            ),
+            None => None,
+        };
+        let template = |t: &Option<String>, what: &str| {
+            t.as_deref()
+                .map(KeyTemplate::parse)
+                .transpose()
+                .map_err(|e| bad_spec(&spec, what, e))
+        };
+        let resource = template(&spec.resource_template, "resource template")?;
+        let input_key = template(&spec.input_key_template, "input key template")?;
+        Ok(Contract {
+            spec,
+            validator,
+            resource,
+            input_key,
+        })
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &PipelineSpec {
+        &self.spec
+    }
+
+    /// Checks `input` (JSON text) against the input schema: the error names
+    /// the JSON path of the first offending value (`/window/start`; `/` for
+    /// the whole input).
+    pub fn check_input(&self, input: &serde_json::Value) -> Result<()> {
+        let Some(validator) = &self.validator else {
+            return Ok(());
+        };
+        if let Some(e) = validator.iter_errors(input).next() {
+            let path = e.instance_path.to_string();
+            return Err(Error::InvalidInput {
+                pipeline: self.spec.name.clone(),
+                path: if path.is_empty() { "/".into() } else { path },
+                problem: e.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The job for `input` (JSON text) with `options`: checked, its resource
+    /// and input key computed from the templates, the spec's policies applied.
+    pub fn job(&self, input: &str, options: &EnqueueOptions) -> Result<NewJob> {
+        let value: serde_json::Value =
+            serde_json::from_str(input).map_err(|e| Error::InvalidInput {
+                pipeline: self.spec.name.clone(),
+                path: "/".into(),
+                problem: format!("not JSON: {e}"),
+            })?;
+        self.check_input(&value)?;
+        if options.resource.is_some() || options.input_key.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "pipeline {} computes its resource and input key from its input; they cannot be given",
+                self.spec.name
+            )));
+        }
+        let render = |t: &KeyTemplate, what: &str| {
+            t.render(&value).map_err(|e| Error::InvalidInput {
+                pipeline: self.spec.name.clone(),
+                path: "/".into(),
+                problem: format!("its {what}: {e}"),
+            })
+        };
+        let mut job = NewJob::from_json(&self.spec.name, input)
+            .max_attempts(self.spec.max_attempts)
+            .stale_lock(self.spec.stale_lock);
+        if let Some(t) = &self.resource {
+            job = job.resource(render(t, "resource")?);
+        }
+        if let Some(t) = &self.input_key {
+            job = job.input_key(render(t, "input key")?);
+        }
+        Ok(apply(job, options))
+    }
+}
+
+/// The job for a pipeline no worker registered: everything as the caller gave it.
+pub fn unregistered_job(pipeline: &str, input: &str, options: &EnqueueOptions) -> Result<NewJob> {
+    serde_json::from_str::<serde::de::IgnoredAny>(input).map_err(|e| Error::InvalidInput {
+        pipeline: pipeline.to_owned(),
+        path: "/".into(),
+        problem: format!("not JSON: {e}"),
+    })?;
+    let mut job = NewJob::from_json(pipeline, input);
+    if let Some(r) = &options.resource {
+        job = job.resource(r.clone());
+    }
+    if let Some(k) = &options.input_key {
+        job = job.input_key(k.clone());
+    }
+    Ok(apply(job, options))
+}
+
+/// The caller's options on top of the job.
+fn apply(mut job: NewJob, options: &EnqueueOptions) -> NewJob {
+    if let Some(p) = options.priority {
+        job = job.priority(p);
+    }
+    if let Some(d) = options.delay {
+        job = job.delay(d);
+    }
+    if let Some(n) = options.max_attempts {
+        job = job.max_attempts(n);
+    }
+    if let Some(id) = &options.id {
+        job = job.id(id.clone());
+    }
+    job.rerun(options.rerun)
+}
