@@ -255,9 +255,17 @@ pub struct JobsArgs {
 pub struct EnqueueArgs {
     /// The pipeline.
     pub pipeline: String,
-    /// The queue (default: the pipeline's name, as for pipelines without a `queue` option).
+    /// The queue (default: the one the pipeline's published spec names; the
+    /// pipeline must be registered by a worker unless --unregistered).
     #[arg(long)]
     pub queue: Option<String>,
+    /// Run again even a window whose latest job SUCCEEDED (a new job linked to it).
+    #[arg(long)]
+    pub rerun: bool,
+    /// The pipeline has no registered spec: enqueue with what is given
+    /// (needs --queue; --resource and --input-key / --input-key-template as wanted).
+    #[arg(long, requires = "queue")]
+    pub unregistered: bool,
     /// The input, as JSON.
     #[arg(
         long,
@@ -265,10 +273,12 @@ pub struct EnqueueArgs {
         conflicts_with = "input_template"
     )]
     pub input: Option<String>,
-    /// Idempotency key: while a job with this key is not finished, enqueue returns it instead.
+    /// Idempotency key, for a pipeline without an input-key template (one
+    /// with a template computes it from the input).
     #[arg(long, conflicts_with = "input_template")]
     pub input_key: Option<String>,
-    /// Resource to lock while the job runs ({from}/{to} are filled in for a range).
+    /// Resource to lock while the job runs, for a pipeline without a resource
+    /// template ({from}/{to} are filled in for a range).
     #[arg(long)]
     pub resource: Option<String>,
     /// Priority, 0–255 (higher first).
@@ -282,7 +292,7 @@ pub struct EnqueueArgs {
     pub max_attempts: Option<u32>,
     /// Range form: the input as a JSON template with {from} and {to} (RFC 3339),
     /// {from_ms} and {to_ms} (epoch ms) filled in per window.
-    #[arg(long, requires_all = ["from", "to", "step", "input_key_template"])]
+    #[arg(long, requires_all = ["from", "to", "step"])]
     pub input_template: Option<String>,
     /// Range form: start of the first window (RFC 3339; a date or time without offset is UTC).
     #[arg(long, requires = "input_template", value_parser = time::parse_instant)]
@@ -293,7 +303,8 @@ pub struct EnqueueArgs {
     /// Range form: window length, e.g. 15m, 1h, 1d, 1mo (calendar units in UTC).
     #[arg(long, requires = "input_template", value_parser = time::parse_step)]
     pub step: Option<jiff::Span>,
-    /// Range form: the input key template (same placeholders); makes the backfill idempotent.
+    /// Range form: the input key template (same placeholders), for a pipeline
+    /// without an input-key template of its own.
     #[arg(long, requires = "input_template")]
     pub input_key_template: Option<String>,
 }

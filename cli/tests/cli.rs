@@ -642,9 +642,28 @@ async fn errors_have_clear_messages_and_exit_codes() {
     cli(&srv, &["enqueue", "sync", "--queue", "orders"])
         .await
         .code(2); // no input
-    let run = cli(&srv, &["enqueue", "sync", "--input", "{not json"])
+                  // a pipeline no worker registered is refused, naming what to do
+    let run = cli(&srv, &["enqueue", "sync", "--input", "{}"])
         .await
         .code(2);
+    assert!(
+        run.stderr.contains("not registered") && run.stderr.contains("--unregistered"),
+        "{run:?}"
+    );
+    let run = cli(
+        &srv,
+        &[
+            "enqueue",
+            "sync",
+            "--unregistered",
+            "--queue",
+            "orders",
+            "--input",
+            "{not json",
+        ],
+    )
+    .await
+    .code(2);
     assert!(run.stderr.contains("not JSON"), "{run:?}");
     cli(
         &srv,
@@ -668,7 +687,7 @@ async fn errors_have_clear_messages_and_exit_codes() {
         ],
     )
     .await
-    .code(2); // no key template
+    .code(2); // an unregistered pipeline
     let run = cli(&srv, &["show", "not a job id"]).await.code(2);
     assert!(run.stderr.contains("not a job id"), "{run:?}");
     cli(&srv, &["frobnicate"]).await.code(2);
@@ -737,6 +756,7 @@ async fn enqueue_one_job_idempotently() {
     let args = [
         "enqueue",
         "sync",
+        "--unregistered",
         "--queue",
         "orders",
         "--input",
@@ -768,7 +788,22 @@ async fn enqueue_one_job_idempotently() {
     assert_eq!((job.priority, job.max_attempts), (7, 3));
     assert_eq!(job.resource.as_deref(), Some("shop:a"));
 
-    // human output; --delay; the queue defaults to the pipeline's name
+    // human output; --delay; the queue defaults to the one the pipeline's spec names
+    queue(&srv, "nightly-q")
+        .await
+        .register_pipeline(&leasehold_core::PipelineSpec {
+            name: "nightly".into(),
+            queue: Some("nightly-q".into()),
+            steps: vec!["run".into()],
+            max_attempts: 2,
+            stale_lock: leasehold_core::StaleLock::Hold,
+            resource_template: None,
+            input_key_template: None,
+            input_schema: None,
+            version: String::new(),
+        })
+        .await
+        .unwrap();
     let run = cli(
         &srv,
         &["enqueue", "nightly", "--input", "{}", "--delay", "5m"],
@@ -776,8 +811,8 @@ async fn enqueue_one_job_idempotently() {
     .await
     .ok();
     assert!(run.stdout.starts_with("created job "), "{run:?}");
-    assert!(run.stdout.contains("in queue nightly"), "{run:?}");
-    let v = cli(&srv, &["status", "--queue", "nightly", "--json"])
+    assert!(run.stdout.contains("in queue nightly-q"), "{run:?}");
+    let v = cli(&srv, &["status", "--queue", "nightly-q", "--json"])
         .await
         .ok()
         .json();
@@ -790,6 +825,7 @@ async fn backfill_ranges_are_idempotent_and_report_progress() {
     let args = [
         "enqueue",
         "orders_sync",
+        "--unregistered",
         "--queue",
         "orders",
         "--input-template",
@@ -814,7 +850,7 @@ async fn backfill_ranges_are_idempotent_and_report_progress() {
     assert!(
         first
             .stderr
-            .contains("enqueued 24/24 windows (24 created, 0 existing)"),
+            .contains("enqueued 24/24 windows (24 created, 0 existing, 0 succeeded, 0 re-run)"),
         "{first:?}"
     );
     let second = cli(&srv, &args).await.ok();
@@ -852,8 +888,8 @@ async fn backfill_ranges_are_idempotent_and_report_progress() {
 
     // a larger range: chunked, a progress line per chunk, only the new windows created
     let mut wide = args.to_vec();
-    assert_eq!(wide[6], "--from");
-    wide[7] = "2026-04-06T00:00:00Z"; // 30 more days
+    assert_eq!(wide[7], "--from");
+    wide[8] = "2026-04-06T00:00:00Z"; // 30 more days
     let run = cli(&srv, &wide).await.ok();
     let progress: Vec<&str> = run
         .stderr

@@ -305,10 +305,19 @@ where
     }
 }
 
-/// Enqueues one job of the pipeline with the binary and returns its id.
+/// Enqueues one job of the pipeline with the binary and returns its id (as
+/// unregistered: the tests enqueue before their workers start and publish the spec).
 async fn enqueue(url: &str, input: Value, resource: Option<&str>) -> JobId {
     let input = input.to_string();
-    let mut args = vec!["enqueue", PIPELINE, "--queue", QUEUE, "--input", &input];
+    let mut args = vec![
+        "enqueue",
+        PIPELINE,
+        "--unregistered",
+        "--queue",
+        QUEUE,
+        "--input",
+        &input,
+    ];
     if let Some(r) = resource {
         args.extend(["--resource", r]);
     }

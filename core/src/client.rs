@@ -43,6 +43,11 @@ impl Client {
         Ok(Client { queue })
     }
 
+    /// A client over an existing queue client's pool and settings.
+    pub fn from_queue(queue: Queue) -> Self {
+        Client { queue }
+    }
+
     /// The client of queue `name`.
     pub fn queue(&self, name: &str) -> Result<Queue> {
         self.queue.sibling(name)

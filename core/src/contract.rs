@@ -32,9 +32,10 @@ pub struct EnqueueOptions {
     pub max_attempts: Option<u32>,
     /// The job's id (a new one when `None`).
     pub id: Option<JobId>,
-    /// The resource, for an unregistered pipeline (a registered one computes it).
+    /// The resource, for a pipeline without a resource template (one with a
+    /// template computes it, and refuses one given).
     pub resource: Option<String>,
-    /// The input key, for an unregistered pipeline (a registered one computes it).
+    /// The input key, for a pipeline without an input-key template.
     pub input_key: Option<String>,
     /// Enqueue for a pipeline no worker registered: `queue` must be given,
     /// and `resource` / `input_key` are taken as given.
@@ -133,11 +134,17 @@ impl Contract {
                 problem: format!("not JSON: {e}"),
             })?;
         self.check_input(&value)?;
-        if options.resource.is_some() || options.input_key.is_some() {
-            return Err(Error::InvalidArgument(format!(
-                "pipeline {} computes its resource and input key from its input; they cannot be given",
-                self.spec.name
-            )));
+        for (given, template, what) in [
+            (&options.resource, &self.resource, "resource"),
+            (&options.input_key, &self.input_key, "input key"),
+        ] {
+            if given.is_some() && template.is_some() {
+                return Err(Error::InvalidArgument(format!(
+                    "pipeline {} computes its {what} from its input (template {:?}); it cannot be given",
+                    self.spec.name,
+                    template.as_ref().map(KeyTemplate::as_str).unwrap_or_default()
+                )));
+            }
         }
         let render = |t: &KeyTemplate, what: &str| {
             t.render(&value).map_err(|e| Error::InvalidInput {
@@ -149,11 +156,16 @@ impl Contract {
         let mut job = NewJob::from_json(&self.spec.name, input)
             .max_attempts(self.spec.max_attempts)
             .stale_lock(self.spec.stale_lock);
-        if let Some(t) = &self.resource {
-            job = job.resource(render(t, "resource")?);
+        // from the templates; a pipeline without one takes what the caller gives
+        match (&self.resource, &options.resource) {
+            (Some(t), _) => job = job.resource(render(t, "resource")?),
+            (None, Some(r)) => job = job.resource(r.clone()),
+            (None, None) => {}
         }
-        if let Some(t) = &self.input_key {
-            job = job.input_key(render(t, "input key")?);
+        match (&self.input_key, &options.input_key) {
+            (Some(t), _) => job = job.input_key(render(t, "input key")?),
+            (None, Some(k)) => job = job.input_key(k.clone()),
+            (None, None) => {}
         }
         Ok(apply(job, options))
     }

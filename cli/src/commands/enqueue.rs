@@ -1,7 +1,10 @@
 //! `enqueue`: one job, or one job per time window of a range (a backfill),
-//! with the pipeline's published defaults.
+//! under the pipeline's published contract (its queue, input schema, resource
+//! and input-key templates, policies); re-running a window that succeeded is
+//! an explicit `--rerun`.
 
-use leasehold_core::{NewJob, PipelineSpec};
+use leasehold_core::contract::unregistered_job;
+use leasehold_core::{Client, Contract, EnqueueOptions, EnqueueStatus, Enqueued, NewJob, Queue};
 use serde_json::json;
 
 use super::print_json;
@@ -12,108 +15,161 @@ use crate::{EnqueueArgs, Failure, Outcome};
 /// Jobs per `enqueue_bulk` call of a backfill (one progress line each).
 const ENQUEUE_CHUNK: usize = 500;
 
-/// The job `args` describe, with this input, key and resource.
-fn new_job(
-    args: &EnqueueArgs,
-    spec: Option<&PipelineSpec>,
-    input: String,
-    key: Option<String>,
-    resource: Option<String>,
-) -> Outcome<NewJob> {
-    serde_json::from_str::<serde::de::IgnoredAny>(&input)
-        .map_err(|e| Failure::Usage(format!("the input is not JSON: {e}: {input}")))?;
-    let mut job = NewJob::from_json(&args.pipeline, input);
-    // the pipeline's own defaults, as its workers published them
-    if let Some(spec) = spec {
-        job = job
-            .max_attempts(spec.max_attempts)
-            .stale_lock(spec.stale_lock);
+/// The options `args` give.
+fn options(args: &EnqueueArgs) -> Outcome<EnqueueOptions> {
+    if args.max_attempts == Some(0) {
+        return Err(Failure::Usage("--max-attempts must be at least 1".into()));
     }
-    if let Some(k) = key {
-        job = job.input_key(k);
-    }
-    if let Some(r) = resource {
-        job = job.resource(r);
-    }
-    if let Some(p) = args.priority {
-        job = job.priority(p);
-    }
-    if let Some(d) = args.delay {
-        job = job.delay(d);
-    }
-    if let Some(n) = args.max_attempts {
-        if n == 0 {
-            return Err(Failure::Usage("--max-attempts must be at least 1".into()));
+    let mut o = EnqueueOptions::new();
+    o.queue = args.queue.clone();
+    o.rerun = args.rerun;
+    o.priority = args.priority;
+    o.delay = args.delay;
+    o.max_attempts = args.max_attempts;
+    o.unregistered = args.unregistered;
+    Ok(o)
+}
+
+/// Where jobs go and how they are built: the pipeline's contract, or (with
+/// `--unregistered`) what the caller gave.
+enum Target {
+    Registered(Box<Contract>),
+    Unregistered,
+}
+
+impl Target {
+    fn job(&self, ctx: &Ctx, pipeline: &str, input: &str, o: &EnqueueOptions) -> Outcome<NewJob> {
+        match self {
+            Target::Registered(c) => c.job(input, o),
+            Target::Unregistered => unregistered_job(pipeline, input, o),
         }
-        job = job.max_attempts(n);
+        .map_err(|e| ctx.fail(e))
     }
-    Ok(job)
+}
+
+/// Counts of what a backfill did.
+#[derive(Default)]
+struct Counts {
+    created: usize,
+    rerun: usize,
+    running: usize,
+    succeeded: usize,
+}
+
+impl Counts {
+    fn add(&mut self, e: &Enqueued) {
+        match e.status {
+            EnqueueStatus::Created => self.created += 1,
+            EnqueueStatus::Rerun => self.rerun += 1,
+            EnqueueStatus::Existing => self.running += 1,
+            _ => self.succeeded += 1,
+        }
+    }
+
+    /// The summary line: created, already enqueued (live), already succeeded, re-run.
+    fn line(&self) -> String {
+        format!(
+            "{} created, {} already enqueued (same input key, not finished), {} already succeeded, {} re-run",
+            self.created, self.running, self.succeeded, self.rerun
+        )
+    }
+
+    /// The short form, for progress lines.
+    fn short(&self) -> String {
+        format!(
+            "{} created, {} existing, {} succeeded, {} re-run",
+            self.created, self.running, self.succeeded, self.rerun
+        )
+    }
+}
+
+/// What one enqueue did, in words.
+fn said(done: &Enqueued, q: &Queue) -> String {
+    let previous = done
+        .previous
+        .as_ref()
+        .map(|p| format!(" (re-run of {p})"))
+        .unwrap_or_default();
+    match done.status {
+        EnqueueStatus::Created => format!("created job {} in queue {}", done.id, q.name()),
+        EnqueueStatus::Rerun => format!(
+            "created job {} in queue {}{previous}",
+            done.id,
+            q.name()
+        ),
+        EnqueueStatus::Existing => format!(
+            "job {} with the same input key is not finished yet; nothing created (queue {})",
+            done.id,
+            q.name()
+        ),
+        _ => format!(
+            "job {} with the same input key already SUCCEEDED; nothing created (use --rerun to run it again; queue {})",
+            done.id,
+            q.name()
+        ),
+    }
 }
 
 /// `enqueue`.
 pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
-    let queue_name = args.queue.clone().unwrap_or_else(|| args.pipeline.clone());
-    let q = ctx.queue(&queue_name)?;
-    let spec = q
-        .pipeline_spec(&args.pipeline)
-        .await
-        .map_err(|e| ctx.fail(e))?;
-    if spec.is_none() && args.max_attempts.is_none() {
+    let o = options(&args)?;
+    let client = Client::from_queue(ctx.base.clone());
+    let (q, target) = if args.unregistered {
+        let name = args.queue.clone().unwrap_or_default();
         eprintln!(
-            "note: no worker serving pipeline {} has registered it in queue {} yet: its jobs get max attempts 1 and the default STALE lock policy (use --max-attempts to choose)",
-            args.pipeline,
-            q.name()
+            "note: pipeline {} is enqueued unregistered in queue {name}: no input check, and only the resource and input key given",
+            args.pipeline
         );
-    }
-    let spec = spec.as_ref();
+        (ctx.queue(&name)?, Target::Unregistered)
+    } else {
+        let (q, contract) = client
+            .contract(&args.pipeline, args.queue.as_deref())
+            .await
+            .map_err(|e| ctx.fail(e))?;
+        (q, Target::Registered(Box::new(contract)))
+    };
     let Some(template) = &args.input_template else {
+        let mut o = o;
+        o.resource = args.resource.clone();
+        o.input_key = args.input_key.clone();
         let input = args.input.clone().unwrap_or_default();
-        let job = new_job(
-            &args,
-            spec,
-            input,
-            args.input_key.clone(),
-            args.resource.clone(),
-        )?;
+        let job = target.job(ctx, &args.pipeline, &input, &o)?;
         let done = q.enqueue(job).await.map_err(|e| ctx.fail(e))?;
         if ctx.json {
-            return print_json(
-                &json!({"queue": q.name(), "pipeline": args.pipeline, "id": done.id, "created": done.created}),
-            );
+            return print_json(&json!({
+                "queue": q.name(), "pipeline": args.pipeline, "id": done.id,
+                "created": done.created, "status": done.status, "previous": done.previous,
+            }));
         }
-        if done.created {
-            println!("created job {} in queue {}", done.id, q.name());
-        } else {
-            println!(
-                "job {} with the same input key is not finished yet; nothing created (queue {})",
-                done.id,
-                q.name()
-            );
-        }
+        println!("{}", said(&done, &q));
         return Ok(());
     };
-    // the range form (clap makes the four range options go together)
-    let missing = || {
-        Failure::Usage("the range form needs --from, --to, --step and --input-key-template".into())
-    };
+    // the range form (clap makes --from, --to and --step go with the template)
+    let missing = || Failure::Usage("the range form needs --from, --to and --step".into());
     let (from, to) = (args.from.ok_or_else(missing)?, args.to.ok_or_else(missing)?);
     let step = args.step.ok_or_else(missing)?;
-    let key_template = args.input_key_template.clone().ok_or_else(missing)?;
     let windows = time::windows(from, to, step).map_err(Failure::Usage)?;
+    // every window is built and checked before anything is written
     let mut jobs = Vec::with_capacity(windows.len());
     for w in &windows {
-        let key = time::render(&key_template, w);
-        let resource = args.resource.as_deref().map(|r| time::render(r, w));
-        jobs.push(new_job(
-            &args,
-            spec,
-            time::render(template, w),
-            Some(key),
-            resource,
-        )?);
+        let mut o = o.clone();
+        o.input_key = args
+            .input_key_template
+            .as_deref()
+            .map(|t| time::render(t, w));
+        o.resource = args.resource.as_deref().map(|r| time::render(r, w));
+        let job = target
+            .job(ctx, &args.pipeline, &time::render(template, w), &o)
+            .map_err(|f| f.context(&format!("window {} to {}", w.from, w.to)))?;
+        jobs.push(job);
+    }
+    if jobs.iter().any(|j| j.input_key.is_none()) {
+        eprintln!(
+            "note: the windows have no input key (the pipeline has no input-key template and no --input-key-template was given): running this again enqueues them again"
+        );
     }
     let total = jobs.len();
-    let (mut created, mut existing) = (0usize, 0usize);
+    let mut counts = Counts::default();
     let mut listed = Vec::with_capacity(total);
     let mut windows_left = windows.iter();
     let mut done_count = 0usize;
@@ -128,37 +184,38 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
             ))
         })?;
         for (reply, key) in replies.into_iter().zip(keys) {
-            if reply.created {
-                created += 1;
-            } else {
-                existing += 1;
-            }
+            counts.add(&reply);
             let w = windows_left.next();
             listed.push(json!({
                 "id": reply.id,
                 "created": reply.created,
+                "status": reply.status,
+                "previous": reply.previous,
                 "input_key": key,
                 "from": w.map(|w| w.from.to_string()),
                 "to": w.map(|w| w.to.to_string()),
             }));
             done_count += 1;
         }
-        eprintln!("enqueued {done_count}/{total} windows ({created} created, {existing} existing)");
+        eprintln!("enqueued {done_count}/{total} windows ({})", counts.short());
     }
     if ctx.json {
         return print_json(&json!({
             "queue": q.name(),
             "pipeline": args.pipeline,
             "windows": total,
-            "created": created,
-            "existing": existing,
+            "created": counts.created,
+            "rerun": counts.rerun,
+            "existing": counts.running,
+            "succeeded": counts.succeeded,
             "jobs": listed,
         }));
     }
     println!(
-        "{total} windows of {} from {from} to {to} in queue {}: {created} created, {existing} already enqueued (same input key)",
+        "{total} windows of {} from {from} to {to} in queue {}: {}",
         args.pipeline,
-        q.name()
+        q.name(),
+        counts.line()
     );
     Ok(())
 }

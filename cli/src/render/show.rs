@@ -35,6 +35,12 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
     }
     kv("input", j.input.to_string());
     kv("input key", opt(j.input_key.as_deref()));
+    if let Some(p) = &j.previous {
+        kv(
+            "re-run of",
+            format!("{p} (the input key's previous job; `leasehold show {p}`)"),
+        );
+    }
     kv("resource", opt(j.resource.as_deref()));
     kv("priority", j.priority.to_string());
     kv("created", ago(j.created_at));

@@ -135,6 +135,18 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
                 workers.join(", ")
             }
         );
+        for (pipeline, versions) in s.mixed_versions() {
+            let list: Vec<String> = versions
+                .iter()
+                .map(|(v, ids)| format!("{v} on {}", ids.join(", ")))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  WARNING: pipeline {pipeline} runs in {} versions at once (different builds): {}",
+                versions.len(),
+                list.join("; ")
+            );
+        }
         if !s.pruned_workers.is_empty() {
             let _ = writeln!(
                 out,

@@ -340,3 +340,27 @@ pub struct RawJob {
     /// Why it is quarantined, if it is.
     pub quarantine: Option<QuarantineEntry>,
 }
+
+impl QueueStatus {
+    /// Pipelines that live workers serve in more than one version (different
+    /// builds publishing different specs): pipeline → version → worker ids.
+    pub fn mixed_versions(
+        &self,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>> {
+        let mut by: std::collections::BTreeMap<
+            String,
+            std::collections::BTreeMap<String, Vec<String>>,
+        > = std::collections::BTreeMap::new();
+        for w in &self.workers {
+            for (pipeline, version) in &w.versions {
+                by.entry(pipeline.clone())
+                    .or_default()
+                    .entry(version.clone())
+                    .or_default()
+                    .push(w.id.clone());
+            }
+        }
+        by.retain(|_, versions| versions.len() > 1);
+        by
+    }
+}
