@@ -108,8 +108,10 @@ impl NewJob {
         self
     }
 
-    /// Checks everything a script cannot check cheaply.
-    pub(crate) fn validate(&self) -> Result<(), Error> {
+    /// Checks everything a script cannot check cheaply (`enqueue` does it for
+    /// every job before the first write; a caller may check each job of a batch
+    /// first to say which one is bad).
+    pub fn validate(&self) -> Result<(), Error> {
         check_name("pipeline name", &self.pipeline)?;
         if let Some(id) = &self.id {
             // an id is checked when it is built; checked again here because the

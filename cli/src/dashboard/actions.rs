@@ -69,7 +69,7 @@ fn presented<'a>(headers: &'a HeaderMap, field: Option<&'a str>) -> Option<&'a s
 
 /// Lets the request act, or says why not: 403 without a configured token, 401
 /// for a missing or wrong one.
-fn authorise(app: &App, headers: &HeaderMap, field: Option<&str>) -> Res<()> {
+pub(super) fn authorise(app: &App, headers: &HeaderMap, field: Option<&str>) -> Res<()> {
     let Some(token) = &app.token else {
         return Err(DashError::Disabled);
     };

@@ -10,8 +10,10 @@
 //! | `GET /api/locks?queue` | `[{queue, resource, ...}]` |
 //! | `GET /api/events?queue&job&limit` | `[Event]`, newest first |
 //! | `POST /api/jobs/{queue}/{id}/{cancel,retry,resolve}` | `ActionResult` (see `actions`) |
+//! | `POST /api/queues/{queue}/pipelines/{pipeline}/jobs` | `EnqueueReply` (see `enqueue`) |
 //!
-//! Failures: `{"error", "message", "status"}` with 400, 401, 403, 404, 409, 503 or 500.
+//! Failures: `{"error", "message", "status"}` with 400, 401, 403, 404, 409, 503 or 500
+//! (an enqueue adds `field`, `problem` and `job` where they apply, and 413, 422).
 
 use axum::extract::{Path, Query, State};
 use axum::http::header;

@@ -31,7 +31,7 @@ pub(crate) enum DashError {
 /// The message a 403 gives.
 pub(crate) const DISABLED: &str =
     "actions are disabled: this dashboard was started without a token; \
-     restart it with --token or LEASEHOLD_DASHBOARD_TOKEN to allow cancel, retry and resolve";
+     restart it with --token or LEASEHOLD_DASHBOARD_TOKEN to allow cancel, retry, resolve and enqueue";
 
 impl DashError {
     /// From a core error, with the Redis URL for messages.

@@ -8,6 +8,9 @@
 //!   swapping the elements marked `data-live` (so the HTML is rendered, and
 //!   escaped, in one place only).
 //! * JSON under `/api/...`, mirroring the pages with the core's serde types.
+//! * Enqueue: `POST /api/queues/{queue}/pipelines/{pipeline}/jobs`, one job or
+//!   a batch under the pipeline's published contract, with the same token as
+//!   the actions (see `enqueue`).
 //! * Actions (cancel, retry, resolve): `POST` only, and only with the token the
 //!   dashboard was started with (`Authorization: Bearer` or a `token` form or
 //!   JSON field, compared in constant time). No cookies are used, so a
@@ -24,6 +27,7 @@
 mod actions;
 mod api;
 mod data;
+mod enqueue;
 mod error;
 mod html;
 mod pages;
@@ -34,7 +38,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -55,7 +59,7 @@ pub struct DashboardArgs {
     /// Address to listen on (host:port). A non-loopback address needs --token.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub bind: String,
-    /// Token that enables cancel, retry and resolve (sent as `Authorization:
+    /// Token that enables cancel, retry, resolve and enqueue (sent as `Authorization:
     /// Bearer` or typed into the action forms). Without it, actions are disabled.
     /// Prefer the environment variable: a command line is visible to other users.
     #[arg(long, env = "LEASEHOLD_DASHBOARD_TOKEN", hide_env_values = true)]
@@ -243,6 +247,10 @@ pub(crate) fn router(app: Shared) -> Router {
         .route("/api/jobs/{queue}/{id}/resolve", post(actions::resolve_api))
         .route("/api/jobs/{queue}/{id}/repair", post(actions::repair_api))
         .route("/api/jobs/{queue}/{id}/purge", post(actions::purge_api))
+        .route(
+            "/api/queues/{queue}/pipelines/{pipeline}/jobs",
+            post(enqueue::enqueue).layer(DefaultBodyLimit::max(enqueue::MAX_BODY)),
+        )
         .route("/api/workers", get(api::workers))
         .route("/api/locks", get(api::locks))
         .route("/api/events", get(api::events))
