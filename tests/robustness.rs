@@ -394,16 +394,29 @@ async fn corrupt_input_is_a_typed_error_when_read() {
     let key = q.keys().job(id.as_str());
     let _: i64 = get(&srv, &["HSET", &key, "input", "{not json"]);
     assert_corrupt(&q.job(&id).await.unwrap_err(), &key, "input");
-    // The lease sets a job whose input is not JSON aside (quarantine), naming
-    // the field, instead of handing it to a worker that cannot parse it.
-    let leased = q.lease("w", &["p"], 1, TTL).await.unwrap();
-    assert!(leased.leases.is_empty() && leased.unreadable.is_empty());
-    let entry = q.quarantine_entry(id.as_str()).await.unwrap().unwrap();
-    assert_eq!(
-        (entry.field.as_str(), entry.reason.as_str()),
-        ("input", "not JSON")
-    );
-    assert_eq!(get::<String>(&srv, &["HGET", &key, "input"]), "{not json");
+    // Text that is not JSON is passed through (a binary one is quarantined):
+    // whether it is the pipeline's input type is the worker's decode, which
+    // fails the attempt permanently (kind "input") rather than looping.
+    let l = lease_one(&q, "w", "p").await;
+    assert_eq!(l.input, "{not json");
+    assert!(serde_json::from_str::<serde_json::Value>(&l.input).is_err());
+    q.start(&l, "fetch").await.unwrap();
+    q.finish(
+        &l,
+        &Outcome::Failed {
+            error: leasehold::AttemptError {
+                kind: "input".into(),
+                message: "input is not JSON".into(),
+                retryable: false,
+                retries_exhausted: false,
+            },
+            backoff: Duration::ZERO,
+            cleanup_needed: false,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(get::<String>(&srv, &["HGET", &key, "state"]), "FAILED");
 }
 
 #[tokio::test]

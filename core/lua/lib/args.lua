@@ -58,23 +58,43 @@ end
 
 -- What the job fields the scripts read must hold, by name: `int` fields a plain
 -- integer in [min, max]; `text` fields not empty; `required` ones present.
-local FIELD_RULES = {
-  id = { text = true, required = true },
-  pipeline = { text = true, required = true },
-  attempt = { int = true, min = 1, required = true },
-  max_attempts = { int = true, min = 1, required = true },
-  priority = { int = true, min = 0, max = 255 },
-  created_at = { int = true, min = 0 },
-  started_at = { int = true, min = 0 },
-  leased_at = { int = true, min = 0 },
-  fence = { int = true, min = 0 },
-}
+-- (Built on first use: only a job that fails a fast check below needs them.)
+local FIELD_RULES = nil
+local function field_rules()
+  if not FIELD_RULES then
+    FIELD_RULES = {
+      id = { text = true, required = true },
+      pipeline = { text = true, required = true },
+      attempt = { int = true, min = 1, required = true },
+      max_attempts = { int = true, min = 1, required = true },
+      priority = { int = true, min = 0, max = 255 },
+      created_at = { int = true, min = 0 },
+      started_at = { int = true, min = 0 },
+      leased_at = { int = true, min = 0 },
+      fence = { int = true, min = 0 },
+    }
+  end
+  return FIELD_RULES
+end
+
+-- Whether `v` is a plain integer field of at least 1 (an attempt number):
+-- the fast check transitions make on every job, building nothing.
+local function is_count(v)
+  return type(v) == 'string' and v ~= '' and #v <= 15 and not string.find(v, '%D') and v ~= '0'
+    and not string.find(v, '^0')
+end
+
+-- Whether a job's `id` and `attempt` fields are well formed (the fast path of
+-- corrupt_field(j, { 'id', 'attempt' })).
+local function id_and_attempt_ok(id, attempt)
+  return type(id) == 'string' and id ~= '' and is_count(attempt)
+end
 
 -- The refusal for the first of `names` whose value in `j` (a table by field
 -- name, false for a missing field) breaks its rule; nil when all hold.
 local function corrupt_field(j, names)
   for _, name in ipairs(names) do
-    local rule, v = FIELD_RULES[name], j[name]
+    local rule, v = field_rules()[name], j[name]
     local problem = nil
     if v == false or v == nil then
       if rule.required then problem = 'missing' end

@@ -43,8 +43,11 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   end
   local refusal = refuse_job(j, 'finish', outcome, token)
   if refusal then return refusal end
-  local corrupt = corrupt_field(j, { 'id', 'attempt' })
-  if corrupt then return corrupt end
+  local corrupt = nil
+  if not id_and_attempt_ok(j.id, j.attempt) then
+    corrupt = corrupt_field(j, { 'id', 'attempt' })
+    if corrupt then return corrupt end
+  end
   local now = now_ms()
   local f = { j.id, j.attempt, j.max_attempts, j.worker, j.state, j.priority, j.input_key, j.cancel_reason }
   local id, attempt, worker, from = f[1], tonumber(f[2]), f[4], f[5]

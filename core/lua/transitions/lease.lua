@@ -33,7 +33,11 @@ local function job_problem(f, pipeline)
   if f[4] ~= pipeline then
     return (name_problem(f[4]) or 'not the pipeline of its ready set (' .. pipeline .. ')'), 'pipeline'
   end
-  why = input_problem(f[5])
+  -- text the reply can carry; whether it is JSON of the input type is the
+  -- worker's to decide (it fails the attempt permanently, kind 'input', and
+  -- enqueues check JSON): decoding every input here would cost every job
+  if not f[5] then return 'missing', 'input' end
+  why = text_problem(f[5])
   if why then return why, 'input' end
   if f[2] and f[2] ~= '' then
     why = name_problem(f[2])

@@ -20,8 +20,10 @@ local function start(batch, jk, lk, pk, token, step, res)
   local refusal = refusal_of(state, f[2], 'start', nil, token)
   if refusal then return refusal end
   if state == 'RUNNING' then return { 'OK', 'RUNNING' } end
-  local corrupt = corrupt_field({ id = f[4], attempt = f[5] }, { 'id', 'attempt' })
-  if corrupt then return corrupt end
+  if not id_and_attempt_ok(f[4], f[5]) then
+    local corrupt = corrupt_field({ id = f[4], attempt = f[5] }, { 'id', 'attempt' })
+    if corrupt then return corrupt end
+  end
   local now = now_ms()
   local id = f[4]
   if f[3] and f[3] ~= '' then

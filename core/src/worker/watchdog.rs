@@ -47,12 +47,17 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
                 next = Some(next.map_or(deadline, |n| n.min(deadline)));
             }
         }
-        // a renewal only moves deadlines later, so waking at an old one is
-        // harmless; a new job may bring an earlier one: look again then
+        // A renewal only moves deadlines later, so waking at an old one is
+        // harmless. While jobs are held, a new job's deadline (its lease call's
+        // sending + TTL − margin) is no earlier than the held ones' by more than
+        // a call's duration, well inside the margin, so the watchdog does not
+        // wake for every job leased (that cost a wake-up and a snapshot per
+        // job); with nothing held it looks again when a job arrives.
+        let idle = next.is_none();
         let wake = next.unwrap_or(now + IDLE_SLEEP);
         tokio::select! {
             _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => {}
-            _ = shared.active.added() => {}
+            _ = shared.active.added(), if idle => {}
             _ = stop.cancelled() => return,
         }
     }
