@@ -47,11 +47,13 @@ end
 local function common_args(script)
   if not int_value(ARGV[1], 0) then return bad_arg(script, 'events max length (ARGV[1])', ARGV[1]) end
   if not int_value(ARGV[2], 0) then return bad_arg(script, 'retention keep count (ARGV[2])', ARGV[2]) end
-  -- '<keep age ms>' or '<keep age ms>:<input window ms>'
-  local age, window = string.match(ARGV[3] or '', '^([^:]*):?(.*)$')
-  if not int_value(age, 0) or (window ~= '' and not int_value(window, 0))
-    or (string.find(ARGV[3] or '', ':', 1, true) and window == '') then
-    return bad_arg(script, 'retention ages (ARGV[3])', ARGV[3])
+  -- '<keep age ms>' or '<keep age ms>:<input window ms>', each part digits
+  -- (at most 15: read into KEEP_AGE_MS and INPUT_WINDOW_MS by lib/keys)
+  local ages = ARGV[3]
+  if type(ages) ~= 'string' or #ages > 31
+    or not (string.find(ages, '^%d+:%d+$') or string.find(ages, '^%d+$'))
+    or string.find(ages, '%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d') then
+    return bad_arg(script, 'retention ages (ARGV[3])', ages)
   end
   return nil
 end

@@ -15,8 +15,11 @@ local function checkpoint(batch, jk, lk, token, step, output, next_step, ttl, lo
   local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token', 'started_at')
   local refusal = refusal_of(f[4], f[5], 'checkpoint', nil, token)
   if refusal then return refusal end
-  local corrupt = corrupt_field({ id = f[1], started_at = f[6] }, { 'id', 'started_at' })
-  if corrupt then return corrupt end
+  -- fast test first; the refusal (and its tables) only for a bad field
+  if not (type(f[1]) == 'string' and f[1] ~= '' and (not f[6] or is_count(f[6]))) then
+    local corrupt = corrupt_field({ id = f[1], started_at = f[6] }, { 'id', 'started_at' })
+    if corrupt then return corrupt end
+  end
   local now = now_ms()
   -- The resource lock vanished and another job took it: this holder lost it.
   local holder = has_lock and redis.call('GET', lk)
