@@ -40,6 +40,11 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every operation, in the order of the enum.
+    pub const ALL: [Op; 11] = [
+        Enqueue, Lease, Start, Checkpoint, Renew, Finish, Release, Cancel, Sweep, Retry, Resolve,
+    ];
+
     /// Lower-case name, as recorded in the `op` field of events.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -76,21 +76,6 @@ const SOURCES: &[(&str, &str)] = &[
 /// The include directive, as the first characters of a line.
 const INCLUDE: &str = "--- @include \"";
 
-/// Every op, as the scripts name it in `may` and `may_move`.
-const OPS: [Op; 11] = [
-    Op::Enqueue,
-    Op::Lease,
-    Op::Start,
-    Op::Checkpoint,
-    Op::Renew,
-    Op::Finish,
-    Op::Release,
-    Op::Cancel,
-    Op::Sweep,
-    Op::Retry,
-    Op::Resolve,
-];
-
 /// The transition table as Lua: `may(op, from)` and `may_move(op, from, to)`
 /// written out as comparisons, one branch per operation and from-state of
 /// [`TRANSITIONS`] (string comparisons only: a script run builds no table and
@@ -111,7 +96,7 @@ pub(crate) fn moves_lua() -> String {
     }
     out.push_str(" }\n\n-- Whether the table lets `op` take a job from `from` to `to`.\n");
     out.push_str("local function may_move(op, from, to)\n");
-    for op in OPS {
+    for op in Op::ALL {
         let froms: Vec<JobState> = JobState::ALL
             .into_iter()
             .filter(|f| TRANSITIONS.iter().any(|t| t.op == op && t.from == *f))
@@ -137,7 +122,7 @@ pub(crate) fn moves_lua() -> String {
     }
     out.push_str("  return false\nend\n\n-- Whether the table lets `op` act on a job in state `from` at all.\n");
     out.push_str("local function may(op, from)\n");
-    for op in OPS {
+    for op in Op::ALL {
         let froms: Vec<String> = JobState::ALL
             .into_iter()
             .filter(|f| TRANSITIONS.iter().any(|t| t.op == op && t.from == *f))
@@ -327,7 +312,7 @@ mod tests {
     fn the_generated_table_has_every_row_and_nothing_else() {
         let lua = moves_lua();
         let mut comparisons = 0;
-        for op in OPS {
+        for op in Op::ALL {
             for from in JobState::ALL {
                 let rows: Vec<_> = TRANSITIONS
                     .iter()
