@@ -285,3 +285,29 @@ async fn enqueue_json_applies_the_published_contract() {
         (Some("r1"), Some("k1"))
     );
 }
+
+/// The key templates are parsed twice, by `#[pipeline]` (into typed code) and by
+/// the contract (over JSON): both give the same resource and input key.
+#[test]
+fn the_contract_renders_the_keys_the_typed_code_computes() {
+    use leasehold::Pipeline;
+    let contract =
+        leasehold::Contract::new(leasehold::pipeline::spec_of::<Sync>()).expect("contract");
+    for input in [
+        Window {
+            shop: "a".into(),
+            hour: 7,
+        },
+        Window {
+            shop: "shop with {braces}".into(),
+            hour: 0,
+        },
+    ] {
+        let json = serde_json::to_string(&input).expect("json");
+        let job = contract
+            .job(&json, &leasehold::EnqueueOptions::new())
+            .expect("the contract accepts what the type serialises");
+        assert_eq!(job.input_key, Sync::input_key(&input));
+        assert_eq!(job.resource, Sync::resource_key(&input));
+    }
+}
