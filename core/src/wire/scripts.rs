@@ -463,6 +463,41 @@ mod tests {
     }
 
     #[test]
+    fn no_two_shared_files_define_the_same_name() {
+        // the library holds every shared file in one chunk: a second
+        // definition of a name would silently replace the first for every
+        // script registered after it
+        let mut owner: std::collections::HashMap<String, &str> = Default::default();
+        let moves = moves_lua();
+        let files = SOURCES
+            .iter()
+            .filter(|(n, _)| n.starts_with("lib/") || n.starts_with("transitions/"))
+            .map(|(n, t)| (*n, *t))
+            .chain([("gen/moves", moves.as_str())]);
+        for (name, text) in files {
+            for defined in top_level_names(text) {
+                if let Some(first) = owner.insert(defined.clone(), name) {
+                    panic!("{defined} is defined by {first} and by {name}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_library_registers_every_script_once() {
+        let lib = library_source();
+        assert!(lib.starts_with("#!lua name=leasehold_"));
+        for name in SCRIPTS {
+            let register = format!(
+                "'leasehold_{}_{name}', function(KEYS, ARGV)\n{BEGIN_CALL}",
+                LIBRARY.1
+            );
+            assert_eq!(lib.matches(&register).count(), 1, "{name}");
+        }
+        assert!(!lib.contains(DIGEST));
+    }
+
+    #[test]
     fn every_shared_name_a_script_uses_is_included() {
         let mut shared = HashSet::new();
         for (name, text) in SOURCES {
