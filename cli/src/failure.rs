@@ -77,6 +77,8 @@ pub(crate) fn is_refusal(e: &Error) -> bool {
             | Error::AlreadyTerminal { .. }
             | Error::LeaseLost { .. }
             | Error::InputKeyTaken { .. }
+            | Error::GroupClosed { .. }
+            | Error::ParentEnded { .. }
     )
 }
 
@@ -112,6 +114,9 @@ pub fn classify(shown_url: &str, e: Error) -> Failure {
     match e {
         Error::NotFound { queue, job } => {
             Failure::UnknownJob(format!("job {job} not found in queue {queue}"))
+        }
+        e @ (Error::GroupNotFound { .. } | Error::ParentNotFound { .. }) => {
+            Failure::UnknownJob(e.to_string())
         }
         Error::InvalidArgument(m) => Failure::Usage(m),
         e @ (Error::InvalidInput { .. } | Error::UnregisteredPipeline { .. }) => {

@@ -13,6 +13,7 @@
 --- @include "lib/attempts"
 --- @include "lib/retention"
 --- @include "lib/args"
+--- @include "lib/groups"
 local bad = common_args('cancel')
 if bad then return bad end
 local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
@@ -21,7 +22,7 @@ local reason, who, res = ARGV[4], ARGV[5], ARGV[6]
 if reason == nil or reason == '' then return bad_arg('cancel', 'reason', reason) end
 if who == nil then return bad_arg('cancel', 'who', who) end
 if res == nil then return bad_arg('cancel', 'resource', res) end
-local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource')
+local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource', 'links')
 local state, id = f[1], f[2]
 if not state then return { 'NOT_FOUND' } end
 if not may('cancel', state) then
@@ -46,6 +47,7 @@ if now_cancelled then
   append_attempt(id, f[3], attempt_record(jk, 'CANCELLED', now, nil))
   make_terminal(jk, id, 'CANCELLED', now)
   emit(events, 'cancel', id, f[3], 'QUEUED', 'CANCELLED', who, reason)
+  if f[7] then links_moved(events, jk, id, 'CANCELLED', now) end
   purge(now, 4)
   return { 'CANCELLED' }
 end

@@ -10,6 +10,11 @@
 -- ('succeeded') unless `rerun`; after any other end (FAILED, CANCELLED,
 -- RESOLVED) or with `rerun`, a new job is created with `previous` naming the
 -- latest one ('rerun').
+-- Optionally, after the jobs, 3 link values shared by every job of the call
+-- (lib/groups): group ('' for none), depends_on ('j:<id> g:<group> ...', '' for
+-- none), on_parent_failure ('cancel' | 'run'); refused with
+-- {'GROUP_NOT_FOUND', g} | {'GROUP_SEALED', g, status} | {'PARENT_NOT_FOUND', ref}
+-- | {'PARENT_ENDED', ref, state} before any write.
 -- Reply: flat list of (id, 'created' | 'rerun' | 'existing' | 'succeeded', previous id or '') triples.
 -- A malformed argument (lib/args: an empty id, queue or pipeline, a priority
 -- outside 0..255, a delay or max attempts that is not an integer, a stale-lock
@@ -22,6 +27,7 @@
 --- @include "lib/wake"
 --- @include "lib/ready"
 --- @include "lib/args"
+--- @include "lib/groups"
 local bad = common_args('enqueue')
 if bad then return bad end
 local k_ready, k_delayed, k_wake = KEYS[10], KEYS[11], KEYS[12]
@@ -29,7 +35,8 @@ local queue, pipeline, n = ARGV[4], ARGV[5], int_value(ARGV[6], 0)
 if queue == nil or queue == '' then return bad_arg('enqueue', 'queue', queue) end
 if pipeline == nil or pipeline == '' then return bad_arg('enqueue', 'pipeline', pipeline) end
 if not n then return bad_arg('enqueue', 'job count', ARGV[6]) end
-if #ARGV ~= 6 + 9 * n or #KEYS ~= 12 + n then
+local links = #ARGV == 9 + 9 * n
+if (#ARGV ~= 6 + 9 * n and not links) or #KEYS ~= 12 + n then
   return redis.error_reply('BAD_ARG enqueue: ' .. n .. ' jobs do not match ' .. #KEYS .. ' keys and ' .. #ARGV .. ' values')
 end
 local STALE_LOCKS = { hold = true, release = true }
@@ -48,6 +55,11 @@ for i = 1, n do
     local v = ARGV[a + c[1]]
     if not c[3](v) then return bad_arg('enqueue', 'job ' .. i .. ' ' .. c[2], v) end
   end
+end
+local lg, ld, lp = ARGV[7 + 9 * n], ARGV[8 + 9 * n], ARGV[9 + 9 * n]
+if links then
+  local refused = links_refusal(lg, ld, lp)
+  if refused then return refused end
 end
 local now = now_ms()
 local out = {}
@@ -86,7 +98,9 @@ for i = 1, n do
       'attempt', '1', 'state', 'QUEUED', 'step', '', 'last_step', '', 'cleanup_needed', '0')
     if previous ~= '' then redis.call('HSET', jk, 'previous', previous) end
     if input_key ~= '' then redis.call('HSET', K_INPUTS, input_key, id) end
-    if delay_ms > 0 then
+    if links and link_new_job(jk, id, lg, ld, lp, now) then
+      -- waits for its parents in the waiting index (lib/groups)
+    elseif delay_ms > 0 then
       redis.call('ZADD', k_delayed, fmt(not_before), id)
     else
       redis.call('ZADD', k_ready, ready_score(priority, now), id)

@@ -14,6 +14,7 @@
 --- @include "lib/attempts"
 --- @include "lib/retention"
 --- @include "lib/args"
+--- @include "lib/groups"
 local jk = KEYS[10]
 local as, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local bad = common_args('resolve')
@@ -24,7 +25,7 @@ if not TERMINAL[as] then return { 'BAD_ARG', 'resolved state' } end
 if reason == '' then return { 'BAD_ARG', 'reason' } end
 local refusal = refuse_unless(jk, 'resolve', as, nil)
 if refusal then return refusal end
-local f = redis.call('HMGET', jk, 'id', 'attempt', 'resource')
+local f = redis.call('HMGET', jk, 'id', 'attempt', 'resource', 'links')
 local corrupt = corrupt_field({ id = f[1], attempt = f[2] }, { 'id', 'attempt' })
 if corrupt then return corrupt end
 if res ~= (f[3] or '') or (res ~= '' and (KEYS[12] ~= lock_key(res) or KEYS[13] ~= parked_key(res))) then
@@ -40,7 +41,9 @@ redis.call('ZREM', K_STALE, id)
 release_lock_at(KEYS[12], KEYS[13], res, id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
 make_terminal(jk, id, as, now, 'RESOLVED')
-emit(event_log(true), 'resolve', id, f[2], 'STALE', as, who, reason)
+local events = event_log(true)
+emit(events, 'resolve', id, f[2], 'STALE', as, who, reason)
+if f[4] then links_moved(events, jk, id, as, now) end
 if as ~= 'SUCCEEDED' then
   redis.call('RPUSH', KEYS[11], id)
 end

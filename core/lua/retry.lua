@@ -18,6 +18,7 @@
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/args"
+--- @include "lib/groups"
 local jk, k_ready, k_wake = KEYS[10], KEYS[11], KEYS[12]
 local mode, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local bad = common_args('retry')
@@ -28,7 +29,7 @@ if reason == nil then return bad_arg('retry', 'reason', reason) end
 if res == nil then return bad_arg('retry', 'resource', res) end
 local refusal = refuse_unless(jk, 'retry', 'QUEUED', nil)
 if refusal then return refusal end
-local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource')
+local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource', 'links')
 local corrupt = corrupt_field({ id = f[1], attempt = f[3], priority = f[4], created_at = f[6] },
   { 'id', 'attempt', 'priority', 'created_at' })
 if corrupt then return corrupt end
@@ -67,6 +68,8 @@ if f[5] and f[5] ~= '' then redis.call('HSETNX', K_INPUTS, f[5], id) end
 -- the new attempt keeps the job's place in line (its age is its enqueue time), so jobs
 -- parked behind it on its resource do not overtake it
 redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[6]) or now), id)
-emit(event_log(true), 'retry', id, next_attempt, from, 'QUEUED', who, mode .. ': ' .. reason)
+local events = event_log(true)
+emit(events, 'retry', id, next_attempt, from, 'QUEUED', who, mode .. ': ' .. reason)
+if f[8] then links_moved(events, jk, id, 'QUEUED', now) end
 wake(k_wake)
 return { 'OK', next_attempt }

@@ -25,6 +25,7 @@
 --- @include "lib/retention"
 --- @include "lib/quarantine"
 --- @include "lib/args"
+--- @include "lib/groups"
 local bad = common_args('sweep')
 if bad then return bad end
 local batch, dry = int_value(ARGV[4], 1), flag_value(ARGV[5])
@@ -38,7 +39,7 @@ local events = event_log(true)
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   local f, bad_key = read_job(jk, { 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
-    'priority', 'created_at', 'stale_lock' })
+    'priority', 'created_at', 'stale_lock', 'links' })
   -- a job that cannot be read goes to the quarantine (lib/quarantine), not back to a ready set
   local why, field = bad_key, '(key)'
   if f then
@@ -107,6 +108,7 @@ for _, id in ipairs(expired) do
       redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
       make_terminal(jk, id, 'CANCELLED', now)
       emit(events, 'sweep', id, f[5], 'LEASED', 'CANCELLED', worker, why .. '; cancel requested: ' .. cancel)
+      if f[10] then links_moved(events, jk, id, 'CANCELLED', now) end
     elseif to == 'QUEUED' then
       release_lock(res, id)
       redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
@@ -127,6 +129,7 @@ for _, id in ipairs(expired) do
         end
       end
       emit(events, 'sweep', id, f[5], 'RUNNING', 'STALE', worker, why)
+      if f[10] then links_moved(events, jk, id, 'STALE', now) end
     end
   end
 end

@@ -240,6 +240,21 @@ impl<P: Pipeline> Enqueue<'_, P> {
         self.map(|j| j.id(id))
     }
 
+    /// Makes the job a child of group `name` (see `Queue::create_group`).
+    pub fn group(self, name: impl Into<String>) -> Self {
+        self.map(|j| j.group(name))
+    }
+
+    /// Makes the job wait until `parent` (a job or a group) SUCCEEDED.
+    pub fn depends_on(self, parent: impl Into<crate::queue::Dependency>) -> Self {
+        self.map(|j| j.depends_on(parent))
+    }
+
+    /// What a parent ending FAILED or CANCELLED does to the job.
+    pub fn on_parent_failure(self, policy: crate::queue::ParentFailure) -> Self {
+        self.map(|j| j.on_parent_failure(policy))
+    }
+
     /// Enqueues the job (idempotent on its input key, if it has one).
     pub async fn send(self) -> Result<Enqueued> {
         let mut job = self.job?;

@@ -69,6 +69,39 @@ pub enum Error {
         /// The non-terminal job that holds the input key.
         holder: String,
     },
+    /// The group does not exist in the queue.
+    #[error("group {group} not found in queue {queue}")]
+    GroupNotFound {
+        /// The queue.
+        queue: String,
+        /// The group asked for.
+        group: String,
+    },
+    /// The group takes no more children (it is sealed, settled or cancelled).
+    #[error("group {group} is {status}: it takes no more children (a group is sealed when its last child is added)")]
+    GroupClosed {
+        /// The group.
+        group: String,
+        /// Its status.
+        status: String,
+    },
+    /// A job named as a parent (`depends_on`) does not exist: parents must
+    /// exist when their dependent is enqueued (so no cycle can be built).
+    #[error("parent {parent} not found in queue {queue}: a dependency must exist before its dependent is enqueued")]
+    ParentNotFound {
+        /// The queue.
+        queue: String,
+        /// The parent (a job id, or `group:<name>`).
+        parent: String,
+    },
+    /// A parent already ended without succeeding, and the dependent would be cancelled at once.
+    #[error("parent {parent} already ended {state}: the dependent would never run (retry the parent first, or enqueue with on_parent_failure = run)")]
+    ParentEnded {
+        /// The parent (a job id, or `group:<name>`).
+        parent: String,
+        /// How it ended.
+        state: String,
+    },
     /// A value read back from Redis is not what leasehold writes.
     #[error("corrupt data in redis: key {key}, field {field}: {problem}")]
     Corrupt {

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::error::Error;
 use crate::id::JobId;
+use crate::queue::{check_group_name, Dependency, ParentFailure};
 use crate::keys::check_name;
 use crate::record::StaleLock;
 
@@ -33,6 +34,13 @@ pub struct NewJob {
     /// Create a new job even when the input key's latest job SUCCEEDED (a
     /// re-run, linked to that job); without it, that job is the answer.
     pub rerun: bool,
+    /// The group the job joins (it must exist and be open: see `Queue::create_group`).
+    pub group: Option<String>,
+    /// Jobs and groups that must SUCCEED before this job may be leased: it
+    /// waits, QUEUED, out of every ready set until then. They must exist.
+    pub depends_on: Vec<Dependency>,
+    /// What a parent ending FAILED or CANCELLED does to this job.
+    pub on_parent_failure: ParentFailure,
 }
 
 impl NewJob {
@@ -56,6 +64,9 @@ impl NewJob {
             max_attempts: 1,
             stale_lock: StaleLock::Hold,
             rerun: false,
+            group: None,
+            depends_on: Vec::new(),
+            on_parent_failure: ParentFailure::Cancel,
         }
     }
 
@@ -102,6 +113,25 @@ impl NewJob {
         self
     }
 
+    /// Makes the job a child of group `name` (created and still open).
+    pub fn group(mut self, name: impl Into<String>) -> Self {
+        self.group = Some(name.into());
+        self
+    }
+
+    /// Makes the job wait until `parent` (a job, or a whole group) SUCCEEDED.
+    pub fn depends_on(mut self, parent: impl Into<Dependency>) -> Self {
+        self.depends_on.push(parent.into());
+        self
+    }
+
+    /// Sets what a parent ending FAILED or CANCELLED does (cancel this job, the
+    /// default, or run it anyway).
+    pub fn on_parent_failure(mut self, policy: ParentFailure) -> Self {
+        self.on_parent_failure = policy;
+        self
+    }
+
     /// Sets the id.
     pub fn id(mut self, id: JobId) -> Self {
         self.id = Some(id);
@@ -130,6 +160,14 @@ impl NewJob {
             return Err(Error::InvalidArgument(
                 "max_attempts must be at least 1".into(),
             ));
+        }
+        if let Some(group) = &self.group {
+            check_group_name(group)?;
+        }
+        for parent in &self.depends_on {
+            if let Dependency::Group(g) = parent {
+                check_group_name(g)?;
+            }
         }
         serde_json::from_str::<serde::de::IgnoredAny>(&self.input)
             .map_err(|e| Error::InvalidArgument(format!("input is not JSON: {e}")))?;

@@ -64,7 +64,11 @@ pub use pipeline::{
     queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, PipelineSpec,
     RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
-pub use queue::{connect_pool, escape_bytes, EnqueueStatus, Enqueued, QuarantineEntry, Queue};
+pub use queue::{
+    check_group_name, connect_pool, escape_bytes, Dependency, EnqueueStatus, Enqueued,
+    GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupStatus, GroupView, NewGroup,
+    ParentFailure, QuarantineEntry, Queue,
+};
 pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,
     StepDone,

@@ -26,6 +26,7 @@
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/args"
+--- @include "lib/groups"
 local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
     reason, res, interrupted, last_step, last_output)
   if not TERMINAL[outcome] then return { 'BAD_ARG', 'outcome' } end
@@ -148,5 +149,6 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   redis.call('HSET', jk, unpack(sets))
   free_input_key(j.input_key, id, outcome, now)
   index_done(batch.ix, now_s(), id)
+  if j.links then links_moved(batch.events, jk, id, outcome, now) end
   return { 'OK', outcome }
 end

@@ -14,6 +14,7 @@
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/args"
+--- @include "lib/groups"
 local function start(batch, jk, lk, pk, token, step, res)
   local f = redis.call('HMGET', jk, 'state', 'token', 'cancel_reason', 'id', 'attempt', 'worker')
   local state = f[1]
@@ -33,6 +34,7 @@ local function start(batch, jk, lk, pk, token, step, res)
     redis.call('ZREM', K_LEASES, id)
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
     terminal_at(jk, id, j.input_key, 'CANCELLED', now)
+    if j.links then links_moved(batch.events, jk, id, 'CANCELLED', now) end
     emit(batch.events, 'start', id, j.attempt, 'LEASED', 'CANCELLED', j.worker,
       'cancel requested before start: ' .. j.cancel_reason)
     return { 'OK', 'CANCELLED', j.cancel_reason }

@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
+use crate::queue::groups::encode_dependencies;
 use crate::queue::{EnqueueStatus, Enqueued, Queue};
 use crate::wire::args::millis;
 use crate::wire::reply::Reply;
@@ -25,7 +26,12 @@ impl Queue {
         }
         let mut by_pipeline: Vec<(String, Vec<(usize, NewJob)>)> = Vec::new();
         for (i, job) in jobs.into_iter().enumerate() {
-            match by_pipeline.iter_mut().find(|(p, _)| *p == job.pipeline) {
+            // one call per pipeline and set of links (group, parents, policy):
+            // a call's links are shared by its jobs
+            match by_pipeline
+                .iter_mut()
+                .find(|(p, g)| *p == job.pipeline && g[0].1.same_links(&job))
+            {
                 Some((_, group)) => group.push((i, job)),
                 None => by_pipeline.push((job.pipeline.clone(), vec![(i, job)])),
             }
@@ -55,7 +61,19 @@ impl Queue {
                         .arg(job.stale_lock.as_str())
                         .arg(if job.rerun { "1" } else { "0" });
                 }
+                if let Some((_, first)) = chunk.first() {
+                    if first.has_links() {
+                        inv.arg(first.group.as_deref().unwrap_or(""))
+                            .arg(encode_dependencies(&first.depends_on))
+                            .arg(first.on_parent_failure.as_str());
+                    }
+                }
                 let mut reply = Reply::new("enqueue", self.invoke(&inv).await?)?;
+                if let Some(status) = reply.peek_text() {
+                    if let Some(e) = self.links_refusal(&status, &mut reply) {
+                        return Err(e);
+                    }
+                }
                 for (index, _) in chunk {
                     let id = JobId::parse(&reply.text()?)?;
                     let status = match reply.text()?.as_str() {

@@ -6,14 +6,20 @@
 //!   finish, release), the holder operations as settle calls of one;
 //! - `operator.rs`: cancel, sweep, retry, resolve, purge;
 //! - `records.rs`: pipeline specs, cleanup claims, and reading a job;
+//! - `groups.rs`: groups of jobs, their completion jobs, and dependencies;
 //! - `quarantine.rs`: jobs set aside as unreadable: list, repair, purge.
 
 mod enqueue;
+mod groups;
 mod holder;
 mod operator;
 mod quarantine;
 mod records;
 
+pub use groups::{
+    check_group_name, Dependency, GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupStatus, GroupView,
+    NewGroup, ParentFailure,
+};
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
 
 use std::sync::atomic::{AtomicBool, Ordering};

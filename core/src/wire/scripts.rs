@@ -41,6 +41,7 @@ const SOURCES: &[(&str, &str)] = &[
         "lib/quarantine",
         include_str!("../../lua/lib/quarantine.lua"),
     ),
+    ("lib/groups", include_str!("../../lua/lib/groups.lua")),
     (
         "transitions/start",
         include_str!("../../lua/transitions/start.lua"),
@@ -78,6 +79,9 @@ const SOURCES: &[(&str, &str)] = &[
         "quarantine_purge",
         include_str!("../../lua/quarantine_purge.lua"),
     ),
+    ("group_create", include_str!("../../lua/group_create.lua")),
+    ("group_seal", include_str!("../../lua/group_seal.lua")),
+    ("group_cancel", include_str!("../../lua/group_cancel.lua")),
 ];
 
 /// The include directive, as the first characters of a line.
@@ -255,7 +259,7 @@ pub fn library_source() -> &'static str {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 11] = [
+const SCRIPTS: [&str; 14] = [
     "enqueue",
     "renew",
     "cancel",
@@ -267,6 +271,9 @@ const SCRIPTS: [&str; 11] = [
     "settle",
     "quarantine_repair",
     "quarantine_purge",
+    "group_create",
+    "group_seal",
+    "group_cancel",
 ];
 
 /// A script clients call: its function in the library, and its own text for
@@ -316,9 +323,15 @@ pub(crate) static SETTLE: LazyLock<LuaScript> = script!("settle");
 pub(crate) static QUARANTINE_REPAIR: LazyLock<LuaScript> = script!("quarantine_repair");
 /// quarantine_purge.lua: deletes a quarantined job and its records.
 pub(crate) static QUARANTINE_PURGE: LazyLock<LuaScript> = script!("quarantine_purge");
+/// group_create.lua: creates a group of jobs.
+pub(crate) static GROUP_CREATE: LazyLock<LuaScript> = script!("group_create");
+/// group_seal.lua: closes a group to new children.
+pub(crate) static GROUP_SEAL: LazyLock<LuaScript> = script!("group_seal");
+/// group_cancel.lua: cancels a group and names its unsettled children.
+pub(crate) static GROUP_CANCEL: LazyLock<LuaScript> = script!("group_cancel");
 
 /// Every script, for preloading without functions.
-pub(crate) fn all() -> [&'static LuaScript; 11] {
+pub(crate) fn all() -> [&'static LuaScript; 14] {
     [
         &ENQUEUE,
         &RENEW,
@@ -331,6 +344,9 @@ pub(crate) fn all() -> [&'static LuaScript; 11] {
         &SETTLE,
         &QUARANTINE_REPAIR,
         &QUARANTINE_PURGE,
+        &GROUP_CREATE,
+        &GROUP_SEAL,
+        &GROUP_CANCEL,
     ]
 }
 

@@ -1,0 +1,268 @@
+-- groups: groups of jobs (counts per settled state, sealing, a completion job
+-- enqueued once) and dependencies between jobs (a dependent waits, QUEUED, in
+-- the queue's waiting index instead of a ready set, until its parents
+-- SUCCEEDED). A job that takes part in either has `links = '1'` in its hash;
+-- every script that moves a job reads that field with the fields it reads
+-- anyway and calls links_moved only when it is set, so jobs without links pay
+-- nothing.
+--
+-- Keys (all derived from the queue's base, so one hash tag, one slot):
+--   group:<g>            hash: id, name, status (open | sealed | blocked |
+--                        completed | cancelled), policy (all_succeeded |
+--                        all_terminal), total, SUCCEEDED, FAILED, CANCELLED,
+--                        STALE (counts), outcome, fired, completion_* (the
+--                        completion job's id, pipeline, input, priority,
+--                        max_attempts, stale_lock), created_at, sealed_at,
+--                        settled_at, cancel_reason
+--   group:<g>:children   zset  child id -> when it was added (ms)
+--   group:<g>:ended      hash  child id -> SUCCEEDED | FAILED | CANCELLED | STALE
+--                        (the children in those states; the source of the counts)
+--   group:<g>:dependents set   jobs waiting for the group
+--   groups               zset  group name -> created at (ms)
+--   dependents:<id>      set   jobs waiting for job <id>
+--   waiting              zset  dependent job id -> enqueued at (ms): QUEUED, not leasable
+-- Job fields: links '1'; group <g>; deps 'j:<id> g:<name> ...' (its parents);
+--   deps_left (parents not yet settled for it); on_parent_failure cancel | run;
+--   completes <g> (on a completion job).
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/wake"
+--- @include "lib/ready"
+--- @include "lib/moves"
+--- @include "lib/jobs"
+--- @include "lib/attempts"
+
+local function group_key(g) return BASE .. ':group:' .. g end
+local function dependents_key(id) return BASE .. ':dependents:' .. id end
+local function waiting_key() return BASE .. ':waiting' end
+local function groups_key() return BASE .. ':groups' end
+
+-- Emits an event about group `g` (its id in the `job` field).
+local function group_event(events, gk, op, to, by, reason)
+  local id = redis.call('HGET', gk, 'id') or ''
+  emit(events, op, id, 1, '', to, by, reason)
+end
+
+local links_moved -- defined below (the cascade of a cancelled dependent calls it again)
+
+-- Releases waiting job `id` (hash `jk`) into its ready (or delayed) set.
+local function release_waiting(events, jk, id, now, why)
+  local d = redis.call('HMGET', jk, 'pipeline', 'priority', 'not_before', 'created_at', 'attempt')
+  redis.call('ZREM', waiting_key(), id)
+  if not d[1] then return end
+  local nb = tonumber(d[3] or '') or 0
+  if nb > now then
+    redis.call('ZADD', delayed_key(d[1]), fmt(nb), id)
+  else
+    redis.call('ZADD', ready_key(d[1]), ready_score(d[2], tonumber(d[4]) or now), id)
+  end
+  redis.call('HSET', jk, 'deps_left', '0', 'updated_at', fmt(now))
+  emit(events, 'deps', id, d[5] or '1', 'QUEUED', 'QUEUED', '', why)
+  wake(wake_key(d[1]))
+end
+
+-- Cancels waiting job `id` (QUEUED in the waiting index) because a parent ended.
+local function cancel_waiting(events, jk, id, now, why)
+  local d = redis.call('HMGET', jk, 'attempt')
+  redis.call('ZREM', waiting_key(), id)
+  redis.call('HSET', jk, 'cancel_reason', why, 'cancel_at', fmt(now), 'cancel_by', 'dependencies')
+  append_attempt(id, d[1], attempt_record(jk, 'CANCELLED', now, { reason = why }))
+  make_terminal(jk, id, 'CANCELLED', now)
+  emit(events, 'cancel', id, d[1] or '1', 'QUEUED', 'CANCELLED', 'dependencies', why)
+  links_moved(events, jk, id, 'CANCELLED', now)
+end
+
+-- Tells the jobs of set `dk` that parent `label` ended `outcome` (SUCCEEDED,
+-- or FAILED / CANCELLED), once: the set is deleted.
+local function notify_dependents(events, dk, label, outcome, now)
+  local deps = redis.call('SMEMBERS', dk)
+  if #deps == 0 then return end
+  redis.call('DEL', dk)
+  for _, dep in ipairs(deps) do
+    local djk = job_key(dep)
+    local d = redis.call('HMGET', djk, 'state', 'on_parent_failure')
+    if d[1] == 'QUEUED' and redis.call('ZSCORE', waiting_key(), dep) then
+      if outcome == 'SUCCEEDED' or d[2] == 'run' then
+        if redis.call('HINCRBY', djk, 'deps_left', -1) <= 0 then
+          release_waiting(events, djk, dep, now, 'parents settled (last: ' .. label .. ' ' .. outcome .. ')')
+        end
+      else
+        cancel_waiting(events, djk, dep, now, 'parent ' .. label .. ' ended ' .. outcome)
+      end
+    end
+  end
+end
+
+-- Enqueues group `g`'s completion job, once.
+local function fire_completion(events, g, gk, now)
+  local c = redis.call('HMGET', gk, 'completion_id', 'completion_pipeline', 'completion_input',
+    'completion_priority', 'completion_max_attempts', 'completion_stale_lock', 'fired')
+  if not c[1] or c[1] == '' or c[7] == '1' then return end
+  redis.call('HSET', gk, 'fired', '1')
+  local id, p = c[1], c[2]
+  local jk = job_key(id)
+  if redis.call('EXISTS', jk) == 1 then return end
+  redis.call('HSET', jk, 'id', id, 'queue', string.match(BASE, '{(.*)}$') or '', 'pipeline', p, 'input', c[3],
+    'input_key', '', 'resource', '', 'priority', c[4], 'max_attempts', c[5], 'stale_lock', c[6],
+    'created_at', fmt(now), 'updated_at', fmt(now), 'not_before', fmt(now), 'attempt', '1', 'state', 'QUEUED',
+    'step', '', 'last_step', '', 'cleanup_needed', '0', 'completes', g)
+  redis.call('ZADD', ready_key(p), ready_score(c[4], now), id)
+  emit(events, 'enqueue', id, 1, '', 'QUEUED', '', 'completion of group ' .. g)
+  wake(wake_key(p))
+end
+
+-- Decides whether group `g` is settled and acts on it: a sealed group whose
+-- children are all terminal completes (its completion job enqueued, its
+-- dependents told) when every child SUCCEEDED or the policy is all_terminal,
+-- and is blocked otherwise (a retried child may unblock it). A STALE child
+-- holds it open.
+local function group_check(events, g, gk, now)
+  local h = redis.call('HMGET', gk, 'status', 'policy', 'total', 'SUCCEEDED', 'FAILED', 'CANCELLED')
+  local status = h[1]
+  if status ~= 'sealed' and status ~= 'blocked' then return end
+  local total, s = tonumber(h[3]) or 0, tonumber(h[4]) or 0
+  local ended = s + (tonumber(h[5]) or 0) + (tonumber(h[6]) or 0)
+  if ended < total then
+    if status == 'blocked' then redis.call('HSET', gk, 'status', 'sealed', 'outcome', '') end
+    return
+  end
+  local outcome = (s == total) and 'SUCCEEDED' or 'FAILED'
+  if s == total or h[2] == 'all_terminal' then
+    redis.call('HSET', gk, 'status', 'completed', 'outcome', outcome, 'settled_at', fmt(now))
+    group_event(events, gk, 'group_complete', outcome, '', 'group ' .. g .. ' settled: ' .. s .. ' of ' .. total .. ' succeeded')
+    fire_completion(events, g, gk, now)
+  else
+    if status == 'blocked' then return end
+    redis.call('HSET', gk, 'status', 'blocked', 'outcome', outcome, 'settled_at', fmt(now))
+    group_event(events, gk, 'group_blocked', 'FAILED', '',
+      'group ' .. g .. ': ' .. (total - s) .. ' of ' .. total .. ' children did not succeed; completion held')
+  end
+  notify_dependents(events, gk .. ':dependents', 'group ' .. g, outcome, now)
+end
+
+-- Counts child `id` of group `g` in state `to` (a settled state or STALE;
+-- QUEUED when a new attempt takes it out of them), then checks the group.
+local function group_child_moved(events, g, id, to, now)
+  local gk = group_key(g)
+  local ek = gk .. ':ended'
+  local old = redis.call('HGET', ek, id)
+  if old == to then return end
+  if old then redis.call('HINCRBY', gk, old, -1) end
+  if TERMINAL[to] or to == 'STALE' then
+    redis.call('HSET', ek, id, to)
+    redis.call('HINCRBY', gk, to, 1)
+  else
+    redis.call('HDEL', ek, id)
+  end
+  group_check(events, g, gk, now)
+end
+
+-- The parents of `deps` ('j:<id> g:<name> ...') that are not settled for a
+-- dependent: returns the count, the first parent that ended FAILED or
+-- CANCELLED (or a group that did not succeed) and its state, and a list of
+-- the pending parents as {dependents-set key, job id or false for a group}. `run`: a failed parent counts as
+-- settled (on_parent_failure = run).
+local function pending_parents(deps, run)
+  local pending, keys, bad, bad_state = 0, {}, nil, nil
+  for ref in string.gmatch(deps or '', '%S+') do
+    local kind, name = string.sub(ref, 1, 2), string.sub(ref, 3)
+    local state
+    if kind == 'g:' then
+      local h = redis.call('HMGET', group_key(name), 'status', 'outcome')
+      if h[1] == 'completed' and h[2] == 'SUCCEEDED' then
+        state = 'SUCCEEDED'
+      elseif h[1] == 'completed' or h[1] == 'blocked' then
+        state = 'FAILED'
+      elseif h[1] == 'cancelled' then
+        state = 'CANCELLED'
+      else
+        state = h[1] and 'OPEN' or false
+      end
+      if state == 'OPEN' then keys[#keys + 1] = { group_key(name) .. ':dependents', false } end
+    else
+      state = redis.call('HGET', job_key(name), 'state')
+      if state and not TERMINAL[state] then keys[#keys + 1] = { dependents_key(name), name } end
+    end
+    if not state then
+      bad, bad_state = ref, 'missing'
+    elseif state ~= 'SUCCEEDED' then
+      if TERMINAL[state] then
+        if not run and not bad then bad, bad_state = ref, state end
+      else
+        pending = pending + 1
+      end
+    end
+  end
+  return pending, bad, bad_state, keys
+end
+
+-- Makes job `id` (hash `jk`, QUEUED, in no ready set yet) wait for its
+-- pending parents: returns true when it waits (in the waiting index).
+local function wait_for_parents(jk, id, deps, run, now)
+  local pending, _, _, keys = pending_parents(deps, run)
+  if pending == 0 then return false end
+  for _, k in ipairs(keys) do
+    redis.call('SADD', k[1], id)
+    if k[2] then redis.call('HSET', job_key(k[2]), 'links', '1') end
+  end
+  redis.call('HSET', jk, 'deps_left', pending)
+  redis.call('ZADD', waiting_key(), fmt(now), id)
+  return true
+end
+
+-- What a script calls after it moved job `id` (hash `jk`, `links` set) to
+-- `to`: the job's group counts it, and when it settled its dependents are
+-- told (released, or cancelled); a new attempt of a dependent (`to` QUEUED)
+-- waits again for parents that are not SUCCEEDED.
+links_moved = function(events, jk, id, to, now)
+  local f = redis.call('HMGET', jk, 'group', 'deps', 'on_parent_failure', 'pipeline')
+  if TERMINAL[to] then redis.call('ZREM', waiting_key(), id) end
+  if f[1] and f[1] ~= '' then group_child_moved(events, f[1], id, to, now) end
+  if TERMINAL[to] then
+    notify_dependents(events, dependents_key(id), id, to, now)
+  elseif to == 'QUEUED' and f[2] and f[2] ~= '' and f[4] then
+    if wait_for_parents(jk, id, f[2], f[3] == 'run', now) then
+      redis.call('ZREM', ready_key(f[4]), id)
+      redis.call('ZREM', delayed_key(f[4]), id)
+    end
+  end
+end
+
+-- Checks enqueue's link arguments (group, deps, on_parent_failure) before
+-- any write: nil, or the refusal reply.
+local function links_refusal(group, deps, policy)
+  if policy ~= 'cancel' and policy ~= 'run' then return { 'BAD_LINKS', 'on_parent_failure', policy or '' } end
+  if group ~= '' then
+    local status = redis.call('HGET', group_key(group), 'status')
+    if not status then return { 'GROUP_NOT_FOUND', group } end
+    if status ~= 'open' then return { 'GROUP_SEALED', group, status } end
+  end
+  local _, bad, bad_state = pending_parents(deps, policy == 'run')
+  if bad then
+    if bad_state == 'missing' then return { 'PARENT_NOT_FOUND', bad } end
+    return { 'PARENT_ENDED', bad, bad_state }
+  end
+  return nil
+end
+
+-- Links a job enqueue just created (QUEUED, in no index yet) to its group and
+-- parents; true when it waits for parents (enqueue then puts it in no ready set).
+local function link_new_job(jk, id, group, deps, policy, now)
+  redis.call('HSET', jk, 'links', '1')
+  if group ~= '' then
+    local gk = group_key(group)
+    redis.call('HSET', jk, 'group', group)
+    redis.call('ZADD', gk .. ':children', fmt(now), id)
+    redis.call('HINCRBY', gk, 'total', 1)
+  end
+  if deps == '' then return false end
+  redis.call('HSET', jk, 'deps', deps, 'on_parent_failure', policy)
+  return wait_for_parents(jk, id, deps, policy == 'run', now)
+end
+
+-- Whether `name` may name a group (it is part of key names and of a job's
+-- `deps` field): 1 to 128 letters, digits, '.', '_', '-'.
+local function group_name_ok(name)
+  return type(name) == 'string' and #name >= 1 and #name <= 128 and not string.find(name, '[^%w%._%-]')
+end
