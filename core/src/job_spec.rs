@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use crate::error::Error;
 use crate::id::JobId;
-use crate::queue::{check_group_name, Dependency, ParentFailure};
 use crate::keys::check_name;
+use crate::queue::{check_group_name, Dependency, ParentFailure};
 use crate::record::StaleLock;
 
 /// A job to enqueue.

@@ -17,8 +17,8 @@ mod quarantine;
 mod records;
 
 pub use groups::{
-    check_group_name, Dependency, GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupStatus, GroupView,
-    NewGroup, ParentFailure,
+    check_group_name, Dependency, GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupStatus,
+    GroupView, NewGroup, ParentFailure,
 };
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
 
