@@ -20,7 +20,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use leasehold_core::{connect_pool, JobId, JobState, Queue, QueueConfig, Retention, RetryMode};
+use leasehold_core::{
+    connect_pool, GroupPolicy, JobId, JobState, Queue, QueueConfig, Retention, RetryMode,
+};
 
 use context::{redact, Ctx};
 pub use failure::{classify, Failure, Outcome};
@@ -186,6 +188,16 @@ pub enum Command {
     /// list them with why, requeue one once fixed, or delete one.
     #[command(subcommand)]
     Quarantine(QuarantineCommand),
+    /// Groups of jobs (a backfill, or any set with a completion job): status and progress.
+    Groups {
+        /// Only this queue (default: every queue).
+        #[arg(long)]
+        queue: Option<String>,
+    },
+    /// One group: show it (progress bar, ETA, children), create, seal or
+    /// cancel it, retry its failed children.
+    #[command(subcommand)]
+    Group(GroupCommand),
     /// Delete terminal jobs beyond the retention policy (--keep-count, --keep-age).
     Purge {
         /// Only this queue (default: every queue).
@@ -195,6 +207,91 @@ pub enum Command {
         #[arg(long, default_value_t = 10_000)]
         batch: usize,
     },
+}
+
+/// `group` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum GroupCommand {
+    /// The group: status, progress bar and ETA, what holds it, its children.
+    Show {
+        /// The group.
+        name: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Draw a live progress bar until the group completes, is blocked or cancelled.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Create a group (open until sealed), with an optional completion job.
+    Create {
+        /// The group (letters, digits, '.', '_', '-').
+        name: String,
+        /// Its queue (its children must be enqueued into the same queue).
+        #[arg(long)]
+        queue: String,
+        /// The completion job's pipeline: enqueued once, when the group settles.
+        #[arg(long)]
+        completion: Option<String>,
+        /// The completion job's input (JSON; default {}).
+        #[arg(long, requires = "completion")]
+        completion_input: Option<String>,
+        /// When the completion job runs.
+        #[arg(long, value_enum, default_value = "all-succeeded")]
+        policy: PolicyArg,
+    },
+    /// Seal a group: its last child was added, it may settle now.
+    Seal {
+        /// The group.
+        name: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+    },
+    /// Cancel a group: every unsettled child is cancelled (running ones get an
+    /// in-flight cancel), and its completion job never runs.
+    Cancel {
+        /// The group.
+        name: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Why (recorded).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Retry every FAILED and CANCELLED child of a group.
+    Retry {
+        /// The group.
+        name: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Start over from the first step (default: resume after the last completed one).
+        #[arg(long)]
+        from_start: bool,
+        /// Why (recorded).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+}
+
+/// `group create --policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    /// When every child SUCCEEDED.
+    AllSucceeded,
+    /// When every child ended, whatever the outcome.
+    AllTerminal,
+}
+
+/// `enqueue --on-parent-failure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ParentFailureArg {
+    /// Cancel the job.
+    Cancel,
+    /// Run it anyway.
+    Run,
 }
 
 /// `quarantine` subcommands.
@@ -307,6 +404,19 @@ pub struct EnqueueArgs {
     /// without an input-key template of its own.
     #[arg(long, requires = "input_template")]
     pub input_key_template: Option<String>,
+    /// Add the job(s) to this group (created when it does not exist), and seal
+    /// it after the last one unless --keep-open.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Leave the group open (more children will be added; `group seal` closes it).
+    #[arg(long, requires = "group")]
+    pub keep_open: bool,
+    /// Wait until this job (an id) or group (`group:<name>`) SUCCEEDED; repeatable.
+    #[arg(long)]
+    pub depends_on: Vec<String>,
+    /// What a parent ending FAILED or CANCELLED does to the job(s).
+    #[arg(long, value_enum, default_value = "cancel")]
+    pub on_parent_failure: ParentFailureArg,
 }
 
 /// Outcomes an operator may give a STALE job.
@@ -486,6 +596,54 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
             batch,
         } => commands::sweep(ctx, queue, dry_run, batch).await,
         Command::Purge { queue, batch } => commands::purge(ctx, queue, batch).await,
+        Command::Groups { queue } => commands::groups::list(ctx, queue).await,
+        Command::Group(GroupCommand::Show { name, queue, watch }) => {
+            commands::groups::show(ctx, &name, queue.as_deref(), watch).await
+        }
+        Command::Group(GroupCommand::Create {
+            name,
+            queue,
+            completion,
+            completion_input,
+            policy,
+        }) => {
+            let policy = match policy {
+                PolicyArg::AllSucceeded => GroupPolicy::AllSucceeded,
+                PolicyArg::AllTerminal => GroupPolicy::AllTerminal,
+            };
+            commands::groups::create(
+                ctx,
+                commands::groups::CreateArgs {
+                    name,
+                    queue,
+                    completion,
+                    completion_input,
+                    policy,
+                },
+            )
+            .await
+        }
+        Command::Group(GroupCommand::Seal { name, queue }) => {
+            commands::groups::seal(ctx, &name, queue.as_deref()).await
+        }
+        Command::Group(GroupCommand::Cancel {
+            name,
+            queue,
+            reason,
+        }) => commands::groups::cancel(ctx, &name, queue.as_deref(), &reason).await,
+        Command::Group(GroupCommand::Retry {
+            name,
+            queue,
+            from_start,
+            reason,
+        }) => {
+            let mode = if from_start {
+                RetryMode::FromStart
+            } else {
+                RetryMode::Resume
+            };
+            commands::groups::retry(ctx, &name, queue.as_deref(), mode, &reason).await
+        }
         Command::Quarantine(QuarantineCommand::List { queue }) => {
             commands::quarantine::list(ctx, &queue.into_iter().collect::<Vec<_>>()).await
         }

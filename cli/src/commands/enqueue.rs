@@ -4,13 +4,16 @@
 //! an explicit `--rerun`.
 
 use leasehold_core::contract::unregistered_job;
-use leasehold_core::{Client, Contract, EnqueueOptions, EnqueueStatus, Enqueued, NewJob, Queue};
+use leasehold_core::{
+    Client, Contract, Dependency, EnqueueOptions, EnqueueStatus, Enqueued, JobId, NewGroup, NewJob,
+    ParentFailure, Queue,
+};
 use serde_json::json;
 
 use super::print_json;
 use crate::context::Ctx;
 use crate::time;
-use crate::{EnqueueArgs, Failure, Outcome};
+use crate::{EnqueueArgs, Failure, Outcome, ParentFailureArg};
 
 /// Jobs per `enqueue_bulk` call of a backfill (one progress line each).
 const ENQUEUE_CHUNK: usize = 500;
@@ -28,6 +31,60 @@ fn options(args: &EnqueueArgs) -> Outcome<EnqueueOptions> {
     o.max_attempts = args.max_attempts;
     o.unregistered = args.unregistered;
     Ok(o)
+}
+
+/// The parents `--depends-on` names: job ids, or `group:<name>`.
+fn dependencies(args: &EnqueueArgs) -> Outcome<Vec<Dependency>> {
+    args.depends_on
+        .iter()
+        .map(|d| match d.strip_prefix("group:") {
+            Some(g) => {
+                leasehold_core::check_group_name(g).map_err(|e| Failure::Usage(e.to_string()))?;
+                Ok(Dependency::Group(g.to_owned()))
+            }
+            None => JobId::parse(d)
+                .map(Dependency::Job)
+                .map_err(|e| Failure::Usage(format!("--depends-on {d:?}: {e}"))),
+        })
+        .collect()
+}
+
+/// Gives `job` the group and parents of `args`.
+fn linked(mut job: NewJob, args: &EnqueueArgs, deps: &[Dependency]) -> NewJob {
+    if let Some(g) = &args.group {
+        job = job.group(g);
+    }
+    for d in deps {
+        job = job.depends_on(d.clone());
+    }
+    job.on_parent_failure(match args.on_parent_failure {
+        ParentFailureArg::Cancel => ParentFailure::Cancel,
+        ParentFailureArg::Run => ParentFailure::Run,
+    })
+}
+
+/// Creates `--group` in `q` when it does not exist yet (no completion job:
+/// `group create` gives one).
+async fn ensure_group(ctx: &Ctx, q: &Queue, args: &EnqueueArgs) -> Outcome {
+    if let Some(g) = &args.group {
+        leasehold_core::check_group_name(g).map_err(|e| Failure::Usage(e.to_string()))?;
+        if q.create_group(&NewGroup::new(g), &ctx.by)
+            .await
+            .map_err(|e| ctx.fail(e))?
+        {
+            eprintln!("created group {g} in queue {}", q.name());
+        }
+    }
+    Ok(())
+}
+
+/// Seals `--group` after its last child, unless `--keep-open`.
+async fn seal_group(ctx: &Ctx, q: &Queue, args: &EnqueueArgs) -> Outcome {
+    if let (Some(g), false) = (&args.group, args.keep_open) {
+        let status = q.seal_group(g, &ctx.by).await.map_err(|e| ctx.fail(e))?;
+        eprintln!("group {g} sealed ({status}): `leasehold group show {g}` follows it");
+    }
+    Ok(())
 }
 
 /// Where jobs go and how they are built: the pipeline's contract, or (with
@@ -128,13 +185,16 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
             .map_err(|e| ctx.fail(e))?;
         (q, Target::Registered(Box::new(contract)))
     };
+    let deps = dependencies(&args)?;
+    ensure_group(ctx, &q, &args).await?;
     let Some(template) = &args.input_template else {
         let mut o = o;
         o.resource = args.resource.clone();
         o.input_key = args.input_key.clone();
         let input = args.input.clone().unwrap_or_default();
-        let job = target.job(ctx, &args.pipeline, &input, &o)?;
+        let job = linked(target.job(ctx, &args.pipeline, &input, &o)?, &args, &deps);
         let done = q.enqueue(job).await.map_err(|e| ctx.fail(e))?;
+        seal_group(ctx, &q, &args).await?;
         if ctx.json {
             return print_json(&json!({
                 "queue": q.name(), "pipeline": args.pipeline, "id": done.id,
@@ -161,7 +221,7 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
         let job = target
             .job(ctx, &args.pipeline, &time::render(template, w), &o)
             .map_err(|f| f.context(&format!("window {} to {}", w.from, w.to)))?;
-        jobs.push(job);
+        jobs.push(linked(job, &args, &deps));
     }
     if jobs.iter().any(|j| j.input_key.is_none()) {
         eprintln!(
@@ -199,6 +259,7 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
         }
         eprintln!("enqueued {done_count}/{total} windows ({})", counts.short());
     }
+    seal_group(ctx, &q, &args).await?;
     if ctx.json {
         return print_json(&json!({
             "queue": q.name(),

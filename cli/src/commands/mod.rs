@@ -1,12 +1,14 @@
 //! The commands: each reads through `leasehold_core::inspect` or acts through
 //! the `Queue` client (the same Lua scripts the workers use). One module per
 //! family: `views` read, `actions` act on one job, `enqueue` adds jobs,
-//! `upkeep` sweeps and purges, `quarantine` lists, repairs and purges
+//! `upkeep` sweeps and purges, `groups` shows and acts on groups of jobs,
+//! `quarantine` lists, repairs and purges
 //! unreadable jobs. (`main` dispatches; `dashboard` is a command of
 //! its own.)
 
 mod actions;
 mod enqueue;
+pub(crate) mod groups;
 pub(crate) mod quarantine;
 mod upkeep;
 mod views;
