@@ -3,7 +3,8 @@
 //! `Queue` scripts, so every action is an event (`by` = `dashboard:<operator>`).
 //!
 //! * Pages (server-rendered HTML, escaped by `maud`): `/` queues, `/jobs`,
-//!   `/jobs/{queue}/{id}`, `/workers`, `/locks`, `/events`. `/static/app.js`
+//!   `/jobs/{queue}/{id}`, `/workers`, `/locks`, `/events`, `/groups` and
+//!   `/groups/{queue}/{name}` (see `groups`). `/static/app.js`
 //!   refreshes the live parts of a page every 2 s by fetching the same URL and
 //!   swapping the elements marked `data-live` (so the HTML is rendered, and
 //!   escaped, in one place only).
@@ -29,6 +30,7 @@ mod api;
 mod data;
 mod enqueue;
 mod error;
+mod groups;
 mod html;
 mod pages;
 
@@ -238,6 +240,19 @@ pub(crate) fn router(app: Shared) -> Router {
         .route("/workers", get(pages::workers))
         .route("/locks", get(pages::locks))
         .route("/events", get(pages::events))
+        .route("/groups", get(groups::groups_page))
+        .route("/groups/{queue}/{name}", get(groups::group_page))
+        .route("/groups/{queue}/{name}/cancel", post(groups::cancel_form))
+        .route("/groups/{queue}/{name}/retry", post(groups::retry_form))
+        .route("/api/groups", get(groups::groups_api))
+        .route("/api/groups/{queue}", post(groups::create_api))
+        .route("/api/groups/{queue}/{name}", get(groups::group_api))
+        .route("/api/groups/{queue}/{name}/seal", post(groups::seal_api))
+        .route(
+            "/api/groups/{queue}/{name}/cancel",
+            post(groups::cancel_api),
+        )
+        .route("/api/groups/{queue}/{name}/retry", post(groups::retry_api))
         .route("/api/queues", get(api::queues))
         .route("/api/jobs", get(api::jobs))
         .route("/api/jobs/{queue}/{id}", get(api::job))

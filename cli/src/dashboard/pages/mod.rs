@@ -38,7 +38,7 @@ impl App {
     }
 
     /// The whole page around `body`, with the action mode shown.
-    fn page(&self, title: &str, nav: Nav, body: Markup) -> Markup {
+    pub(super) fn page(&self, title: &str, nav: Nav, body: Markup) -> Markup {
         layout(title, nav, Some(self.token.is_some()), &self.footer(), body)
     }
 

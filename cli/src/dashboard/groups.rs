@@ -1,0 +1,325 @@
+//! Groups of jobs on the dashboard: `GET /groups` (every group with its
+//! progress and counts per state), `GET /groups/{queue}/{name}` (counts, what
+//! holds it, the children list), their JSON under `/api/groups`, and the
+//! actions (with the token): create and seal (`POST /api/groups/{queue}`,
+//! `.../{name}/seal`), cancel and retry the failed children (API and forms),
+//! through the same scripts as the command line.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::{Form, Json};
+use leasehold_core::{GroupInfo, GroupPolicy, GroupView, NewGroup, NewJob, RetryMode};
+use maud::{html, Markup};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::actions::{authorise, by, ActionBody};
+use super::data::Res;
+use super::error::{ApiError, DashError, PageError};
+use super::html::{badge, job_url, path_segment, Nav};
+use super::{App, Shared};
+
+fn group_url(queue: &str, name: &str) -> String {
+    format!("/groups/{}/{}", path_segment(queue), path_segment(name))
+}
+
+impl App {
+    /// Every group of every queue shown.
+    async fn all_groups(&self) -> Res<Vec<GroupInfo>> {
+        let mut all = Vec::new();
+        for q in self.queues().await? {
+            let queue = self.queue(&q)?;
+            all.extend(queue.groups().await.map_err(|e| self.fail(e))?);
+        }
+        Ok(all)
+    }
+
+    /// Group `name` of `queue` with its children.
+    async fn group_view(&self, queue: &str, name: &str) -> Res<GroupView> {
+        let q = self.queue(queue)?;
+        q.group_view(name)
+            .await
+            .map_err(|e| self.fail(e))?
+            .ok_or_else(|| DashError::NotFound(format!("group {name} not found in queue {queue}")))
+    }
+}
+
+fn progress(info: &GroupInfo) -> Markup {
+    let pct = if info.total == 0 {
+        100
+    } else {
+        info.ended() * 100 / info.total
+    };
+    html! {
+        progress max=(info.total.max(1)) value=(info.ended()) {}
+        " " (pct) "% (" (info.ended()) "/" (info.total) ")"
+    }
+}
+
+fn counts_table(rows: &[GroupInfo]) -> Markup {
+    html! {
+        table.grid.groups {
+            thead { tr {
+                th { "Queue" } th { "Group" } th { "Status" } th { "Progress" }
+                th { "Succeeded" } th { "Failed" } th { "Cancelled" } th { "Stale" } th { "Active" }
+            } }
+            tbody {
+                @for g in rows {
+                    tr.warn[g.failed + g.cancelled + g.stale > 0] {
+                        td { (g.queue) }
+                        td { a href=(group_url(&g.queue, &g.name)) { (g.name) } }
+                        td { (g.status.as_str()) }
+                        td { (progress(g)) }
+                        td { (g.succeeded) } td { (g.failed) } td { (g.cancelled) } td { (g.stale) } td { (g.active()) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `GET /groups`.
+pub(super) async fn groups_page(State(app): State<Shared>) -> Result<Markup, PageError> {
+    let all = app.all_groups().await?;
+    Ok(app.page(
+        "Groups",
+        Nav::Groups,
+        html! {
+            h1 { "Groups" }
+            div #groups-list data-live {
+                @if all.is_empty() { p.empty { "No groups." } }
+                @else { (counts_table(&all)) }
+            }
+        },
+    ))
+}
+
+/// `GET /groups/{queue}/{name}`.
+pub(super) async fn group_page(
+    State(app): State<Shared>,
+    Path((queue, name)): Path<(String, String)>,
+) -> Result<Markup, PageError> {
+    let view = app.group_view(&queue, &name).await?;
+    let info = &view.info;
+    let actions = app.token.is_some();
+    let action_url = |what: &str| format!("{}/{what}", group_url(&queue, &name));
+    Ok(app.page(
+        &format!("Group {name}"),
+        Nav::Groups,
+        html! {
+            h1 { "Group " (name) }
+            div #group-detail data-live {
+                p { "Queue " (queue) " · " (info.status.as_str()) " · policy " (info.policy.as_str()) " · " (progress(info)) }
+                @if let Some(why) = view.why() { p.warn { (why) } }
+                @if let (Some(id), true) = (&info.completion, info.fired) {
+                    p { "Completion job " a.mono href=(job_url(&queue, id.as_str())) { (id) } " enqueued." }
+                } @else if let Some(p) = &info.completion_pipeline {
+                    p { "Completion job (" (p) ") not enqueued yet." }
+                }
+                (counts_table(std::slice::from_ref(info)))
+                h2 { "Children" }
+                table.grid.children {
+                    thead { tr { th { "Job" } th { "State" } th { "Pipeline" } } }
+                    tbody {
+                        @for c in &view.children {
+                            tr {
+                                td.mono { a href=(job_url(&queue, c.id.as_str())) { (c.id) } }
+                                td {
+                                    @match c.state { Some(s) => (badge(s)), None => "deleted" }
+                                    @if c.waiting { " waiting for its parents" }
+                                }
+                                td { (c.pipeline.as_deref().unwrap_or("")) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if actions {
+                h2 { "Actions" }
+                form method="post" action=(action_url("cancel")) {
+                    input type="password" name="token" placeholder="token";
+                    input type="text" name="operator" placeholder="operator";
+                    input type="text" name="reason" placeholder="reason (required)";
+                    button type="submit" { "Cancel the group" }
+                }
+                form method="post" action=(action_url("retry")) {
+                    input type="password" name="token" placeholder="token";
+                    input type="text" name="operator" placeholder="operator";
+                    input type="text" name="reason" placeholder="reason";
+                    button type="submit" { "Retry its failed children" }
+                }
+            }
+        },
+    ))
+}
+
+/// `GET /api/groups`.
+pub(super) async fn groups_api(State(app): State<Shared>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!(app.all_groups().await?)))
+}
+
+/// `GET /api/groups/{queue}/{name}`.
+pub(super) async fn group_api(
+    State(app): State<Shared>,
+    Path((queue, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let view = app.group_view(&queue, &name).await?;
+    Ok(Json(json!({
+        "group": view.info,
+        "why": view.why(),
+        "failed": view.failed,
+        "cancelled": view.cancelled,
+        "stale": view.stale,
+        "children": view.children,
+    })))
+}
+
+/// `POST /api/groups/{queue}` body: a group to create.
+#[derive(Debug, Deserialize)]
+pub(super) struct CreateBody {
+    token: Option<String>,
+    operator: Option<String>,
+    name: String,
+    #[serde(default)]
+    policy: Option<String>,
+    /// The completion job's pipeline and input (JSON value).
+    completion: Option<String>,
+    #[serde(default)]
+    completion_input: Option<Value>,
+}
+
+/// `POST /api/groups/{queue}` `{"name", "policy", "completion", "completion_input"}`.
+pub(super) async fn create_api(
+    State(app): State<Shared>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<CreateBody>,
+) -> Result<Json<Value>, ApiError> {
+    authorise(&app, &headers, body.token.as_deref())?;
+    let q = app.queue(&queue)?;
+    let policy = match body.policy.as_deref() {
+        None | Some("all_succeeded") => GroupPolicy::AllSucceeded,
+        Some("all_terminal") => GroupPolicy::AllTerminal,
+        Some(other) => {
+            return Err(DashError::BadRequest(format!(
+                "policy {other:?}: all_succeeded or all_terminal"
+            ))
+            .into())
+        }
+    };
+    let mut group = NewGroup::new(&body.name).policy(policy);
+    if let Some(p) = &body.completion {
+        let input = body.completion_input.clone().unwrap_or_else(|| json!({}));
+        group = group.completion(NewJob::from_json(p, input.to_string()));
+    }
+    let created = q
+        .create_group(&group, &by(body.operator.as_deref()))
+        .await
+        .map_err(|e| app.fail(e))?;
+    Ok(Json(
+        json!({"queue": queue, "group": body.name, "created": created}),
+    ))
+}
+
+/// `POST /api/groups/{queue}/{name}/seal`.
+pub(super) async fn seal_api(
+    State(app): State<Shared>,
+    Path((queue, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Option<Json<ActionBody>>,
+) -> Result<Json<Value>, ApiError> {
+    let body = body.map(|b| b.0).unwrap_or_default();
+    authorise(&app, &headers, body.token.as_deref())?;
+    let status = app
+        .queue(&queue)?
+        .seal_group(&name, &by(body.operator.as_deref()))
+        .await
+        .map_err(|e| app.fail(e))?;
+    Ok(Json(
+        json!({"queue": queue, "group": name, "status": status}),
+    ))
+}
+
+async fn cancel(app: &App, queue: &str, name: &str, h: &HeaderMap, b: &ActionBody) -> Res<Value> {
+    authorise(app, h, b.token.as_deref())?;
+    let reason = b.reason.as_deref().unwrap_or("").trim();
+    if reason.is_empty() {
+        return Err(DashError::BadRequest("a reason is required".into()));
+    }
+    let done = app
+        .queue(queue)?
+        .cancel_group(name, reason, &by(b.operator.as_deref()))
+        .await
+        .map_err(|e| app.fail(e))?;
+    Ok(json!({"queue": queue, "group": name, "action": "cancel", "children": done}))
+}
+
+async fn retry(app: &App, queue: &str, name: &str, h: &HeaderMap, b: &ActionBody) -> Res<Value> {
+    authorise(app, h, b.token.as_deref())?;
+    let mode = match b.mode.as_deref() {
+        Some("from_start") => RetryMode::FromStart,
+        _ => RetryMode::Resume,
+    };
+    let (retried, refused) = app
+        .queue(queue)?
+        .retry_group(
+            name,
+            mode,
+            &by(b.operator.as_deref()),
+            b.reason.as_deref().unwrap_or(""),
+        )
+        .await
+        .map_err(|e| app.fail(e))?;
+    let refused: Vec<Value> = refused
+        .iter()
+        .map(|(id, e)| json!({"id": id, "error": e.to_string()}))
+        .collect();
+    Ok(
+        json!({"queue": queue, "group": name, "action": "retry", "retried": retried, "refused": refused}),
+    )
+}
+
+/// `POST /api/groups/{queue}/{name}/cancel` `{"reason", "operator"}`.
+pub(super) async fn cancel_api(
+    State(app): State<Shared>,
+    Path((queue, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Option<Json<ActionBody>>,
+) -> Result<Json<Value>, ApiError> {
+    let body = body.map(|b| b.0).unwrap_or_default();
+    Ok(Json(cancel(&app, &queue, &name, &headers, &body).await?))
+}
+
+/// `POST /api/groups/{queue}/{name}/retry` `{"mode", "reason", "operator"}`.
+pub(super) async fn retry_api(
+    State(app): State<Shared>,
+    Path((queue, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Option<Json<ActionBody>>,
+) -> Result<Json<Value>, ApiError> {
+    let body = body.map(|b| b.0).unwrap_or_default();
+    Ok(Json(retry(&app, &queue, &name, &headers, &body).await?))
+}
+
+/// `POST /groups/{queue}/{name}/cancel` (form), back to the group's page.
+pub(super) async fn cancel_form(
+    State(app): State<Shared>,
+    Path((queue, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    Form(body): Form<ActionBody>,
+) -> Result<Response, PageError> {
+    cancel(&app, &queue, &name, &headers, &body).await?;
+    Ok(Redirect::to(&group_url(&queue, &name)).into_response())
+}
+
+/// `POST /groups/{queue}/{name}/retry` (form), back to the group's page.
+pub(super) async fn retry_form(
+    State(app): State<Shared>,
+    Path((queue, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    Form(body): Form<ActionBody>,
+) -> Result<Response, PageError> {
+    retry(&app, &queue, &name, &headers, &body).await?;
+    Ok(Redirect::to(&group_url(&queue, &name)).into_response())
+}

@@ -1,0 +1,287 @@
+//! The `leasehold` binary and the dashboard on groups: a backfill range
+//! enqueued as a group with a completion job (`group create`, `enqueue
+//! --range --group`), its progress in `groups` and `group show`, retrying its
+//! failed children, cancelling a group, a job waiting for its parents, and
+//! the dashboard's groups pages, JSON and actions. The holder's moves are
+//! made through the `Queue` client, so every count shown is exact.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold_core::{AttemptError, JobId, JobState, Outcome, Queue};
+use leasehold_testkit::RedisServer;
+use serde_json::json;
+use support::binary::{command, run_cmd, Run};
+use support::dashboard::{http, Dashboard};
+use support::jobs::{lease_one, queue};
+
+async fn cli(srv: &RedisServer, args: &[&str]) -> Run {
+    run_cmd(command(&srv.url(), args)).await
+}
+
+async fn finish_one(q: &Queue, pipeline: &str, outcome: Outcome) -> JobId {
+    let lease = lease_one(q, "w1", pipeline, Duration::from_secs(60)).await;
+    q.start(&lease, "only").await.unwrap();
+    q.finish(&lease, &outcome).await.unwrap();
+    lease.job
+}
+
+fn failed() -> Outcome {
+    Outcome::Failed {
+        error: AttemptError {
+            kind: "test".into(),
+            message: "broken window".into(),
+            retryable: false,
+            retries_exhausted: false,
+        },
+        backoff: Duration::ZERO,
+        cleanup_needed: false,
+    }
+}
+
+#[tokio::test]
+async fn a_backfill_group_with_a_completion_job_from_the_command_line() {
+    let srv = RedisServer::start();
+    cli(
+        &srv,
+        &[
+            "group",
+            "create",
+            "day-0506",
+            "--queue",
+            "orders",
+            "--completion",
+            "aggregate",
+            "--completion-input",
+            r#"{"day":"2026-05-06"}"#,
+        ],
+    )
+    .await
+    .ok()
+    .shows(&["created group day-0506 in queue orders"]);
+    let run = cli(
+        &srv,
+        &[
+            "enqueue",
+            "load",
+            "--unregistered",
+            "--queue",
+            "orders",
+            "--input-template",
+            r#"{"from":"{from}"}"#,
+            "--input-key-template",
+            "load:{from}",
+            "--from",
+            "2026-05-06T00:00:00Z",
+            "--to",
+            "2026-05-06T04:00:00Z",
+            "--step",
+            "1h",
+            "--group",
+            "day-0506",
+        ],
+    )
+    .await
+    .ok();
+    assert!(run.stderr.contains("group day-0506 sealed"), "{run:?}");
+    let q = queue(&srv, "orders").await;
+    for _ in 0..3 {
+        finish_one(&q, "load", Outcome::Succeeded).await;
+    }
+    let bad = finish_one(&q, "load", failed()).await;
+    cli(&srv, &["groups"]).await.ok().shows(&[
+        "day-0506",
+        "blocked",
+        "100% 4/4 ended: 3 succeeded, 1 failed",
+    ]);
+    cli(&srv, &["group", "show", "day-0506"])
+        .await
+        .ok()
+        .shows(&[
+            "completion held: 1 of 4 children did not succeed",
+            &format!("FAILED: {bad}"),
+            "not enqueued yet (when every child SUCCEEDED)",
+        ]);
+    let v = cli(&srv, &["group", "show", "day-0506", "--json"])
+        .await
+        .ok()
+        .json();
+    assert_eq!(v["failed"], json!([bad.to_string()]), "{v:#}");
+    assert_eq!(v["children"].as_array().map(Vec::len), Some(4));
+
+    cli(&srv, &["group", "retry", "day-0506", "--reason", "fixed"])
+        .await
+        .ok()
+        .shows(&["1 children retried"]);
+    finish_one(&q, "load", Outcome::Succeeded).await;
+    let v = cli(&srv, &["group", "show", "day-0506", "--json"])
+        .await
+        .ok()
+        .json();
+    assert_eq!(v["group"]["status"], json!("completed"), "{v:#}");
+    let done = JobId::parse(v["group"]["completion"].as_str().unwrap()).unwrap();
+    let agg = q.job(&done).await.unwrap().unwrap();
+    assert_eq!(agg.pipeline, "aggregate");
+    assert_eq!(agg.input, json!({"day": "2026-05-06"}));
+    assert_eq!(agg.state, JobState::Queued);
+}
+
+#[tokio::test]
+async fn cancel_a_group_and_wait_for_parents_from_the_command_line_and_the_dashboard() {
+    let srv = RedisServer::start();
+    let q = queue(&srv, "ops").await;
+    let base = [
+        "enqueue",
+        "sync",
+        "--unregistered",
+        "--queue",
+        "ops",
+        "--json",
+        "--group",
+        "batch",
+        "--keep-open",
+    ];
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let input = format!(r#"{{"n":{n}}}"#);
+        let mut args = base.to_vec();
+        args.extend(["--input", &input]);
+        ids.push(cli(&srv, &args).await.ok().json()["id"].clone());
+    }
+    let parent = ids[0].as_str().unwrap().to_owned();
+    let child = cli(
+        &srv,
+        &[
+            "enqueue",
+            "after",
+            "--unregistered",
+            "--queue",
+            "ops",
+            "--input",
+            "{}",
+            "--depends-on",
+            &parent,
+            "--json",
+        ],
+    )
+    .await
+    .ok()
+    .json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    cli(
+        &srv,
+        &[
+            "enqueue",
+            "after",
+            "--unregistered",
+            "--queue",
+            "ops",
+            "--input",
+            "{}",
+            "--depends-on",
+            &JobId::new().to_string(),
+        ],
+    )
+    .await
+    .code(3);
+    let waiting: Vec<String> = redis_list(&srv, &q.waiting_key());
+    assert_eq!(waiting, vec![child.clone()]);
+
+    // one child runs; the dashboard shows the group, then cancels it
+    let lease = lease_one(&q, "w1", "sync", Duration::from_secs(60)).await;
+    q.start(&lease, "only").await.unwrap();
+    let dash = Dashboard::start(&srv.url(), &["--token", "s3cret"], None).await;
+    let c = http();
+    let page = c
+        .get(dash.url("/groups"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("batch") && page.contains("Groups"), "{page}");
+    let v: serde_json::Value = c
+        .get(dash.url("/api/groups/ops/batch"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["group"]["total"], json!(3), "{v:#}");
+    assert_eq!(v["children"].as_array().map(Vec::len), Some(3));
+    let page = c
+        .get(dash.url("/groups/ops/batch"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("Children") && page.contains("Cancel the group"),
+        "{page}"
+    );
+    let refused = c
+        .post(dash.url("/api/groups/ops/batch/cancel"))
+        .json(&json!({"reason": "no token"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    let v: serde_json::Value = c
+        .post(dash.url("/api/groups/ops/batch/cancel"))
+        .bearer_auth("s3cret")
+        .json(&json!({"reason": "wrong input", "operator": "ann"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&v["children"]["cancelled"], &v["children"]["requested"]),
+        (&json!(2), &json!(1)),
+        "{v:#}"
+    );
+    dash.stop().await;
+    let job = q.job(&lease.job).await.unwrap().unwrap();
+    assert!(
+        job.cancel.is_some(),
+        "the running child got its in-flight cancel"
+    );
+    // the oldest child (the parent) is the one running: its dependent waits
+    // until the holder honours the cancel, then is cancelled with the reason
+    assert_eq!(lease.job.as_str(), parent);
+    let waited = JobId::parse(&child).unwrap();
+    assert_eq!(
+        q.job(&waited).await.unwrap().unwrap().state,
+        JobState::Queued
+    );
+    q.finish(
+        &lease,
+        &Outcome::Cancelled {
+            reason: "honoured".into(),
+            cleanup_needed: false,
+        },
+    )
+    .await
+    .unwrap();
+    let job = q.job(&waited).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Cancelled);
+    let why = job.cancel.map(|c| c.reason).unwrap_or_default();
+    assert!(why.contains(&parent) && why.contains("CANCELLED"), "{why}");
+    cli(&srv, &["group", "show", "batch"])
+        .await
+        .ok()
+        .shows(&["cancelled: wrong input"]);
+}
+
+fn redis_list(srv: &RedisServer, key: &str) -> Vec<String> {
+    let v = srv.cmd(&["ZRANGE", key, "0", "-1"]);
+    leasehold_core::redis::from_redis_value(v).unwrap()
+}
