@@ -2,6 +2,9 @@
 //! data for several shops, loaded into an embedded SQLite warehouse (staging
 //! rows, then an aggregate table), run by three worker replicas. One window per
 //! job; the shop is the resource, so two windows of one shop never load at once.
+//! The day's windows form one group whose completion job, DAILY_AGGREGATE,
+//! runs once, after every hourly window of the day loaded: it reads the
+//! windows' final outputs and writes the day's row.
 //!
 //! Run: `cargo run --example orders_sync` (starts a throwaway redis-server when
 //! `REDIS_URL` is unset). Set `RUST_LOG=leasehold=info` to see the runtime's logs.
@@ -15,8 +18,8 @@ use std::time::Duration;
 
 use leasehold::redis::{self, AsyncCommands};
 use leasehold::{
-    pipeline, CleanupContext, Client, JobId, JobState, Queue, QueueConfig, StepContext, StepError,
-    Worker,
+    pipeline, CleanupContext, Client, GroupStatus, JobId, JobState, NewGroup, NewJob, Queue,
+    QueueConfig, StepContext, StepError, Worker,
 };
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
@@ -55,6 +58,60 @@ struct Loaded {
 struct HourlySales {
     orders: i64,
     revenue_cents: i64,
+}
+
+/// The daily aggregate's input: the day and the group of its hourly windows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Day {
+    day: String,
+    group: String,
+}
+
+/// The row DAILY_AGGREGATE wrote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct DailySales {
+    windows: usize,
+    orders: i64,
+    revenue_cents: i64,
+}
+
+/// The completion job of a day's group: holds the warehouse and the queue
+/// (to read the group's outcome).
+struct DailyAggregate {
+    warehouse: Arc<Mutex<Connection>>,
+    queue: Queue,
+}
+
+#[pipeline(name = "daily_aggregate", queue = "orders", max_attempts = 2)]
+impl DailyAggregate {
+    /// Sums the hourly windows' final outputs (their AGGREGATE rows) into `daily_sales`.
+    #[step]
+    async fn aggregate_day(
+        &self,
+        _ctx: &StepContext,
+        input: &Day,
+    ) -> Result<DailySales, StepError> {
+        let hours = self
+            .queue
+            .group_outputs_as::<HourlySales>(&input.group)
+            .await
+            .map_err(|e| StepError::retryable(e.to_string()))?;
+        let day = DailySales {
+            windows: hours.len(),
+            orders: hours.iter().map(|(_, h)| h.orders).sum(),
+            revenue_cents: hours.iter().map(|(_, h)| h.revenue_cents).sum(),
+        };
+        let db = self
+            .warehouse
+            .lock()
+            .map_err(|_| StepError::permanent("warehouse lock poisoned"))?;
+        db.execute(
+            "INSERT INTO daily_sales (day, windows, orders, revenue_cents) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (day) DO UPDATE SET windows = excluded.windows, orders = excluded.orders, revenue_cents = excluded.revenue_cents",
+            params![input.day, day.windows as i64, day.orders, day.revenue_cents],
+        )?;
+        Ok(day)
+    }
 }
 
 /// The pipeline: holds the warehouse connection.
@@ -234,7 +291,8 @@ fn open_warehouse(path: &PathBuf) -> rusqlite::Result<Connection> {
         "PRAGMA journal_mode = WAL;
          CREATE TABLE IF NOT EXISTS staging_orders (shop TEXT, day TEXT, hour INTEGER, order_id TEXT, total_cents INTEGER);
          CREATE TABLE IF NOT EXISTS window_loads (shop TEXT, day TEXT, hour INTEGER, fence INTEGER, PRIMARY KEY (shop, day, hour));
-         CREATE TABLE IF NOT EXISTS hourly_sales (shop TEXT, day TEXT, hour INTEGER, orders INTEGER, revenue_cents INTEGER, PRIMARY KEY (shop, day, hour));",
+         CREATE TABLE IF NOT EXISTS hourly_sales (shop TEXT, day TEXT, hour INTEGER, orders INTEGER, revenue_cents INTEGER, PRIMARY KEY (shop, day, hour));
+         CREATE TABLE IF NOT EXISTS daily_sales (day TEXT PRIMARY KEY, windows INTEGER, orders INTEGER, revenue_cents INTEGER);",
     )?;
     Ok(db)
 }
@@ -288,7 +346,9 @@ async fn narrate(
                         format!(" [{}]", short_worker(&by))
                     };
                     let line = match op.as_str() {
+                        "enqueue" if !reason.is_empty() => format!("queued: {reason}"),
                         "enqueue" => "queued".to_owned(),
+                        "group_complete" => reason.clone(),
                         "lease" => format!("leased (attempt {})", field("attempt")),
                         "start" if to == "RUNNING" => "started".to_owned(),
                         "finish" if to == "SUCCEEDED" => "SUCCEEDED: every step done".to_owned(),
@@ -327,8 +387,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let queue = client.queue_for::<OrdersSync>()?;
     let names = Arc::new(Mutex::new(BTreeMap::new()));
 
+    // the day's windows are one group; its completion job aggregates the day
+    // once every window SUCCEEDED (a name per run, so a reused Redis works too)
+    let group = format!("orders-2026-05-06-{}", std::process::id());
+    let daily = JobId::new();
+    let completion = NewJob::new(
+        "daily_aggregate",
+        &Day {
+            day: "2026-05-06".into(),
+            group: group.clone(),
+        },
+    )?
+    .max_attempts(2)
+    .id(daily.clone());
+    queue
+        .create_group(&NewGroup::new(&group).completion(completion), "demo")
+        .await?;
+    let group_id = queue.group(&group).await?.ok_or("group vanished")?.id;
+    if let Ok(mut n) = names.lock() {
+        n.insert(daily.to_string(), "day 2026-05-06".into());
+        n.insert(group_id.to_string(), "group of the day".into());
+    }
     println!(
-        "\nenqueueing one job per shop and hour (shops a, b, c; 00:00 to 03:00 of 2026-05-06):"
+        "\nenqueueing one job per shop and hour (shops a, b, c; 00:00 to 03:00 of 2026-05-06), as group {group}:"
     );
     let mut jobs: Vec<(Window, JobId)> = Vec::new();
     for shop in ["a", "b", "c"] {
@@ -338,7 +419,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 day: "2026-05-06".into(),
                 hour,
             };
-            let enqueued = client.enqueue::<OrdersSync>(&window).await?;
+            let enqueued = client
+                .enqueue_with::<OrdersSync>(&window)
+                .group(&group)
+                .send()
+                .await?;
             if let Ok(mut n) = names.lock() {
                 n.insert(enqueued.id.to_string(), format!("shop {shop} {hour:02}:00"));
             }
@@ -350,6 +435,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  {} jobs; enqueueing shop a 00:00 again returns the same job (created = {})",
         jobs.len(),
         again.created
+    );
+    queue.seal_group(&group, "demo").await?;
+    println!(
+        "  group sealed: its daily aggregate runs once, after the last of its {} windows SUCCEEDED",
+        jobs.len()
     );
 
     println!("\nthree worker replicas, two jobs at a time each; what happens, as it happens:");
@@ -366,6 +456,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let worker = Worker::builder(redis.url.clone())
             .pipeline(OrdersSync {
                 warehouse: warehouse.clone(),
+            })
+            .pipeline(DailyAggregate {
+                warehouse: warehouse.clone(),
+                queue: queue.clone(),
             })
             .concurrency(2)
             .build()
@@ -385,7 +479,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 done += 1;
             }
         }
-        if done == jobs.len() {
+        let day_done = queue
+            .job(&daily)
+            .await?
+            .is_some_and(|j| j.state.is_terminal());
+        if done == jobs.len() && day_done {
             break;
         }
         if tokio::time::Instant::now() > deadline {
@@ -456,7 +554,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     drop(stmt);
+    let (windows, orders, cents): (i64, i64, i64) = db.query_row(
+        "SELECT windows, orders, revenue_cents FROM daily_sales WHERE day = '2026-05-06'",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    println!(
+        "\nthe daily aggregate (group {group}, run once after all its windows loaded):\n  2026-05-06  {windows} windows  {orders} orders  {:.2}",
+        cents as f64 / 100.0
+    );
     drop(db);
+    let info = queue.group(&group).await?.ok_or("group vanished")?;
+    assert_eq!(info.status, GroupStatus::Completed);
+    assert_eq!(
+        (info.succeeded, info.total),
+        (jobs.len() as u64, jobs.len() as u64)
+    );
+    assert_eq!(
+        queue.job(&daily).await?.map(|j| j.state),
+        Some(JobState::Succeeded)
+    );
+    assert_eq!(windows, jobs.len() as i64);
     let _ = std::fs::remove_file(&db_path);
     println!("\ndone: every window SUCCEEDED; shop c 02:00 needed a second attempt, which resumed at LOAD.");
     Ok(())

@@ -189,6 +189,10 @@ async fn cancel_a_group_and_wait_for_parents_from_the_command_line_and_the_dashb
     .code(3);
     let waiting: Vec<String> = redis_list(&srv, &q.waiting_key());
     assert_eq!(waiting, vec![child.clone()]);
+    cli(&srv, &["show", &child])
+        .await
+        .ok()
+        .shows(&[&format!("waiting for {parent} (QUEUED, not leasable")]);
 
     // one child runs; the dashboard shows the group, then cancels it
     let lease = lease_one(&q, "w1", "sync", Duration::from_secs(60)).await;

@@ -98,6 +98,14 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
         lease.token = "(redacted)".into();
     }
     let timeline = wording::timeline(&detail.job);
+    // a dependent QUEUED for its parents (not leasable until they SUCCEEDED)
+    let waiting_for: Vec<String> = queue
+        .waiting_for(id)
+        .await
+        .map_err(|e| ctx.fail(e))?
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     if ctx.json {
         #[derive(Serialize)]
         struct Shown<'a> {
@@ -105,14 +113,23 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
             detail: &'a leasehold_core::JobDetail,
             timeline: &'a [Moment],
             cancel_explained: Option<String>,
+            waiting_for: &'a [String],
         }
         return print_json(&Shown {
             detail: &detail,
             timeline: &timeline,
             cancel_explained: detail.cancel.as_ref().map(|c| c.explain()),
+            waiting_for: &waiting_for,
         });
     }
-    out(&render::show(&detail, &timeline))
+    let mut text = render::show(&detail, &timeline);
+    if !waiting_for.is_empty() {
+        text.push_str(&format!(
+            "waiting for {} (QUEUED, not leasable until they SUCCEEDED)\n",
+            waiting_for.join(", ")
+        ));
+    }
+    out(&text)
 }
 
 /// Whether `e` is Redis failing to answer (not a bad key).
