@@ -361,3 +361,45 @@ pub(crate) async fn retry(
     }
     out(&text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bar_fills_with_the_ended_children() {
+        assert_eq!(bar(0, 10, 10), "[..........]");
+        assert_eq!(bar(5, 10, 10), "[#####.....]");
+        assert_eq!(bar(10, 10, 10), "[##########]");
+        assert_eq!(bar(0, 0, 4), "[####]", "an empty group is complete");
+    }
+
+    #[test]
+    fn the_eta_is_the_pace_so_far_applied_to_what_is_left() {
+        let info = GroupInfo {
+            queue: "q".into(),
+            name: "g".into(),
+            id: leasehold_core::JobId::new(),
+            status: GroupStatus::Sealed,
+            policy: GroupPolicy::AllSucceeded,
+            total: 100,
+            succeeded: 20,
+            failed: 5,
+            cancelled: 0,
+            stale: 0,
+            outcome: None,
+            completion: None,
+            completion_pipeline: None,
+            fired: false,
+            created_at: 0,
+            sealed_at: None,
+            settled_at: None,
+            cancel_reason: None,
+        };
+        // 25 ended in 10 s: 75 left take 30 s
+        assert_eq!(eta(&info, 10_000), Some(Duration::from_secs(30)));
+        assert!(progress_line(&info, 10_000).contains("25% 25/100 ended"));
+        assert!(progress_line(&info, 10_000).contains("ETA 30s"));
+        assert_eq!(eta(&info, 0), None);
+    }
+}
