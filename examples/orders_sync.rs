@@ -532,6 +532,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         assert_eq!(job.state, JobState::Succeeded);
     }
 
+    let info = queue.group(&group).await?.ok_or("group vanished")?;
+    assert_eq!(info.status, GroupStatus::Completed);
+    assert_eq!(
+        (info.succeeded, info.total),
+        (jobs.len() as u64, jobs.len() as u64)
+    );
+    assert_eq!(
+        queue.job(&daily).await?.map(|j| j.state),
+        Some(JobState::Succeeded)
+    );
     println!("\nthe warehouse's hourly_sales table:");
     let db = warehouse.lock().map_err(|_| "poisoned")?;
     let mut stmt = db.prepare(
@@ -564,16 +574,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         cents as f64 / 100.0
     );
     drop(db);
-    let info = queue.group(&group).await?.ok_or("group vanished")?;
-    assert_eq!(info.status, GroupStatus::Completed);
-    assert_eq!(
-        (info.succeeded, info.total),
-        (jobs.len() as u64, jobs.len() as u64)
-    );
-    assert_eq!(
-        queue.job(&daily).await?.map(|j| j.state),
-        Some(JobState::Succeeded)
-    );
     assert_eq!(windows, jobs.len() as i64);
     let _ = std::fs::remove_file(&db_path);
     println!("\ndone: every window SUCCEEDED; shop c 02:00 needed a second attempt, which resumed at LOAD.");

@@ -141,7 +141,7 @@ pub enum Command {
         reason: String,
     },
     /// Enqueue one job, or one job per time window of a range (a backfill).
-    Enqueue(EnqueueArgs),
+    Enqueue(Box<EnqueueArgs>),
     /// Resource locks: holder, time left, parked jobs, and every live job claiming the resource.
     Locks {
         /// Only this queue (default: every queue).
@@ -581,7 +581,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
             )
             .await
         }
-        Command::Enqueue(args) => commands::enqueue(ctx, args).await,
+        Command::Enqueue(args) => commands::enqueue(ctx, *args).await,
         Command::Locks { queue } => commands::locks(ctx, queue).await,
         Command::Workers { queue } => commands::workers(ctx, queue).await,
         Command::Events {

@@ -182,7 +182,7 @@ async fn cancel_a_group_and_wait_for_parents_from_the_command_line_and_the_dashb
             "--input",
             "{}",
             "--depends-on",
-            &JobId::new().to_string(),
+            JobId::new().as_str(),
         ],
     )
     .await

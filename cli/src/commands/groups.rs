@@ -81,11 +81,7 @@ fn short_duration(d: Duration) -> String {
 /// One line of progress: bar, percentage, counts, ETA.
 pub(crate) fn progress_line(info: &GroupInfo, now_ms: i64) -> String {
     let ended = info.ended();
-    let pct = if info.total == 0 {
-        100
-    } else {
-        ended * 100 / info.total
-    };
+    let pct = (ended * 100).checked_div(info.total).unwrap_or(100);
     let eta = match (info.status, eta(info, now_ms)) {
         (GroupStatus::Open | GroupStatus::Sealed, Some(d)) => {
             format!(", ETA {}", short_duration(d))

@@ -46,11 +46,7 @@ impl App {
 }
 
 fn progress(info: &GroupInfo) -> Markup {
-    let pct = if info.total == 0 {
-        100
-    } else {
-        info.ended() * 100 / info.total
-    };
+    let pct = (info.ended() * 100).checked_div(info.total).unwrap_or(100);
     html! {
         progress max=(info.total.max(1)) value=(info.ended()) {}
         " " (pct) "% (" (info.ended()) "/" (info.total) ")"
