@@ -199,6 +199,26 @@ async fn cancel_a_group_and_wait_for_parents_from_the_command_line_and_the_dashb
     q.start(&lease, "only").await.unwrap();
     let dash = Dashboard::start(&srv.url(), &["--token", "s3cret"], None).await;
     let c = http();
+    // create a group and add a child over HTTP
+    let v: serde_json::Value = c
+        .post(dash.url("/api/groups/ops"))
+        .bearer_auth("s3cret")
+        .json(&json!({"name": "web", "policy": "all_terminal"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["created"], json!(true), "{v:#}");
+    let r = c
+        .post(dash.url("/api/queues/ops/pipelines/sync/jobs"))
+        .bearer_auth("s3cret")
+        .json(&json!({"input": {"n": 9}, "unregistered": true, "group": "batch"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
     let page = c
         .get(dash.url("/groups"))
         .send()
@@ -207,7 +227,7 @@ async fn cancel_a_group_and_wait_for_parents_from_the_command_line_and_the_dashb
         .text()
         .await
         .unwrap();
-    assert!(page.contains("batch") && page.contains("Groups"), "{page}");
+    assert!(page.contains("batch") && page.contains("web"), "{page}");
     let v: serde_json::Value = c
         .get(dash.url("/api/groups/ops/batch"))
         .send()
@@ -216,8 +236,8 @@ async fn cancel_a_group_and_wait_for_parents_from_the_command_line_and_the_dashb
         .json()
         .await
         .unwrap();
-    assert_eq!(v["group"]["total"], json!(3), "{v:#}");
-    assert_eq!(v["children"].as_array().map(Vec::len), Some(3));
+    assert_eq!(v["group"]["total"], json!(4), "{v:#}");
+    assert_eq!(v["children"].as_array().map(Vec::len), Some(4));
     let page = c
         .get(dash.url("/groups/ops/batch"))
         .send()
@@ -249,7 +269,7 @@ async fn cancel_a_group_and_wait_for_parents_from_the_command_line_and_the_dashb
         .unwrap();
     assert_eq!(
         (&v["children"]["cancelled"], &v["children"]["requested"]),
-        (&json!(2), &json!(1)),
+        (&json!(3), &json!(1)),
         "{v:#}"
     );
     dash.stop().await;

@@ -68,6 +68,10 @@ pub(super) struct RequestBody {
     /// The pipeline has no published spec: take resource and input key as given.
     #[serde(default)]
     pub(super) unregistered: bool,
+    /// The group every job of the request joins (it must exist and be open).
+    pub(super) group: Option<String>,
+    /// Parents every job of the request waits for: job ids, or `group:<name>`.
+    pub(super) depends_on: Option<Vec<String>>,
     /// The token, when not in `Authorization`.
     pub(super) token: Option<String>,
 }

@@ -15,6 +15,9 @@
 //! `resource` and `input_key` belong to one job and are given inside it.
 //! `"unregistered": true` (top level) enqueues for a pipeline no worker has
 //! registered, with each job's `resource` and `input_key` taken as given.
+//! `"group": "<name>"` and `"depends_on": ["<job id>", "group:<name>"]` (top
+//! level) apply to every job of the request: they join the group (created and
+//! open) and wait for those parents (which must exist).
 //! Unknown fields are refused (a misspelt `rerun` must not be ignored).
 //!
 //! Every job is checked (and its keys computed) before the first write: a bad
@@ -294,9 +297,27 @@ pub(super) async fn enqueue(
     authorise(&app, &headers, field.as_deref())?;
     let request = parsed?;
     let unregistered = request.unregistered;
+    let group = request.group.clone();
+    let mut parents = Vec::new();
+    for (i, d) in request.depends_on.iter().flatten().enumerate() {
+        let parent = match d.strip_prefix("group:") {
+            Some(g) => leasehold_core::check_group_name(g)
+                .map(|()| leasehold_core::Dependency::Group(g.to_owned())),
+            None => leasehold_core::JobId::parse(d).map(leasehold_core::Dependency::Job),
+        };
+        parents.push(parent.map_err(|e| bad_field(&format!("/depends_on/{i}"), None, e.to_string()))?);
+    }
     let q = app.queue(&queue)?;
     let items = items(request, &queue)?;
-    let jobs = jobs_for(&app, &q, &pipeline, &items, unregistered).await?;
+    let mut jobs = jobs_for(&app, &q, &pipeline, &items, unregistered).await?;
+    for job in &mut jobs {
+        if let Some(g) = &group {
+            *job = job.clone().group(g);
+        }
+        for p in &parents {
+            *job = job.clone().depends_on(p.clone());
+        }
+    }
     for (i, job) in jobs.iter().enumerate() {
         job.validate().map_err(|e| bad_job(&app, i, e))?;
     }
