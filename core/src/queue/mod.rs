@@ -6,14 +6,17 @@
 //!   finish, release), the holder operations as settle calls of one;
 //! - `operator.rs`: cancel, sweep, retry, resolve, purge;
 //! - `records.rs`: pipeline specs, cleanup claims, and reading a job;
-//! - `quarantine.rs`: jobs set aside as unreadable: list, repair, purge.
+//! - `quarantine.rs`: jobs set aside as unreadable: list, repair, purge;
+//! - `schedules.rs`: schedules: registration, tick claims, pause and resume, reads.
 
 mod enqueue;
 mod holder;
 mod operator;
 mod quarantine;
 mod records;
+mod schedules;
 
+pub use schedules::{ScheduleInfo, TickEntry, TickReply, TickedWindow};
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
 
 use std::sync::{Arc, Mutex};
@@ -200,10 +203,14 @@ impl Queue {
         Ok(())
     }
 
-    /// Loads every script into Redis's script cache (they are also loaded on first use).
+    /// Loads every script but the schedules' into Redis's script cache (they
+    /// are also loaded on first use; a worker with schedules loads theirs).
     pub async fn load_scripts(&self) -> Result<()> {
         let mut conn = self.conn().await?;
-        for (_, script) in scripts::all() {
+        for (_, script) in scripts::all()
+            .into_iter()
+            .filter(|(name, _)| !name.starts_with("schedule_"))
+        {
             let _: String = self
                 .timed(script.prepare_invoke().load_async(&mut conn))
                 .await?;

@@ -30,6 +30,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib/attempts", include_str!("../../lua/lib/attempts.lua")),
     ("lib/retention", include_str!("../../lua/lib/retention.lua")),
     ("lib/args", include_str!("../../lua/lib/args.lua")),
+    ("lib/create", include_str!("../../lua/lib/create.lua")),
+    ("lib/schedule", include_str!("../../lua/lib/schedule.lua")),
     (
         "lib/quarantine",
         include_str!("../../lua/lib/quarantine.lua"),
@@ -71,6 +73,12 @@ const SOURCES: &[(&str, &str)] = &[
         "quarantine_purge",
         include_str!("../../lua/quarantine_purge.lua"),
     ),
+    (
+        "schedule_register",
+        include_str!("../../lua/schedule_register.lua"),
+    ),
+    ("schedule_tick", include_str!("../../lua/schedule_tick.lua")),
+    ("schedule_state", include_str!("../../lua/schedule_state.lua")),
 ];
 
 /// The include directive, as the first characters of a line.
@@ -193,7 +201,7 @@ pub fn script_source(name: &str) -> Option<String> {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 11] = [
+const SCRIPTS: [&str; 14] = [
     "enqueue",
     "renew",
     "cancel",
@@ -205,6 +213,9 @@ const SCRIPTS: [&str; 11] = [
     "settle",
     "quarantine_repair",
     "quarantine_purge",
+    "schedule_register",
+    "schedule_tick",
+    "schedule_state",
 ];
 
 macro_rules! script {
@@ -237,8 +248,15 @@ pub(crate) static QUARANTINE_REPAIR: LazyLock<Script> = script!("quarantine_repa
 /// quarantine_purge.lua: deletes a quarantined job and its records.
 pub(crate) static QUARANTINE_PURGE: LazyLock<Script> = script!("quarantine_purge");
 
+/// schedule_register.lua: a worker writes a schedule's definition on start.
+pub(crate) static SCHEDULE_REGISTER: LazyLock<Script> = script!("schedule_register");
+/// schedule_tick.lua: claims a schedule's due windows and enqueues their jobs.
+pub(crate) static SCHEDULE_TICK: LazyLock<Script> = script!("schedule_tick");
+/// schedule_state.lua: pauses or resumes a schedule.
+pub(crate) static SCHEDULE_STATE: LazyLock<Script> = script!("schedule_state");
+
 /// Every script with its name, for preloading and tests.
-pub(crate) fn all() -> [(&'static str, &'static Script); 11] {
+pub(crate) fn all() -> [(&'static str, &'static Script); 14] {
     [
         ("enqueue", &ENQUEUE),
         ("renew", &RENEW),
@@ -251,6 +269,9 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 11] {
         ("settle", &SETTLE),
         ("quarantine_repair", &QUARANTINE_REPAIR),
         ("quarantine_purge", &QUARANTINE_PURGE),
+        ("schedule_register", &SCHEDULE_REGISTER),
+        ("schedule_tick", &SCHEDULE_TICK),
+        ("schedule_state", &SCHEDULE_STATE),
     ]
 }
 
