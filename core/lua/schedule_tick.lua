@@ -116,8 +116,15 @@ local status_reply = 'OK'
 local claimed = 0
 local lag_sum, lag_n = 0, 0
 if left_out > 0 then
-  record_tick('missed', expected, ARGV[17], '', '', by, left_out .. ' windows before the catch-up bound')
-  counts.missed = counts.missed + left_out
+  -- the windows the caller left out, as one record: superseded under 'latest',
+  -- beyond the bound under 'all', late under 'none'
+  if catch_up == 'latest' then
+    record_tick('skipped', expected, ARGV[17], '', '', by, left_out .. ' windows: catch-up latest, a later window is due')
+    counts.skipped = counts.skipped + left_out
+  else
+    record_tick('missed', expected, ARGV[17], '', '', by, left_out .. ' windows before the catch-up bound')
+    counts.missed = counts.missed + left_out
+  end
 end
 for i = 1, due do
   local a = 16 + (i - 1) * 11
@@ -147,7 +154,8 @@ for i = 1, due do
       status_reply = 'WAITING'
       break
     else
-      outcome, id, status = enqueue_window(i, (late > grace) and 'caught_up' or 'enqueued')
+      -- caught up: a later window is due too, or it is later than the grace
+      outcome, id, status = enqueue_window(i, (i < due or late > grace) and 'caught_up' or 'enqueued')
       last_job = id
       why = status
       lag_sum, lag_n = lag_sum + late, lag_n + 1

@@ -303,6 +303,27 @@ impl Schedule {
         self
     }
 
+    /// [`Schedule::starting`] from RFC 3339 text (what the macro passes).
+    pub fn starting_at(self, start: &str) -> Result<Schedule, ScheduleError> {
+        let t = self.instant(start, "start")?;
+        Ok(self.starting(t))
+    }
+
+    /// [`Schedule::ending`] from RFC 3339 text.
+    pub fn ending_at(self, end: &str) -> Result<Schedule, ScheduleError> {
+        let t = self.instant(end, "end")?;
+        Ok(self.ending(t))
+    }
+
+    fn instant(&self, text: &str, what: &str) -> Result<Timestamp, ScheduleError> {
+        text.parse().map_err(|e| {
+            invalid(
+                &self.name,
+                format!("the {what} {text:?} is not an RFC 3339 instant like 2026-01-01T00:00:00Z: {e}"),
+            )
+        })
+    }
+
     /// No window ends after `end`.
     pub fn ending(mut self, end: Timestamp) -> Schedule {
         self.end = Some(end);
@@ -688,9 +709,19 @@ mod tests {
         let spring = ticks(&s, "2026-03-07T00:00:00Z", "2026-03-10T00:00:00Z");
         assert_eq!(spring.len(), 3, "{spring:?}");
         assert_eq!(spring[1], "2026-03-08T07:00:00Z"); // 03:00 EDT
+        // 2026-11-01: 02:00 EDT falls back to 01:00 EST; 02:30 happens once
         let fall = ticks(&s, "2026-10-31T00:00:00Z", "2026-11-03T00:00:00Z");
         assert_eq!(fall.len(), 3, "{fall:?}");
-        assert_eq!(fall[1], "2026-11-01T06:30:00Z"); // the first 02:30 (EDT)
+        assert_eq!(fall[1], "2026-11-01T07:30:00Z"); // 02:30 EST
+        // and 01:30, which happens twice, runs once: at the first (EDT) one
+        let early = Schedule::cron("e", "30 1 * * *")
+            .unwrap()
+            .in_zone("America/New_York")
+            .unwrap();
+        assert_eq!(
+            ticks(&early, "2026-10-31T12:00:00Z", "2026-11-02T12:00:00Z"),
+            ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]
+        );
         // the windows of a clock injected across the fall-back day cover time exactly
         let due = s.due_windows(ts("2026-10-31T06:30:00Z"), ts("2026-11-02T12:00:00Z"));
         assert_eq!(due.windows.len(), 1, "catch-up latest keeps one");
