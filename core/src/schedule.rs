@@ -562,6 +562,40 @@ impl Schedule {
         }
     }
 
+    /// The window an operator's trigger means: the one starting at `start`
+    /// (which must be a tick, or the schedule's start), or else the latest
+    /// window due at `now`.
+    pub fn window_at(&self, start: Option<Timestamp>, now: Timestamp) -> Result<Window, ScheduleError> {
+        let name = &self.name;
+        let before = |t: Timestamp| t.checked_sub(jiff::SignedDuration::from_millis(1)).ok();
+        match start {
+            Some(start) => {
+                let is_tick = before(start).and_then(|b| self.next_after(b)) == Some(start);
+                if !(is_tick || self.start == Some(start)) {
+                    let near = self
+                        .latest_at_or_before(start)
+                        .map(|t| format!(" (the window around it starts at {t})"))
+                        .unwrap_or_default();
+                    return Err(invalid(name, format!("{start} is not where a window starts{near}")));
+                }
+                self.window_from(start)
+                    .ok_or_else(|| invalid(name, format!("no window starts at {start}")))
+            }
+            None => {
+                let end = self
+                    .latest_at_or_before(now)
+                    .ok_or_else(|| invalid(name, "no window is due yet"))?;
+                match before(end).and_then(|b| self.latest_at_or_before(b)) {
+                    Some(start) if start < end => Ok(Window { start, end }),
+                    _ => Err(invalid(
+                        name,
+                        format!("no complete window ends at or before {end}: name one with its start"),
+                    )),
+                }
+            }
+        }
+    }
+
     /// The input of the tick for window `w`: the static part, and `window`.
     pub fn input_for(&self, w: &Window) -> Value {
         let mut map = self.input.clone();

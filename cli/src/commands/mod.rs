@@ -2,12 +2,13 @@
 //! the `Queue` client (the same Lua scripts the workers use). One module per
 //! family: `views` read, `actions` act on one job, `enqueue` adds jobs,
 //! `upkeep` sweeps and purges, `quarantine` lists, repairs and purges
-//! unreadable jobs. (`main` dispatches; `dashboard` is a command of
+//! unreadable jobs, `schedules` lists, pauses, resumes and triggers schedules. (`main` dispatches; `dashboard` is a command of
 //! its own.)
 
 mod actions;
 mod enqueue;
 pub(crate) mod quarantine;
+pub(crate) mod schedules;
 mod upkeep;
 mod views;
 

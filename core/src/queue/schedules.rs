@@ -260,6 +260,53 @@ impl Queue {
             .await
     }
 
+    /// Triggers schedule `name` as registered: the window starting at `start`,
+    /// or the latest due one (on Redis time), under its pipeline's published
+    /// contract. Returns the window and what was done with it.
+    pub async fn trigger_registered(
+        &self,
+        name: &str,
+        start: Option<jiff::Timestamp>,
+        rerun: bool,
+        by: &str,
+    ) -> Result<(Window, TickedWindow)> {
+        let info = self
+            .schedule_info(name)
+            .await?
+            .ok_or_else(|| Error::UnknownSchedule {
+                queue: self.name().to_owned(),
+                schedule: name.to_owned(),
+            })?;
+        let definition = info.definition.ok_or_else(|| Error::Corrupt {
+            key: self.keys.schedule(name),
+            field: "definition".into(),
+            problem: info.problem.unwrap_or_default(),
+        })?;
+        let schedule = Schedule::from_definition(&definition)?;
+        let spec = self
+            .pipeline_spec(&info.pipeline)
+            .await?
+            .ok_or_else(|| Error::UnregisteredPipeline {
+                pipeline: info.pipeline.clone(),
+                queue: Some(self.name().to_owned()),
+            })?;
+        let contract = Contract::new(spec)?;
+        let now = self.redis_time_ms().await?;
+        let now = jiff::Timestamp::from_millisecond(now)
+            .map_err(|e| protocol(format!("Redis TIME {now}: {e}")))?;
+        let w = schedule.window_at(start, now)?;
+        match self.trigger_schedule(&contract, &schedule, w, rerun, by).await? {
+            TickReply::Claimed { mut windows, .. } if !windows.is_empty() => {
+                Ok((w, windows.remove(0)))
+            }
+            TickReply::Unregistered => Err(Error::UnknownSchedule {
+                queue: self.name().to_owned(),
+                schedule: name.to_owned(),
+            }),
+            other => Err(protocol(format!("unexpected trigger reply {other:?}"))),
+        }
+    }
+
     async fn tick_call(
         &self,
         contract: &Contract,
