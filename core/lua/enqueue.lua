@@ -31,7 +31,7 @@ if #ARGV ~= 6 + 9 * n or #KEYS ~= 12 + n then
   return redis.error_reply('BAD_ARG enqueue: ' .. n .. ' jobs do not match ' .. #KEYS .. ' keys and ' .. #ARGV .. ' values')
 end
 for i = 1, n do
-  local bad_job = job_args_bad('enqueue', 6 + (i - 1) * 9, i)
+  local bad_job = job_args_bad('enqueue', ARGV, 6 + (i - 1) * 9, i)
   if bad_job then return bad_job end
 end
 local out = {}
@@ -39,7 +39,7 @@ local events = event_log(true)
 local created = 0
 for i = 1, n do
   local id, status, previous, made = create_job(events, KEYS[12 + i], k_ready, k_delayed, queue, pipeline,
-    6 + (i - 1) * 9, '')
+    ARGV, 6 + (i - 1) * 9, '')
   if made then created = created + 1 end
   out[#out + 1] = id
   out[#out + 1] = status

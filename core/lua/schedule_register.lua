@@ -12,6 +12,7 @@
 --- @include "lib/schedule"
 local bad = common_args('schedule_register')
 if bad then return bad end
+local K_SCHEDULE, K_SCHEDULES, K_TICKS = KEYS[10], KEYS[11], KEYS[12]
 local name, pipeline, definition, digest = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 if name == nil or name == '' then return bad_arg('schedule_register', 'name', name) end
 if pipeline == nil or pipeline == '' then return bad_arg('schedule_register', 'pipeline', pipeline) end
@@ -29,11 +30,11 @@ if not h[1] then
   outcome = 'created'
   redis.call('HSET', K_SCHEDULE, 'cursor', ARGV[8], 'next_due', ARGV[9], 'paused', '0')
   redis.call('ZADD', K_SCHEDULES, (ARGV[9] ~= '') and ARGV[9] or '+inf', name)
-  record_tick('registered', '', '', '', '', by, 'cursor at ' .. ARGV[8])
+  record_tick(K_TICKS, 'registered', '', '', '', '', by, 'cursor at ' .. ARGV[8])
   h[3] = ARGV[9]
 elseif h[2] ~= digest then
   outcome = 'redefined'
-  record_tick('redefined', '', '', '', '', by, 'definition ' .. (h[2] or '?') .. ' -> ' .. digest)
+  record_tick(K_TICKS, 'redefined', '', '', '', '', by, 'definition ' .. (h[2] or '?') .. ' -> ' .. digest)
 end
 if outcome ~= 'same' then
   redis.call('HSET', K_SCHEDULE, 'pipeline', pipeline, 'definition', definition, 'digest', digest,

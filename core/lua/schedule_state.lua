@@ -9,6 +9,7 @@
 --- @include "lib/schedule"
 local bad = common_args('schedule_state')
 if bad then return bad end
+local K_SCHEDULE, K_SCHEDULES, K_TICKS = KEYS[10], KEYS[11], KEYS[12]
 local name, action, by, why = ARGV[4], ARGV[5], ARGV[6] or '', ARGV[7] or ''
 if name == nil or name == '' then return bad_arg('schedule_state', 'name', name) end
 if action ~= 'pause' and action ~= 'resume' then return bad_arg('schedule_state', 'action', action) end
@@ -16,5 +17,5 @@ local was = redis.call('HGET', K_SCHEDULE, 'paused')
 if not was then return { 'NOT_FOUND' } end
 local paused = (action == 'pause') and '1' or '0'
 redis.call('HSET', K_SCHEDULE, 'paused', paused, 'paused_by', by, 'paused_at', now_s(), 'paused_reason', why)
-record_tick((action == 'pause') and 'paused' or 'resumed', '', '', '', '', by, why)
+record_tick(K_TICKS, (action == 'pause') and 'paused' or 'resumed', '', '', '', '', by, why)
 return { 'OK', was }

@@ -40,6 +40,7 @@
 local S = 'schedule_tick'
 local bad = common_args(S)
 if bad then return bad end
+local K_SCHEDULE, K_SCHEDULES, K_TICKS = KEYS[10], KEYS[11], KEYS[12]
 local k_ready, k_delayed, k_wake = KEYS[13], KEYS[14], KEYS[15]
 local queue, pipeline, name, digest, mode = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 for _, c in ipairs({ { queue, 'queue' }, { pipeline, 'pipeline' }, { name, 'name' }, { digest, 'digest' } }) do
@@ -71,7 +72,7 @@ for i = 1, n do
     return bad_arg(S, 'window ' .. i, (ARGV[a + 1] or '') .. '..' .. (ARGV[a + 2] or ''))
   end
   if i > 1 and starts[i] ~= ends[i - 1] then return bad_arg(S, 'window ' .. i .. ' start (not contiguous)', ARGV[a + 1]) end
-  local bad_job = job_args_bad(S, a + 2, i)
+  local bad_job = job_args_bad(S, ARGV, a + 2, i)
   if bad_job then return bad_job end
 end
 if mode == 'tick' then
@@ -90,14 +91,14 @@ local created = 0
 local function enqueue_window(i, outcome)
   local a = 16 + (i - 1) * 11
   local why = 'schedule ' .. name .. ' window ' .. ARGV[a + 1] .. '..' .. ARGV[a + 2]
-  local id, status, _, made = create_job(events, KEYS[15 + i], k_ready, k_delayed, queue, pipeline, a + 2, why)
+  local id, status, _, made = create_job(events, KEYS[15 + i], k_ready, k_delayed, queue, pipeline, ARGV, a + 2, why)
   if made then created = created + 1 end
   return outcome, id, status
 end
 
 if mode == 'trigger' then
   local outcome, id, status = enqueue_window(1, 'triggered')
-  record_tick(outcome, ARGV[17], ARGV[18], id, '', by, status)
+  record_tick(K_TICKS, outcome, ARGV[17], ARGV[18], id, '', by, status)
   redis.call('HINCRBY', K_SCHEDULE, 'triggered', 1)
   if created > 0 then wake(k_wake, created) end
   return { 'OK', h[2] or '', h[6] or '', fmt(now), ARGV[17], outcome, id, status }
@@ -119,10 +120,10 @@ if left_out > 0 then
   -- the windows the caller left out, as one record: superseded under 'latest',
   -- beyond the bound under 'all', late under 'none'
   if catch_up == 'latest' then
-    record_tick('skipped', expected, ARGV[17], '', '', by, left_out .. ' windows: catch-up latest, a later window is due')
+    record_tick(K_TICKS, 'skipped', expected, ARGV[17], '', '', by, left_out .. ' windows: catch-up latest, a later window is due')
     counts.skipped = counts.skipped + left_out
   else
-    record_tick('missed', expected, ARGV[17], '', '', by, left_out .. ' windows before the catch-up bound')
+    record_tick(K_TICKS, 'missed', expected, ARGV[17], '', '', by, left_out .. ' windows before the catch-up bound')
     counts.missed = counts.missed + left_out
   end
 end
@@ -147,7 +148,7 @@ for i = 1, due do
     elseif prev_state then
       -- wait: hold this window; record it once
       if h[5] ~= ARGV[a + 1] then
-        record_tick('delayed', ARGV[a + 1], ARGV[a + 2], '', fmt(late), by, 'overlap: job ' .. last_job .. ' is ' .. prev_state)
+        record_tick(K_TICKS, 'delayed', ARGV[a + 1], ARGV[a + 2], '', fmt(late), by, 'overlap: job ' .. last_job .. ' is ' .. prev_state)
         counts.delayed = counts.delayed + 1
         redis.call('HSET', K_SCHEDULE, 'waiting', ARGV[a + 1])
       end
@@ -162,7 +163,7 @@ for i = 1, due do
     end
   end
   counts[outcome] = counts[outcome] + 1
-  record_tick(outcome, ARGV[a + 1], ARGV[a + 2], id, fmt(late), by, why)
+  record_tick(K_TICKS, outcome, ARGV[a + 1], ARGV[a + 2], id, fmt(late), by, why)
   out[#out + 1] = ARGV[a + 1]
   out[#out + 1] = outcome
   out[#out + 1] = id

@@ -1,6 +1,7 @@
 -- create: one new job in QUEUED (ready, or delayed until not-before), idempotent
 -- on its input key and id: the enqueue of `enqueue` and of `schedule_tick`.
--- A job is given as 9 ARGV values from offset `a` (ARGV[a + 1 .. a + 9]): id,
+-- A job is given as 9 values of the run's ARGV (`argv`, passed in: a library
+-- file never reads ARGV itself) from offset `a` (argv[a + 1 .. a + 9]): id,
 -- input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
 -- rerun ('1': create a new job even when the key's latest job SUCCEEDED).
 --- @include "lib/keys"
@@ -20,24 +21,24 @@ local JOB_CHECKS = {
   { 9, 'rerun flag', function(v) return v == '1' or v == '0' or v == '' end },
 }
 
--- The error reply for the first malformed value of job `i` at ARGV offset `a`
--- (for `script`), or nil.
-local function job_args_bad(script, a, i)
+-- The error reply for the first malformed value of job `i` at offset `a` of
+-- `argv` (for `script`), or nil.
+local function job_args_bad(script, argv, a, i)
   for _, c in ipairs(JOB_CHECKS) do
-    local v = ARGV[a + c[1]]
+    local v = argv[a + c[1]]
     if not c[3](v) then return bad_arg(script, 'job ' .. i .. ' ' .. c[2], v) end
   end
   return nil
 end
 
--- Creates the job given at ARGV offset `a` under key `jk` (unless its input key
+-- Creates the job given at offset `a` of `argv` under key `jk` (unless its input key
 -- or id already has a job), emitting `enqueue` with `why` (or the re-run's).
 -- Returns id, status ('created' | 'rerun' | 'existing' | 'succeeded'),
 -- previous id or '', and whether a job was created.
-local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, a, why)
-  local id, input, input_key, resource = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local priority, delay_ms, max_attempts, stale_lock = ARGV[a + 5], tonumber(ARGV[a + 6]), ARGV[a + 7], ARGV[a + 8]
-  local rerun = ARGV[a + 9] == '1'
+local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why)
+  local id, input, input_key, resource = argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4]
+  local priority, delay_ms, max_attempts, stale_lock = argv[a + 5], tonumber(argv[a + 6]), argv[a + 7], argv[a + 8]
+  local rerun = argv[a + 9] == '1'
   local existing, status, previous = false, 'existing', ''
   if input_key ~= '' then
     existing = redis.call('HGET', K_INPUTS, input_key)

@@ -159,9 +159,9 @@ impl Queue {
     /// An invocation of a schedule script with KEYS[10..12] of `name`.
     fn schedule_invocation<'a>(
         &self,
-        script: &'a redis::Script,
+        script: &'a crate::wire::scripts::LuaScript,
         name: &str,
-    ) -> redis::ScriptInvocation<'a> {
+    ) -> crate::wire::call::ScriptCall<'a> {
         let mut inv = self.invocation(script);
         inv.key(self.keys.schedule(name))
             .key(self.keys.schedules())
