@@ -21,7 +21,11 @@ struct Tick {
 
 struct Precision;
 
-#[pipeline(queue = "precision", max_attempts = 1, schedule(every = "1s", catch_up = "all"))]
+#[pipeline(
+    queue = "precision",
+    max_attempts = 1,
+    schedule(every = "1s", catch_up = "all")
+)]
 impl Precision {
     #[step]
     async fn run(&self, _ctx: &StepContext, _input: &Tick) -> Result<(), StepError> {
@@ -86,10 +90,7 @@ fn main() {
             .expect("connect");
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            let ticks_now = q
-                .schedule_ticks("precision", 10_000)
-                .await
-                .expect("ticks");
+            let ticks_now = q.schedule_ticks("precision", 10_000).await.expect("ticks");
             let lags: Vec<i64> = ticks_now
                 .iter()
                 .filter(|t| t.job.is_some())

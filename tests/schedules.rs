@@ -40,7 +40,12 @@ struct Ticker;
 #[pipeline(
     queue = "sched",
     max_attempts = 1,
-    schedule(every = "1s", catch_up = "all", catch_up_max = 100, input = r#"{"table": "t"}"#)
+    schedule(
+        every = "1s",
+        catch_up = "all",
+        catch_up_max = 100,
+        input = r#"{"table": "t"}"#
+    )
 )]
 impl Ticker {
     #[step]
@@ -55,7 +60,12 @@ struct CatchAll;
 #[pipeline(
     queue = "sched",
     max_attempts = 1,
-    schedule(every = "1s", catch_up = "all", catch_up_max = 50, input = r#"{"table": "a"}"#)
+    schedule(
+        every = "1s",
+        catch_up = "all",
+        catch_up_max = 50,
+        input = r#"{"table": "a"}"#
+    )
 )]
 impl CatchAll {
     #[step]
@@ -85,7 +95,12 @@ struct CatchNone;
 #[pipeline(
     queue = "sched",
     max_attempts = 1,
-    schedule(every = "1s", catch_up = "none", grace = "300ms", input = r#"{"table": "n"}"#)
+    schedule(
+        every = "1s",
+        catch_up = "none",
+        grace = "300ms",
+        input = r#"{"table": "n"}"#
+    )
 )]
 impl CatchNone {
     #[step]
@@ -99,7 +114,11 @@ struct BadZone;
 
 #[pipeline(
     queue = "sched",
-    schedule(cron = "0 3 * * *", zone = "Mars/Olympus_Mons", input = r#"{"table": "z"}"#)
+    schedule(
+        cron = "0 3 * * *",
+        zone = "Mars/Olympus_Mons",
+        input = r#"{"table": "z"}"#
+    )
 )]
 impl BadZone {
     #[step]
@@ -121,7 +140,11 @@ fn replica() {
     };
     std::thread::spawn(|| {
         let mut sink = String::new();
-        while std::io::stdin().read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {}
+        while std::io::stdin()
+            .read_line(&mut sink)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {}
         std::process::exit(0);
     });
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
@@ -151,7 +174,13 @@ struct Replica {
 impl Replica {
     fn spawn(url: &str, pipeline: &str) -> Replica {
         let mut child = Command::new(std::env::current_exe().expect("the test binary"))
-            .args(["--ignored", "--exact", "replica", "--nocapture", "--test-threads=1"])
+            .args([
+                "--ignored",
+                "--exact",
+                "replica",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("SCHED_URL", url)
             .env("SCHED_PIPELINE", pipeline)
             .stdin(Stdio::piped())
@@ -172,7 +201,13 @@ impl Replica {
 
     async fn ready(&self) {
         let start = Instant::now();
-        while !self.lines.lock().unwrap().iter().any(|l| l.contains("READY ")) {
+        while !self
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("READY "))
+        {
             assert!(start.elapsed() < WAIT, "the replica did not start");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -236,19 +271,35 @@ fn one_job_per_window(
 ) -> Vec<Window> {
     let mut windows = Vec::new();
     for (key, jobs) in by_key {
-        assert_eq!(jobs.len(), 1, "window {key} has {} jobs: {jobs:?}", jobs.len());
+        assert_eq!(
+            jobs.len(),
+            1,
+            "window {key} has {} jobs: {jobs:?}",
+            jobs.len()
+        );
         let w = jobs[0].1;
-        assert_eq!(key, &format!("{name}:{}", w.start), "the input key names the window");
+        assert_eq!(
+            key,
+            &format!("{name}:{}", w.start),
+            "the input key names the window"
+        );
         windows.push(w);
     }
     windows.sort();
     for pair in windows.windows(2).filter(|_| contiguous) {
-        assert_eq!(pair[0].end, pair[1].start, "windows are contiguous: {windows:?}");
+        assert_eq!(
+            pair[0].end, pair[1].start,
+            "windows are contiguous: {windows:?}"
+        );
     }
     windows
 }
 
-async fn wait_windows(q: &Queue, pipeline: &str, n: usize) -> BTreeMap<String, Vec<(String, Window)>> {
+async fn wait_windows(
+    q: &Queue,
+    pipeline: &str,
+    n: usize,
+) -> BTreeMap<String, Vec<(String, Window)>> {
     let start = Instant::now();
     loop {
         let got = windows_of(q, pipeline).await;
@@ -289,7 +340,9 @@ async fn wait_redis_time(q: &Queue, ms: i64) {
 async fn three_replicas_racing_enqueue_each_window_exactly_once() {
     let srv = RedisServer::start();
     let q = client(&srv).await;
-    let replicas: Vec<Replica> = (0..3).map(|_| Replica::spawn(&srv.url(), "ticker")).collect();
+    let replicas: Vec<Replica> = (0..3)
+        .map(|_| Replica::spawn(&srv.url(), "ticker"))
+        .collect();
     for r in &replicas {
         r.ready().await;
     }
@@ -303,10 +356,18 @@ async fn three_replicas_racing_enqueue_each_window_exactly_once() {
         *claimed.entry(t.window.expect("a window").0).or_default() += 1;
     }
     for w in &windows {
-        assert_eq!(claimed.get(&w.start_ms()), Some(&1), "window {w:?}: {claimed:?}");
+        assert_eq!(
+            claimed.get(&w.start_ms()),
+            Some(&1),
+            "window {w:?}: {claimed:?}"
+        );
     }
     // the claims were spread over the replicas (by is the worker id)
-    let by: BTreeSet<&str> = ticks.iter().filter(|t| t.job.is_some()).map(|t| t.by.as_str()).collect();
+    let by: BTreeSet<&str> = ticks
+        .iter()
+        .filter(|t| t.job.is_some())
+        .map(|t| t.by.as_str())
+        .collect();
     assert!(!by.is_empty());
     // and on time: the lag a tick records is below the default grace
     let info = q.schedule_info("ticker").await.unwrap().unwrap();
@@ -346,7 +407,11 @@ async fn redis_restarted_between_ticks_gets_the_schedule_back() {
     // the scheduler finds the schedule gone, registers it again and goes on
     let by_key = wait_windows(&q, "ticker", 3).await;
     one_job_per_window("ticker", &by_key, true);
-    let info = q.schedule_info("ticker").await.unwrap().expect("registered again");
+    let info = q
+        .schedule_info("ticker")
+        .await
+        .unwrap()
+        .expect("registered again");
     assert!(info.definition.is_some());
     let ticks = q.schedule_ticks("ticker", 100).await.unwrap();
     assert!(ticks.iter().any(|t| t.outcome == "registered"), "{ticks:?}");
@@ -359,7 +424,11 @@ async fn redis_restarted_between_ticks_gets_the_schedule_back() {
 async fn five_missed_ticks(
     kind: &str,
     pipeline: &str,
-) -> (i64, Vec<leasehold::queue::TickEntry>, BTreeMap<String, Vec<(String, Window)>>) {
+) -> (
+    i64,
+    Vec<leasehold::queue::TickEntry>,
+    BTreeMap<String, Vec<(String, Window)>>,
+) {
     let srv = RedisServer::start();
     let q = client(&srv).await;
     let mut first = Replica::spawn(&srv.url(), kind);
@@ -373,7 +442,10 @@ async fn five_missed_ticks(
     second.ready().await;
     let start = Instant::now();
     while cursor(&q, pipeline).await < c + 5000 {
-        assert!(start.elapsed() < WAIT, "the restarted replica did not claim the missed windows");
+        assert!(
+            start.elapsed() < WAIT,
+            "the restarted replica did not claim the missed windows"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let ticks = q.schedule_ticks(pipeline, 1000).await.unwrap();
@@ -396,13 +468,23 @@ fn missed(c: i64) -> Vec<i64> {
 async fn five_missed_ticks_with_catch_up_all_enqueue_those_five_in_order() {
     let (c, ticks, jobs) = five_missed_ticks("all", "catch_all").await;
     let starts: Vec<i64> = ticks.iter().map(|t| t.window.unwrap().0).collect();
-    assert_eq!(starts, missed(c), "each missed window once, oldest first: {ticks:?}");
+    assert_eq!(
+        starts,
+        missed(c),
+        "each missed window once, oldest first: {ticks:?}"
+    );
     // all five enqueued; those claimed with a later window due are "caught up"
     assert!(ticks.iter().all(|t| t.job.is_some()), "{ticks:?}");
-    assert!(ticks[..4].iter().all(|t| t.outcome == "caught_up"), "{ticks:?}");
+    assert!(
+        ticks[..4].iter().all(|t| t.outcome == "caught_up"),
+        "{ticks:?}"
+    );
     let windows = one_job_per_window("catch_all", &jobs, true);
     for s in missed(c) {
-        assert!(windows.iter().any(|w| w.start_ms() == s), "window at {s} enqueued");
+        assert!(
+            windows.iter().any(|w| w.start_ms() == s),
+            "window at {s} enqueued"
+        );
     }
     // in order: the job ids (time-ordered) follow the windows
     let mut ids: Vec<(i64, String)> = jobs
@@ -411,7 +493,10 @@ async fn five_missed_ticks_with_catch_up_all_enqueue_those_five_in_order() {
         .filter(|(s, _)| missed(c).contains(s))
         .collect();
     ids.sort();
-    assert!(ids.windows(2).all(|p| p[0].1 < p[1].1), "created oldest first: {ids:?}");
+    assert!(
+        ids.windows(2).all(|p| p[0].1 < p[1].1),
+        "created oldest first: {ids:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -421,11 +506,22 @@ async fn five_missed_ticks_with_catch_up_latest_enqueue_only_the_most_recent() {
     assert_eq!(ticks[0].outcome, "skipped", "{ticks:?}");
     assert_eq!(ticks[0].window.unwrap().0, c, "{ticks:?}");
     let skipped_to = ticks[0].window.unwrap().1;
-    assert!(skipped_to == c + 4000 || skipped_to == c + 5000, "{ticks:?}");
-    assert!(ticks[0].reason.starts_with(&format!("{} windows", (skipped_to - c) / 1000)), "{ticks:?}");
+    assert!(
+        skipped_to == c + 4000 || skipped_to == c + 5000,
+        "{ticks:?}"
+    );
+    assert!(
+        ticks[0]
+            .reason
+            .starts_with(&format!("{} windows", (skipped_to - c) / 1000)),
+        "{ticks:?}"
+    );
     let windows = one_job_per_window("catch_latest", &jobs, false);
     for s in missed(c).into_iter().filter(|s| *s < skipped_to) {
-        assert!(!windows.iter().any(|w| w.start_ms() == s), "window at {s} not enqueued");
+        assert!(
+            !windows.iter().any(|w| w.start_ms() == s),
+            "window at {s} not enqueued"
+        );
     }
     assert!(
         windows.iter().any(|w| w.start_ms() == skipped_to),
@@ -438,10 +534,18 @@ async fn five_missed_ticks_with_catch_up_none_are_recorded_missed() {
     let (c, ticks, jobs) = five_missed_ticks("none", "catch_none").await;
     let starts: Vec<i64> = ticks.iter().map(|t| t.window.unwrap().0).collect();
     assert_eq!(starts, missed(c), "{ticks:?}");
-    assert!(ticks.iter().all(|t| t.outcome == "missed" && t.job.is_none()), "{ticks:?}");
+    assert!(
+        ticks
+            .iter()
+            .all(|t| t.outcome == "missed" && t.job.is_none()),
+        "{ticks:?}"
+    );
     let windows = one_job_per_window("catch_none", &jobs, false);
     for s in missed(c) {
-        assert!(!windows.iter().any(|w| w.start_ms() == s), "window at {s} not enqueued");
+        assert!(
+            !windows.iter().any(|w| w.start_ms() == s),
+            "window at {s} not enqueued"
+        );
     }
 }
 
@@ -458,7 +562,10 @@ async fn bad_schedules_are_typed_errors() {
         .await
         .expect_err("a bad zone fails the build");
     assert!(
-        matches!(err, leasehold::Error::Schedule(leasehold::ScheduleError::BadZone { .. })),
+        matches!(
+            err,
+            leasehold::Error::Schedule(leasehold::ScheduleError::BadZone { .. })
+        ),
         "{err}"
     );
     // nothing was registered

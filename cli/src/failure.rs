@@ -117,9 +117,7 @@ pub fn classify(shown_url: &str, e: Error) -> Failure {
         e @ (Error::InvalidInput { .. }
         | Error::UnregisteredPipeline { .. }
         | Error::UnknownSchedule { .. }
-        | Error::Schedule(_)) => {
-            Failure::Usage(e.to_string())
-        }
+        | Error::Schedule(_)) => Failure::Usage(e.to_string()),
         other => Failure::Other(other.to_string()),
     }
 }

@@ -28,7 +28,11 @@ struct Tick {
 
 struct Secondly;
 
-#[pipeline(queue = "nightly", max_attempts = 1, schedule(every = "1s", input = r#"{"table": "s"}"#))]
+#[pipeline(
+    queue = "nightly",
+    max_attempts = 1,
+    schedule(every = "1s", input = r#"{"table": "s"}"#)
+)]
 impl Secondly {
     #[step]
     async fn run(&self, _ctx: &StepContext, _input: &Tick) -> Result<(), StepError> {
@@ -70,7 +74,12 @@ async fn cli(srv: &RedisServer, args: &[&str]) -> Run {
 }
 
 async fn ticks(srv: &RedisServer, name: &str) -> Vec<Value> {
-    let run = cli(srv, &["schedules", "ticks", name, "--limit", "200", "--json"]).await.ok();
+    let run = cli(
+        srv,
+        &["schedules", "ticks", name, "--limit", "200", "--json"],
+    )
+    .await
+    .ok();
     run.json().as_array().cloned().unwrap_or_default()
 }
 
@@ -90,24 +99,29 @@ async fn list_pause_resume_trigger_and_a_backfill_with_the_same_input_keys() {
         .map(|e| e["schedule"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names.len(), 2, "{list}");
-    assert!(names.contains(&"secondly") && names.contains(&"compaction"), "{list}");
+    assert!(
+        names.contains(&"secondly") && names.contains(&"compaction"),
+        "{list}"
+    );
     wait_until_async(WAIT, "a second's tick", || {
         let q = q.clone();
-        async move {
-            q.schedule_info("secondly").await.unwrap().unwrap().counts["enqueued"] >= 1
-        }
+        async move { q.schedule_info("secondly").await.unwrap().unwrap().counts["enqueued"] >= 1 }
     })
     .await;
-    cli(&srv, &["schedules"])
-        .await
-        .ok()
-        .shows(&["secondly (pipeline secondly, queue nightly) every 1s, active", "next due", "last job"]);
+    cli(&srv, &["schedules"]).await.ok().shows(&[
+        "secondly (pipeline secondly, queue nightly) every 1s, active",
+        "next due",
+        "last job",
+    ]);
 
     // pause: ticks are recorded as skipped, by whom and why
-    cli(&srv, &["schedules", "pause", "secondly", "--reason", "maintenance"])
-        .await
-        .ok()
-        .shows(&["paused"]);
+    cli(
+        &srv,
+        &["schedules", "pause", "secondly", "--reason", "maintenance"],
+    )
+    .await
+    .ok()
+    .shows(&["paused"]);
     wait_until_async(WAIT, "a tick skipped while paused", || async {
         ticks(&srv, "secondly")
             .await
@@ -117,11 +131,19 @@ async fn list_pause_resume_trigger_and_a_backfill_with_the_same_input_keys() {
     .await;
     let all = ticks(&srv, "secondly").await;
     assert!(
-        all.iter().any(|t| t["outcome"] == "paused" && t["by"] == "tester" && t["reason"] == "maintenance"),
+        all.iter().any(|t| t["outcome"] == "paused"
+            && t["by"] == "tester"
+            && t["reason"] == "maintenance"),
         "{all:?}"
     );
-    cli(&srv, &["schedules"]).await.ok().shows(&["PAUSED by tester"]);
-    cli(&srv, &["schedules", "resume", "secondly"]).await.ok().shows(&["resumed"]);
+    cli(&srv, &["schedules"])
+        .await
+        .ok()
+        .shows(&["PAUSED by tester"]);
+    cli(&srv, &["schedules", "resume", "secondly"])
+        .await
+        .ok()
+        .shows(&["resumed"]);
     let enqueued_before = q.schedule_info("secondly").await.unwrap().unwrap().counts["enqueued"];
     wait_until_async(WAIT, "ticks enqueue again after resume", || {
         let q = q.clone();
@@ -134,13 +156,26 @@ async fn list_pause_resume_trigger_and_a_backfill_with_the_same_input_keys() {
     // trigger: the latest due hourly window, once
     let now = q.redis_time_ms().await.unwrap();
     let hour = now - now.rem_euclid(3_600_000);
-    let stamp = |ms: i64| leasehold::jiff::Timestamp::from_millisecond(ms).unwrap().to_string();
-    let first = cli(&srv, &["schedules", "trigger", "compaction", "--json"]).await.ok().json();
+    let stamp = |ms: i64| {
+        leasehold::jiff::Timestamp::from_millisecond(ms)
+            .unwrap()
+            .to_string()
+    };
+    let first = cli(&srv, &["schedules", "trigger", "compaction", "--json"])
+        .await
+        .ok()
+        .json();
     assert_eq!(first["status"], "created", "{first}");
     assert_eq!(first["window"]["start"], stamp(hour - 3_600_000));
-    let again = cli(&srv, &["schedules", "trigger", "compaction", "--json"]).await.ok().json();
+    let again = cli(&srv, &["schedules", "trigger", "compaction", "--json"])
+        .await
+        .ok()
+        .json();
     assert_eq!(again["job"], first["job"], "the same window's job: {again}");
-    assert!(again["status"] == "existing" || again["status"] == "succeeded", "{again}");
+    assert!(
+        again["status"] == "existing" || again["status"] == "succeeded",
+        "{again}"
+    );
 
     // a backfill of the last three hours computes the schedule's input keys:
     // the triggered window is not enqueued again
@@ -170,26 +205,50 @@ async fn list_pause_resume_trigger_and_a_backfill_with_the_same_input_keys() {
     assert_eq!(backfill["windows"], 3, "{backfill}");
     assert_eq!(backfill["created"], 2, "{backfill}");
     let jobs = backfill["jobs"].as_array().unwrap();
-    assert_eq!(jobs[2]["id"], first["job"], "the schedule's job is the answer: {backfill}");
+    assert_eq!(
+        jobs[2]["id"], first["job"],
+        "the schedule's job is the answer: {backfill}"
+    );
     // and the other way round: triggering a backfilled window enqueues nothing
-    let back = cli(&srv, &["schedules", "trigger", "compaction", "--window", &from, "--json"])
-        .await
-        .ok()
-        .json();
+    let back = cli(
+        &srv,
+        &[
+            "schedules",
+            "trigger",
+            "compaction",
+            "--window",
+            &from,
+            "--json",
+        ],
+    )
+    .await
+    .ok()
+    .json();
     assert_eq!(back["job"], jobs[0]["id"], "{back}");
     assert_ne!(back["status"], "created", "{back}");
     // the triggers are recorded with who asked
     let all = ticks(&srv, "compaction").await;
     assert_eq!(
-        all.iter().filter(|t| t["outcome"] == "triggered" && t["by"] == "tester").count(),
+        all.iter()
+            .filter(|t| t["outcome"] == "triggered" && t["by"] == "tester")
+            .count(),
         3,
         "{all:?}"
     );
 
     // a window start that is not one, and an unknown schedule
-    cli(&srv, &["schedules", "trigger", "compaction", "--window", "2026-01-01T00:30:00Z"])
-        .await
-        .code(2);
+    cli(
+        &srv,
+        &[
+            "schedules",
+            "trigger",
+            "compaction",
+            "--window",
+            "2026-01-01T00:30:00Z",
+        ],
+    )
+    .await
+    .code(2);
     let run = cli(&srv, &["schedules", "pause", "nope"]).await.code(2);
     assert!(run.stderr.contains("no schedule nope"), "{run:?}");
 }
@@ -207,7 +266,14 @@ async fn the_dashboard_lists_schedules_and_pauses_resumes_and_triggers_them() {
     let page = client.get(dash.url("/schedules")).send().await.unwrap();
     assert_eq!(page.status(), 200);
     let body = page.text().await.unwrap();
-    for part in ["Schedules", "secondly", "compaction", "every 1h", "Next due", "Trigger"] {
+    for part in [
+        "Schedules",
+        "secondly",
+        "compaction",
+        "every 1h",
+        "Next due",
+        "Trigger",
+    ] {
         assert!(body.contains(part), "the page lacks {part:?}");
     }
     let api: Value = client
@@ -265,7 +331,10 @@ async fn the_dashboard_lists_schedules_and_pauses_resumes_and_triggers_them() {
         .json()
         .await
         .unwrap();
-    assert!(first["outcome"].as_str().unwrap().ends_with("created"), "{first}");
+    assert!(
+        first["outcome"].as_str().unwrap().ends_with("created"),
+        "{first}"
+    );
     let second: Value = client
         .post(dash.url("/api/schedules/nightly/compaction/trigger"))
         .bearer_auth(TOKEN)

@@ -70,8 +70,8 @@ pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,
     StepDone,
 };
-pub use settle::{HolderOp, HolderReply, LeaseRequest, Settled};
 pub use schedule::{CatchUp, Overlap, Schedule, ScheduleError, Window};
+pub use settle::{HolderOp, HolderReply, LeaseRequest, Settled};
 pub use state::JobState;
 pub use template::{KeyTemplate, TemplateError};
 pub use transitions::{Op, Transition, TRANSITIONS};

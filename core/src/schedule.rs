@@ -277,7 +277,7 @@ impl Schedule {
 
     /// A schedule ticking every `interval` (whole milliseconds, at least 1 s).
     pub fn every(name: &str, interval: Duration) -> Result<Schedule, ScheduleError> {
-        if interval < Duration::from_secs(1) || interval.subsec_nanos() % 1_000_000 != 0 {
+        if interval < Duration::from_secs(1) || !interval.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(invalid(
                 name,
                 format!("the interval {interval:?} must be whole milliseconds and at least 1s"),
@@ -319,7 +319,9 @@ impl Schedule {
         text.parse().map_err(|e| {
             invalid(
                 &self.name,
-                format!("the {what} {text:?} is not an RFC 3339 instant like 2026-01-01T00:00:00Z: {e}"),
+                format!(
+                    "the {what} {text:?} is not an RFC 3339 instant like 2026-01-01T00:00:00Z: {e}"
+                ),
             )
         })
     }
@@ -533,7 +535,13 @@ impl Schedule {
 
     /// The latest `keep` due windows found backward from `now` (catch-up over a
     /// very long downtime).
-    fn due_tail(&self, cursor: Timestamp, now: Timestamp, keep: usize, at_least: usize) -> DueWindows {
+    fn due_tail(
+        &self,
+        cursor: Timestamp,
+        now: Timestamp,
+        keep: usize,
+        at_least: usize,
+    ) -> DueWindows {
         let mut ends = Vec::new();
         let mut t = self.latest_at_or_before(now);
         while let Some(e) = t {
@@ -565,7 +573,11 @@ impl Schedule {
     /// The window an operator's trigger means: the one starting at `start`
     /// (which must be a tick, or the schedule's start), or else the latest
     /// window due at `now`.
-    pub fn window_at(&self, start: Option<Timestamp>, now: Timestamp) -> Result<Window, ScheduleError> {
+    pub fn window_at(
+        &self,
+        start: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Window, ScheduleError> {
         let name = &self.name;
         let before = |t: Timestamp| t.checked_sub(jiff::SignedDuration::from_millis(1)).ok();
         match start {
@@ -576,7 +588,10 @@ impl Schedule {
                         .latest_at_or_before(start)
                         .map(|t| format!(" (the window around it starts at {t})"))
                         .unwrap_or_default();
-                    return Err(invalid(name, format!("{start} is not where a window starts{near}")));
+                    return Err(invalid(
+                        name,
+                        format!("{start} is not where a window starts{near}"),
+                    ));
                 }
                 self.window_from(start)
                     .ok_or_else(|| invalid(name, format!("no window starts at {start}")))
@@ -589,7 +604,9 @@ impl Schedule {
                     Some(start) if start < end => Ok(Window { start, end }),
                     _ => Err(invalid(
                         name,
-                        format!("no complete window ends at or before {end}: name one with its start"),
+                        format!(
+                            "no complete window ends at or before {end}: name one with its start"
+                        ),
                     )),
                 }
             }
@@ -637,7 +654,12 @@ impl Schedule {
         let mut s = match (&d.cron, d.every_ms) {
             (Some(expr), None) => Schedule::cron(&d.name, expr)?,
             (None, Some(ms)) => Schedule::every(&d.name, Duration::from_millis(ms))?,
-            _ => return Err(invalid(&d.name, "a definition needs exactly one of cron and every_ms")),
+            _ => {
+                return Err(invalid(
+                    &d.name,
+                    "a definition needs exactly one of cron and every_ms",
+                ))
+            }
         };
         s = s.in_zone(&d.zone)?;
         let ts = |ms: i64| {
@@ -743,11 +765,11 @@ mod tests {
         let spring = ticks(&s, "2026-03-07T00:00:00Z", "2026-03-10T00:00:00Z");
         assert_eq!(spring.len(), 3, "{spring:?}");
         assert_eq!(spring[1], "2026-03-08T07:00:00Z"); // 03:00 EDT
-        // 2026-11-01: 02:00 EDT falls back to 01:00 EST; 02:30 happens once
+                                                       // 2026-11-01: 02:00 EDT falls back to 01:00 EST; 02:30 happens once
         let fall = ticks(&s, "2026-10-31T00:00:00Z", "2026-11-03T00:00:00Z");
         assert_eq!(fall.len(), 3, "{fall:?}");
         assert_eq!(fall[1], "2026-11-01T07:30:00Z"); // 02:30 EST
-        // and 01:30, which happens twice, runs once: at the first (EDT) one
+                                                     // and 01:30, which happens twice, runs once: at the first (EDT) one
         let early = Schedule::cron("e", "30 1 * * *")
             .unwrap()
             .in_zone("America/New_York")
@@ -784,7 +806,10 @@ mod tests {
                 "2026-01-01T00:00:35Z"
             ]
         );
-        assert_eq!(s.initial_cursor(ts("2026-06-01T00:00:00Z")), ts("2026-01-01T00:00:05Z"));
+        assert_eq!(
+            s.initial_cursor(ts("2026-06-01T00:00:00Z")),
+            ts("2026-01-01T00:00:05Z")
+        );
         let s = Schedule::every("i", Duration::from_secs(60)).unwrap();
         assert_eq!(
             s.initial_cursor(ts("2026-01-01T00:10:30Z")),
@@ -827,7 +852,9 @@ mod tests {
             Err(ScheduleError::BadCron { .. })
         ));
         assert!(matches!(
-            Schedule::cron("x", "0 * * * *").unwrap().in_zone("Mars/Olympus"),
+            Schedule::cron("x", "0 * * * *")
+                .unwrap()
+                .in_zone("Mars/Olympus"),
             Err(ScheduleError::BadZone { .. })
         ));
         assert!(Schedule::every("x", Duration::from_millis(10)).is_err());

@@ -115,29 +115,42 @@ pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDec
                 }
             }
             "zone" => d.zone = errors.ok(s.string("\"Europe/Berlin\"")).map(|l| l.value()),
-            "start" => d.start = errors.ok(s.string("\"2026-01-01T00:00:00Z\"")).map(|l| l.value()),
-            "end" => d.end = errors.ok(s.string("\"2027-01-01T00:00:00Z\"")).map(|l| l.value()),
+            "start" => {
+                d.start = errors
+                    .ok(s.string("\"2026-01-01T00:00:00Z\""))
+                    .map(|l| l.value())
+            }
+            "end" => {
+                d.end = errors
+                    .ok(s.string("\"2027-01-01T00:00:00Z\""))
+                    .map(|l| l.value())
+            }
             "catch_up" => {
-                d.catch_up = errors
-                    .ok(s.string("\"all\""))
-                    .and_then(|l| errors.ok(one_of(&l, &["all", "latest", "none"], "catch-up policy")))
+                d.catch_up = errors.ok(s.string("\"all\"")).and_then(|l| {
+                    errors.ok(one_of(&l, &["all", "latest", "none"], "catch-up policy"))
+                })
             }
             "catch_up_max" => d.catch_up_max = errors.ok(s.count("24")),
             "overlap" => {
-                d.overlap = errors
-                    .ok(s.string("\"skip\""))
-                    .and_then(|l| errors.ok(one_of(&l, &["allow", "skip", "wait"], "overlap policy")))
+                d.overlap = errors.ok(s.string("\"skip\"")).and_then(|l| {
+                    errors.ok(one_of(&l, &["allow", "skip", "wait"], "overlap policy"))
+                })
             }
             "grace" => d.grace = errors.ok(s.duration()).map(|(g, _)| g),
-            "input" => d.input = errors.ok(s.string("r#\"{\"table\": \"orders\"}\"#")).map(|l| l.value()),
+            "input" => {
+                d.input = errors
+                    .ok(s.string("r#\"{\"table\": \"orders\"}\"#"))
+                    .map(|l| l.value())
+            }
             _ => unreachable!("every known schedule setting is handled"),
         }
     }
     match (&d.cron, &d.every) {
         (Some(_), Some(_)) => errors.at(d.span, "a schedule has `cron` or `every`, not both"),
-        (None, None) if errors.is_empty() => {
-            errors.at(d.span, "a schedule needs `cron = \"...\"` or `every = \"...\"`")
-        }
+        (None, None) if errors.is_empty() => errors.at(
+            d.span,
+            "a schedule needs `cron = \"...\"` or `every = \"...\"`",
+        ),
         _ => {}
     }
     if d.catch_up_max.is_some() && d.catch_up.as_deref().is_some_and(|c| c != "all") {

@@ -39,7 +39,6 @@ fn cadence(info: &ScheduleInfo) -> String {
     }
 }
 
-
 /// `schedules` (list).
 pub(crate) async fn list(ctx: &Ctx, queue: Option<String>) -> Outcome {
     let names = ctx.queues(&one(queue)).await?;
@@ -111,7 +110,10 @@ pub(crate) async fn list(ctx: &Ctx, queue: Option<String>) -> Outcome {
 /// `schedules ticks NAME`: the latest tick records.
 pub(crate) async fn ticks(ctx: &Ctx, name: &str, queue: Option<String>, limit: usize) -> Outcome {
     let (q, _) = locate(ctx, name, queue.as_deref()).await?;
-    let ticks = q.schedule_ticks(name, limit).await.map_err(|e| ctx.fail(e))?;
+    let ticks = q
+        .schedule_ticks(name, limit)
+        .await
+        .map_err(|e| ctx.fail(e))?;
     if ctx.json {
         return print_json(&ticks);
     }
@@ -121,8 +123,15 @@ pub(crate) async fn ticks(ctx: &Ctx, name: &str, queue: Option<String>, limit: u
             .window
             .map(|(s, e)| format!(" [{} .. {})", time::stamp(s), time::stamp(e)))
             .unwrap_or_default();
-        let job = t.job.as_ref().map(|j| format!(" job {j}")).unwrap_or_default();
-        let lag = t.lag_ms.map(|l| format!(" lag {}", time::human(l))).unwrap_or_default();
+        let job = t
+            .job
+            .as_ref()
+            .map(|j| format!(" job {j}"))
+            .unwrap_or_default();
+        let lag = t
+            .lag_ms
+            .map(|l| format!(" lag {}", time::human(l)))
+            .unwrap_or_default();
         text.push_str(&format!(
             "{} {}{window}{job}{lag} by {} {}\n",
             time::stamp(t.at),
@@ -148,13 +157,17 @@ pub(crate) async fn set_paused(
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {
-        return print_json(&json!({ "queue": q.name(), "schedule": name, "paused": pause, "was_paused": was }));
+        return print_json(
+            &json!({ "queue": q.name(), "schedule": name, "paused": pause, "was_paused": was }),
+        );
     }
     let what = match (pause, was) {
         (true, true) => "was already paused",
         (true, false) => "paused: its ticks are recorded as skipped until it is resumed",
         (false, false) => "was not paused",
-        (false, true) => "resumed: windows due while it was paused stay skipped (trigger or backfill them)",
+        (false, true) => {
+            "resumed: windows due while it was paused stay skipped (trigger or backfill them)"
+        }
     };
     out(&format!("schedule {name} (queue {}) {what}\n", q.name()))
 }
@@ -187,7 +200,9 @@ pub(crate) async fn trigger(
     let job = t.job.map(|j| j.to_string()).unwrap_or_default();
     let said = match t.status.map(|s| s.as_str()) {
         Some("created") | Some("rerun") => format!("created job {job}"),
-        Some("existing") => format!("job {job} of this window is not finished yet; nothing created"),
+        Some("existing") => {
+            format!("job {job} of this window is not finished yet; nothing created")
+        }
         Some("succeeded") => {
             format!("job {job} of this window already SUCCEEDED; nothing created (use --rerun)")
         }
@@ -213,8 +228,12 @@ mod tests {
         let w = s.window_at(None, now).unwrap();
         assert_eq!(w.start.to_string(), "2026-05-06T09:00:00Z");
         assert_eq!(w.end.to_string(), "2026-05-06T10:00:00Z");
-        let w = s.window_at(Some("2026-05-01T03:00:00Z".parse().unwrap()), now).unwrap();
+        let w = s
+            .window_at(Some("2026-05-01T03:00:00Z".parse().unwrap()), now)
+            .unwrap();
         assert_eq!(w.end.to_string(), "2026-05-01T04:00:00Z");
-        assert!(s.window_at(Some("2026-05-01T03:30:00Z".parse().unwrap()), now).is_err());
+        assert!(s
+            .window_at(Some("2026-05-01T03:30:00Z".parse().unwrap()), now)
+            .is_err());
     }
 }

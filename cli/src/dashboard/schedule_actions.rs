@@ -52,7 +52,13 @@ async fn act(
     authorise(app, headers, body.token.as_deref())?;
     let q = app.queue(&queue)?;
     let who = by(body.operator.as_deref());
-    let reason: String = body.reason.clone().unwrap_or_default().chars().take(2000).collect();
+    let reason: String = body
+        .reason
+        .clone()
+        .unwrap_or_default()
+        .chars()
+        .take(2000)
+        .collect();
     let (outcome, job) = match action.as_str() {
         "pause" | "resume" => {
             let pause = action == "pause";
@@ -68,7 +74,12 @@ async fn act(
             (said.to_owned(), None)
         }
         "trigger" => {
-            let start = match body.window.as_deref().map(str::trim).filter(|w| !w.is_empty()) {
+            let start = match body
+                .window
+                .as_deref()
+                .map(str::trim)
+                .filter(|w| !w.is_empty())
+            {
                 Some(w) => Some(crate::time::parse_instant(w).map_err(DashError::BadRequest)?),
                 None => None,
             };

@@ -16,8 +16,8 @@ mod quarantine;
 mod records;
 mod schedules;
 
-pub use schedules::{ScheduleInfo, TickEntry, TickReply, TickedWindow};
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
+pub use schedules::{ScheduleInfo, TickEntry, TickReply, TickedWindow};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

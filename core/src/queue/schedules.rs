@@ -172,7 +172,9 @@ impl Queue {
     /// Redis TIME in ms.
     pub async fn redis_time_ms(&self) -> Result<i64> {
         let mut conn = self.conn().await?;
-        let (s, us): (i64, i64) = self.timed(redis::cmd("TIME").query_async(&mut conn)).await?;
+        let (s, us): (i64, i64) = self
+            .timed(redis::cmd("TIME").query_async(&mut conn))
+            .await?;
         Ok(s * 1000 + us / 1000)
     }
 
@@ -198,7 +200,11 @@ impl Queue {
             .arg(json)
             .arg(definition.digest())
             .arg(cursor.as_millisecond())
-            .arg(next_due.map(|t| t.as_millisecond().to_string()).unwrap_or_default())
+            .arg(
+                next_due
+                    .map(|t| t.as_millisecond().to_string())
+                    .unwrap_or_default(),
+            )
             .arg(by);
         let mut reply = Reply::new("schedule_register", self.invoke(&inv).await?)?;
         let outcome = reply.text()?;
@@ -283,19 +289,21 @@ impl Queue {
             problem: info.problem.unwrap_or_default(),
         })?;
         let schedule = Schedule::from_definition(&definition)?;
-        let spec = self
-            .pipeline_spec(&info.pipeline)
-            .await?
-            .ok_or_else(|| Error::UnregisteredPipeline {
+        let spec = self.pipeline_spec(&info.pipeline).await?.ok_or_else(|| {
+            Error::UnregisteredPipeline {
                 pipeline: info.pipeline.clone(),
                 queue: Some(self.name().to_owned()),
-            })?;
+            }
+        })?;
         let contract = Contract::new(spec)?;
         let now = self.redis_time_ms().await?;
         let now = jiff::Timestamp::from_millisecond(now)
             .map_err(|e| protocol(format!("Redis TIME {now}: {e}")))?;
         let w = schedule.window_at(start, now)?;
-        match self.trigger_schedule(&contract, &schedule, w, rerun, by).await? {
+        match self
+            .trigger_schedule(&contract, &schedule, w, rerun, by)
+            .await?
+        {
             TickReply::Claimed { mut windows, .. } if !windows.is_empty() => {
                 Ok((w, windows.remove(0)))
             }
@@ -476,9 +484,8 @@ impl Queue {
         let last_job = h.get("last_job").filter(|j| !j.is_empty()).cloned();
         let last_job_state = match &last_job {
             Some(id) => {
-                let state: Option<String> = self
-                    .timed(conn.hget(self.keys.job(id), "state"))
-                    .await?;
+                let state: Option<String> =
+                    self.timed(conn.hget(self.keys.job(id), "state")).await?;
                 state.and_then(|s| s.parse().ok())
             }
             None => None,

@@ -85,7 +85,10 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../../lua/schedule_register.lua"),
     ),
     ("schedule_tick", include_str!("../../lua/schedule_tick.lua")),
-    ("schedule_state", include_str!("../../lua/schedule_state.lua")),
+    (
+        "schedule_state",
+        include_str!("../../lua/schedule_state.lua"),
+    ),
 ];
 
 /// The include directive, as the first characters of a line.

@@ -91,7 +91,10 @@ fn period(s: &Schedule, cursor: i64) -> Duration {
         Cadence::Every(d) => *d,
         Cadence::Cron { .. } => s
             .next_after(ts(cursor))
-            .and_then(|n| s.next_after(n).map(|m| (m.as_millisecond() - n.as_millisecond()).max(0)))
+            .and_then(|n| {
+                s.next_after(n)
+                    .map(|m| (m.as_millisecond() - n.as_millisecond()).max(0))
+            })
             .map(|ms| Duration::from_millis(ms as u64))
             .unwrap_or(MAX_SLEEP),
     }
@@ -218,7 +221,8 @@ async fn fire(s: Scheduled, worker: String, metrics: Arc<Metrics>, stop: Cancell
                         "another build registered this schedule with another definition; this replica leaves its ticks to it");
                     warned_version = true;
                 }
-                let d = period(&schedule, cursor).clamp(Duration::from_secs(1), Duration::from_secs(30));
+                let d = period(&schedule, cursor)
+                    .clamp(Duration::from_secs(1), Duration::from_secs(30));
                 if !sleep(d, &stop).await {
                     return;
                 }

@@ -58,7 +58,9 @@ impl App {
 }
 
 /// `GET /api/schedules`.
-pub(crate) async fn schedules_api(State(app): State<Shared>) -> Result<Json<Vec<ScheduleRow>>, ApiError> {
+pub(crate) async fn schedules_api(
+    State(app): State<Shared>,
+) -> Result<Json<Vec<ScheduleRow>>, ApiError> {
     Ok(Json(app.schedules().await?))
 }
 
