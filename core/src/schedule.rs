@@ -571,8 +571,8 @@ impl Schedule {
     }
 
     /// The window an operator's trigger means: the one starting at `start`
-    /// (which must be a tick, or the schedule's start), or else the latest
-    /// window due at `now`.
+    /// (which must be a tick, or the schedule's start, and complete at `now`),
+    /// or else the latest window due at `now`.
     pub fn window_at(
         &self,
         start: Option<Timestamp>,
@@ -593,8 +593,16 @@ impl Schedule {
                         format!("{start} is not where a window starts{near}"),
                     ));
                 }
-                self.window_from(start)
-                    .ok_or_else(|| invalid(name, format!("no window starts at {start}")))
+                let w = self
+                    .window_from(start)
+                    .ok_or_else(|| invalid(name, format!("no window starts at {start}")))?;
+                if w.end > now {
+                    return Err(invalid(
+                        name,
+                        format!("the window {start} .. {} is not complete until {}", w.end, w.end),
+                    ));
+                }
+                Ok(w)
             }
             None => {
                 let end = self
