@@ -5,6 +5,21 @@
 //! unreadable jobs. (`main` dispatches; `dashboard` is a command of
 //! its own.)
 
+/// `println!` for command output: a reader that closed the pipe ends the
+/// command quietly (see `out`) instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::commands::out(&format!("{}\n", format_args!($($arg)*)))?
+    };
+}
+
+/// `print!` for command output, as [`outln`] without the newline.
+macro_rules! outp {
+    ($($arg:tt)*) => {
+        $crate::commands::out(&format!($($arg)*))?
+    };
+}
+
 mod actions;
 mod enqueue;
 pub(crate) mod quarantine;
