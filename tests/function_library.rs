@@ -49,6 +49,9 @@ async fn the_library_is_loaded_again_after_function_flush() {
     let srv = RedisServer::start();
     let q = connect(&srv, "flush").await;
     q.load_scripts().await.expect("load");
+    // a second client (another worker starting) finds it loaded: not an error
+    let other = connect(&srv, "flush").await;
+    other.load_scripts().await.expect("loaded already");
     let id = enqueue(&q, job("p", 1)).await;
     let _: String = get(&srv, &["FUNCTION", "FLUSH"]);
     let l = lease_one(&q, "w", "p").await;
