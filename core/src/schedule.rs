@@ -599,7 +599,10 @@ impl Schedule {
                 if w.end > now {
                     return Err(invalid(
                         name,
-                        format!("the window {start} .. {} is not complete until {}", w.end, w.end),
+                        format!(
+                            "the window {start} .. {end} is not complete until {end}",
+                            end = w.end
+                        ),
                     ));
                 }
                 Ok(w)
