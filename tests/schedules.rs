@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 /// The queue every test pipeline uses.
 const QUEUE: &str = "sched";
 /// Deadline of every wait.
-const WAIT: Duration = Duration::from_secs(40);
+const WAIT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct TickInput {
