@@ -109,6 +109,43 @@ impl CatchNone {
     }
 }
 
+/// Every second, a job of 2.5 s, overlap skip.
+struct SlowSkip;
+
+#[pipeline(
+    queue = "sched",
+    max_attempts = 1,
+    schedule(every = "1s", overlap = "skip", input = r#"{"table": "k"}"#)
+)]
+impl SlowSkip {
+    #[step]
+    async fn run(&self, _ctx: &StepContext, _input: &TickInput) -> Result<(), StepError> {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        Ok(())
+    }
+}
+
+/// Every second, a job of 2.5 s, overlap wait.
+struct SlowWait;
+
+#[pipeline(
+    queue = "sched",
+    max_attempts = 1,
+    schedule(
+        every = "1s",
+        overlap = "wait",
+        catch_up = "all",
+        input = r#"{"table": "w"}"#
+    )
+)]
+impl SlowWait {
+    #[step]
+    async fn run(&self, _ctx: &StepContext, _input: &TickInput) -> Result<(), StepError> {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        Ok(())
+    }
+}
+
 /// A schedule whose zone does not exist: the worker's build fails.
 struct BadZone;
 
@@ -158,6 +195,8 @@ fn replica() {
             "all" => b.pipeline(CatchAll),
             "latest" => b.pipeline(CatchLatest),
             "none" => b.pipeline(CatchNone),
+            "skip" => b.pipeline(SlowSkip),
+            "wait" => b.pipeline(SlowWait),
             other => panic!("unknown pipeline {other}"),
         };
         let worker = b.build().await.expect("the worker builds");
@@ -547,6 +586,73 @@ async fn five_missed_ticks_with_catch_up_none_are_recorded_missed() {
             "window at {s} not enqueued"
         );
     }
+}
+
+/// Waits until `name`'s ticks stream has `n` entries with `outcome`; returns them all.
+async fn wait_ticks(
+    q: &Queue,
+    name: &str,
+    outcome: &str,
+    n: usize,
+) -> Vec<leasehold::queue::TickEntry> {
+    let start = Instant::now();
+    loop {
+        let ticks = q.schedule_ticks(name, 1000).await.unwrap();
+        if ticks.iter().filter(|t| t.outcome == outcome).count() >= n {
+            return ticks;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "{name}: fewer than {n} {outcome} ticks: {ticks:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_skip_and_wait_record_the_windows_they_hold_back() {
+    let srv = RedisServer::start();
+    let q = client(&srv).await;
+    let skip = Replica::spawn(&srv.url(), "skip");
+    let wait = Replica::spawn(&srv.url(), "wait");
+    skip.ready().await;
+    wait.ready().await;
+    // skip: windows due while the previous job runs are skipped, named
+    let ticks = wait_ticks(&q, "slow_skip", "skipped", 2).await;
+    assert!(
+        ticks
+            .iter()
+            .filter(|t| t.outcome == "skipped")
+            .all(|t| t.reason.starts_with("overlap: job ") && t.job.is_none()),
+        "{ticks:?}"
+    );
+    // wait: a held window is recorded as delayed once, then enqueued after
+    // the previous job ended; no window is skipped and none has two jobs
+    let ticks = wait_ticks(&q, "slow_wait", "delayed", 2).await;
+    let delayed: Vec<i64> = ticks
+        .iter()
+        .filter(|t| t.outcome == "delayed")
+        .map(|t| t.window.unwrap().0)
+        .collect();
+    let unique: BTreeSet<i64> = delayed.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        delayed.len(),
+        "each held window recorded once: {ticks:?}"
+    );
+    let start = Instant::now();
+    loop {
+        let by_key = windows_of(&q, "slow_wait").await;
+        let windows = one_job_per_window("slow_wait", &by_key, true);
+        if windows.iter().any(|w| w.start_ms() == delayed[0]) {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "the held window was never enqueued");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ticks = q.schedule_ticks("slow_wait", 1000).await.unwrap();
+    assert!(!ticks.iter().any(|t| t.outcome == "skipped"), "{ticks:?}");
+    drop((skip, wait));
 }
 
 #[tokio::test]
