@@ -32,6 +32,8 @@ pub(crate) struct Model {
     pub release_on_stale: bool,
     pub resource: Option<Template>,
     pub input_key: Option<Template>,
+    /// `schedule(...)`, when declared.
+    pub schedule: Option<crate::schedule::ScheduleDecl>,
     /// The job input type, from the first step's `&Input` parameter.
     pub input: Option<Type>,
     pub steps: Vec<Step>,
@@ -87,6 +89,7 @@ const PIPELINE_KEYS: &[&str] = &[
     "multiplier",
     "jitter",
     "on_stale",
+    "schedule",
 ];
 
 const STEP_KEYS: &[&str] = &["timeout", "retry"];
@@ -115,6 +118,7 @@ pub(crate) fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> 
         release_on_stale: false,
         resource: None,
         input_key: None,
+        schedule: None,
         input: None,
         steps: Vec::new(),
         cleanup: None,
@@ -245,6 +249,7 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
             }
             "resource" => model.resource = read_template(&setting, true, errors),
             "input_key" => model.input_key = read_template(&setting, false, errors),
+            "schedule" => model.schedule = crate::schedule::read(&setting, errors),
             "lease_ttl" => {
                 if let Some((ttl, span)) = errors.ok(setting.duration()) {
                     if ttl.is_zero() {

@@ -27,6 +27,8 @@ pub(super) enum Nav {
     Events,
     /// `/groups` and a group's page.
     Groups,
+    /// `/schedules`.
+    Schedules,
     /// No entry (error and find pages).
     None,
 }
@@ -118,6 +120,7 @@ pub(super) fn layout(
                         (item("/locks", "Locks", Nav::Locks))
                         (item("/events", "Events", Nav::Events))
                         (item("/groups", "Groups", Nav::Groups))
+                        (item("/schedules", "Schedules", Nav::Schedules))
                     }
                     form.find action="/find" method="get" {
                         input type="search" name="id" placeholder="job id" aria-label="job id";

@@ -7,7 +7,8 @@
 //! - `operator.rs`: cancel, sweep, retry, resolve, purge;
 //! - `records.rs`: pipeline specs, cleanup claims, and reading a job;
 //! - `groups.rs`: groups of jobs, their completion jobs, and dependencies;
-//! - `quarantine.rs`: jobs set aside as unreadable: list, repair, purge.
+//! - `quarantine.rs`: jobs set aside as unreadable: list, repair, purge;
+//! - `schedules.rs`: schedules: registration, tick claims, pause and resume, reads.
 
 mod enqueue;
 mod groups;
@@ -15,12 +16,14 @@ mod holder;
 mod operator;
 mod quarantine;
 mod records;
+mod schedules;
 
 pub use groups::{
     check_group_name, Dependency, GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupStatus,
     GroupView, NewGroup, ParentFailure,
 };
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
+pub use schedules::{ScheduleInfo, TickEntry, TickReply, TickedWindow};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

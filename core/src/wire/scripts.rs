@@ -37,6 +37,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib/attempts", include_str!("../../lua/lib/attempts.lua")),
     ("lib/retention", include_str!("../../lua/lib/retention.lua")),
     ("lib/args", include_str!("../../lua/lib/args.lua")),
+    ("lib/create", include_str!("../../lua/lib/create.lua")),
+    ("lib/schedule", include_str!("../../lua/lib/schedule.lua")),
     (
         "lib/quarantine",
         include_str!("../../lua/lib/quarantine.lua"),
@@ -82,6 +84,15 @@ const SOURCES: &[(&str, &str)] = &[
     ("group_create", include_str!("../../lua/group_create.lua")),
     ("group_seal", include_str!("../../lua/group_seal.lua")),
     ("group_cancel", include_str!("../../lua/group_cancel.lua")),
+    (
+        "schedule_register",
+        include_str!("../../lua/schedule_register.lua"),
+    ),
+    ("schedule_tick", include_str!("../../lua/schedule_tick.lua")),
+    (
+        "schedule_state",
+        include_str!("../../lua/schedule_state.lua"),
+    ),
 ];
 
 /// The include directive, as the first characters of a line.
@@ -259,7 +270,7 @@ pub fn library_source() -> &'static str {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 14] = [
+const SCRIPTS: [&str; 17] = [
     "enqueue",
     "renew",
     "cancel",
@@ -274,6 +285,9 @@ const SCRIPTS: [&str; 14] = [
     "group_create",
     "group_seal",
     "group_cancel",
+    "schedule_register",
+    "schedule_tick",
+    "schedule_state",
 ];
 
 /// A script clients call: its function in the library, and its own text for
@@ -330,8 +344,15 @@ pub(crate) static GROUP_SEAL: LazyLock<LuaScript> = script!("group_seal");
 /// group_cancel.lua: cancels a group and names its unsettled children.
 pub(crate) static GROUP_CANCEL: LazyLock<LuaScript> = script!("group_cancel");
 
+/// schedule_register.lua: a worker writes a schedule's definition on start.
+pub(crate) static SCHEDULE_REGISTER: LazyLock<LuaScript> = script!("schedule_register");
+/// schedule_tick.lua: claims a schedule's due windows and enqueues their jobs.
+pub(crate) static SCHEDULE_TICK: LazyLock<LuaScript> = script!("schedule_tick");
+/// schedule_state.lua: pauses or resumes a schedule.
+pub(crate) static SCHEDULE_STATE: LazyLock<LuaScript> = script!("schedule_state");
+
 /// Every script, for preloading without functions.
-pub(crate) fn all() -> [&'static LuaScript; 14] {
+pub(crate) fn all() -> [&'static LuaScript; 17] {
     [
         &ENQUEUE,
         &RENEW,
@@ -347,6 +368,9 @@ pub(crate) fn all() -> [&'static LuaScript; 14] {
         &GROUP_CREATE,
         &GROUP_SEAL,
         &GROUP_CANCEL,
+        &SCHEDULE_REGISTER,
+        &SCHEDULE_TICK,
+        &SCHEDULE_STATE,
     ]
 }
 

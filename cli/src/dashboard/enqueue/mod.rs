@@ -305,7 +305,8 @@ pub(super) async fn enqueue(
                 .map(|()| leasehold_core::Dependency::Group(g.to_owned())),
             None => leasehold_core::JobId::parse(d).map(leasehold_core::Dependency::Job),
         };
-        parents.push(parent.map_err(|e| bad_field(&format!("/depends_on/{i}"), None, e.to_string()))?);
+        parents
+            .push(parent.map_err(|e| bad_field(&format!("/depends_on/{i}"), None, e.to_string()))?);
     }
     let q = app.queue(&queue)?;
     let items = items(request, &queue)?;
