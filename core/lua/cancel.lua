@@ -13,6 +13,7 @@
 --- @include "lib/attempts"
 --- @include "lib/retention"
 --- @include "lib/args"
+--- @include "lib/flow"
 local bad = common_args('cancel')
 if bad then return bad end
 local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
@@ -21,7 +22,7 @@ local reason, who, res = ARGV[4], ARGV[5], ARGV[6]
 if reason == nil or reason == '' then return bad_arg('cancel', 'reason', reason) end
 if who == nil then return bad_arg('cancel', 'who', who) end
 if res == nil then return bad_arg('cancel', 'resource', res) end
-local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource')
+local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource', 'flow')
 local state, id = f[1], f[2]
 if not state then return { 'NOT_FOUND' } end
 if not may('cancel', state) then
@@ -42,6 +43,7 @@ if now_cancelled then
     redis.call('ZREM', KEYS[13], id)
     if redis.call('EXISTS', KEYS[13]) == 0 then redis.call('SREM', K_PARKED, res) end
   end
+  flow_forget(f[7], id)
   redis.call('HSET', jk, 'cancel_reason', reason, 'cancel_at', fmt(now), 'cancel_by', who)
   append_attempt(id, f[3], attempt_record(jk, 'CANCELLED', now, nil))
   make_terminal(jk, id, 'CANCELLED', now)

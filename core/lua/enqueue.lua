@@ -2,8 +2,9 @@
 -- KEYS[10] ready:<pipeline>  KEYS[11] delayed:<pipeline>  KEYS[12] wake:<pipeline>
 -- KEYS[13..] job keys, one per job
 -- ARGV[4] queue  ARGV[5] pipeline  ARGV[6] job count
--- then per job 9 values: id, input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
---   rerun ('1': create a new job even when the key's latest job SUCCEEDED)
+-- then per job 10 values: id, input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
+--   rerun ('1': create a new job even when the key's latest job SUCCEEDED), flow (the
+--   job's flow-control gates, lib/flow; '' for none: the field is then not written)
 -- An input key is idempotent: while a job with it is not terminal, that job is
 -- the answer ('existing'); when its latest job SUCCEEDED (recorded in
 -- `outcomes` for the queue's input window), that job is the answer
@@ -14,7 +15,7 @@
 -- A malformed argument (lib/args: an empty id, queue or pipeline, a priority
 -- outside 0..255, a delay or max attempts that is not an integer, a stale-lock
 -- policy other than hold or release, a rerun flag other than '1', '0' or '', a
--- count that does not match the KEYS and ARGV) is an error reply, before any
+-- flow text that lists no gates, a count that does not match the KEYS and ARGV) is an error reply, before any
 -- job is written.
 --- @include "lib/keys"
 --- @include "lib/time"
@@ -22,6 +23,7 @@
 --- @include "lib/wake"
 --- @include "lib/ready"
 --- @include "lib/args"
+--- @include "lib/flow"
 local bad = common_args('enqueue')
 if bad then return bad end
 local k_ready, k_delayed, k_wake = KEYS[10], KEYS[11], KEYS[12]
@@ -29,7 +31,7 @@ local queue, pipeline, n = ARGV[4], ARGV[5], int_value(ARGV[6], 0)
 if queue == nil or queue == '' then return bad_arg('enqueue', 'queue', queue) end
 if pipeline == nil or pipeline == '' then return bad_arg('enqueue', 'pipeline', pipeline) end
 if not n then return bad_arg('enqueue', 'job count', ARGV[6]) end
-if #ARGV ~= 6 + 9 * n or #KEYS ~= 12 + n then
+if #ARGV ~= 6 + 10 * n or #KEYS ~= 12 + n then
   return redis.error_reply('BAD_ARG enqueue: ' .. n .. ' jobs do not match ' .. #KEYS .. ' keys and ' .. #ARGV .. ' values')
 end
 local STALE_LOCKS = { hold = true, release = true }
@@ -41,9 +43,10 @@ local JOB_CHECKS = {
   { 7, 'max attempts', function(v) return int_value(v, 1) end },
   { 8, 'stale lock policy', function(v) return STALE_LOCKS[v] end },
   { 9, 'rerun flag', function(v) return v == '1' or v == '0' or v == '' end },
+  { 10, 'flow', function(v) return v == '' or gates_of(v) end },
 }
 for i = 1, n do
-  local a = 6 + (i - 1) * 9
+  local a = 6 + (i - 1) * 10
   for _, c in ipairs(JOB_CHECKS) do
     local v = ARGV[a + c[1]]
     if not c[3](v) then return bad_arg('enqueue', 'job ' .. i .. ' ' .. c[2], v) end
@@ -54,7 +57,7 @@ local out = {}
 local events = event_log(true)
 local created = 0
 for i = 1, n do
-  local a = 6 + (i - 1) * 9
+  local a = 6 + (i - 1) * 10
   local id, input, input_key, resource = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local priority, delay_ms, max_attempts, stale_lock = ARGV[a + 5], tonumber(ARGV[a + 6]), ARGV[a + 7], ARGV[a + 8]
   local rerun = ARGV[a + 9] == '1'
@@ -85,6 +88,7 @@ for i = 1, n do
       'stale_lock', stale_lock, 'created_at', fmt(now), 'updated_at', fmt(now), 'not_before', fmt(not_before),
       'attempt', '1', 'state', 'QUEUED', 'step', '', 'last_step', '', 'cleanup_needed', '0')
     if previous ~= '' then redis.call('HSET', jk, 'previous', previous) end
+    if ARGV[a + 10] ~= '' then redis.call('HSET', jk, 'flow', ARGV[a + 10]) end
     if input_key ~= '' then redis.call('HSET', K_INPUTS, input_key, id) end
     if delay_ms > 0 then
       redis.call('ZADD', k_delayed, fmt(not_before), id)

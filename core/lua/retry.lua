@@ -15,6 +15,7 @@
 --- @include "lib/wake"
 --- @include "lib/ready"
 --- @include "lib/locks"
+--- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/args"
@@ -28,7 +29,7 @@ if reason == nil then return bad_arg('retry', 'reason', reason) end
 if res == nil then return bad_arg('retry', 'resource', res) end
 local refusal = refuse_unless(jk, 'retry', 'QUEUED', nil)
 if refusal then return refusal end
-local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource')
+local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource', 'flow')
 local corrupt = corrupt_field({ id = f[1], attempt = f[3], priority = f[4], created_at = f[6] },
   { 'id', 'attempt', 'priority', 'created_at' })
 if corrupt then return corrupt end
@@ -48,6 +49,7 @@ if from == 'STALE' then
   end
   redis.call('ZREM', K_STALE, id)
   release_lock_at(KEYS[13], KEYS[14], res, id)
+  flow_release(f[8], id)
 else
   redis.call('ZREM', K_DONE, id)
 end

@@ -33,6 +33,9 @@ pub struct NewJob {
     /// Create a new job even when the input key's latest job SUCCEEDED (a
     /// re-run, linked to that job); without it, that job is the answer.
     pub rerun: bool,
+    /// The flow-control gates its lease must pass (the `flow` field, see
+    /// [`crate::flow::FlowSpec::gates`]); `None` for a job under none.
+    pub flow: Option<String>,
 }
 
 impl NewJob {
@@ -56,6 +59,7 @@ impl NewJob {
             max_attempts: 1,
             stale_lock: StaleLock::Hold,
             rerun: false,
+            flow: None,
         }
     }
 
@@ -102,6 +106,12 @@ impl NewJob {
         self
     }
 
+    /// Sets the flow-control gates (see [`crate::flow::FlowSpec::gates`]).
+    pub fn flow(mut self, flow: Option<String>) -> Self {
+        self.flow = flow;
+        self
+    }
+
     /// Sets the id.
     pub fn id(mut self, id: JobId) -> Self {
         self.id = Some(id);
@@ -120,6 +130,11 @@ impl NewJob {
         }
         if let Some(resource) = &self.resource {
             check_name("resource", resource)?;
+        }
+        if let Some(flow) = &self.flow {
+            if flow.is_empty() || flow.chars().any(|c| c == '{' || c == '}' || c.is_control()) {
+                return Err(Error::InvalidArgument(format!("flow {flow:?} lists no gates")));
+            }
         }
         if let Some(key) = &self.input_key {
             if key.is_empty() {

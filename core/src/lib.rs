@@ -26,6 +26,7 @@ pub mod client;
 pub mod config;
 pub mod contract;
 pub mod error;
+pub mod flow;
 pub mod id;
 pub mod inspect;
 pub mod job_spec;
@@ -44,6 +45,7 @@ pub mod worker;
 pub use wire::keys;
 
 pub use client::{job_for, Client, Enqueue};
+pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
 pub use config::{QueueConfig, Retention};
 pub use contract::{Contract, EnqueueOptions};
 pub use error::{Error, Result};
@@ -56,7 +58,7 @@ pub use inspect::{
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;
 pub use lease::{
-    Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport,
+    Cancelled, Finished, FlowWaits, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport,
     SweptJob, UnreadableLease,
 };
 pub use metrics::Metrics;
@@ -64,7 +66,9 @@ pub use pipeline::{
     queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, PipelineSpec,
     RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
-pub use queue::{connect_pool, escape_bytes, EnqueueStatus, Enqueued, QuarantineEntry, Queue};
+pub use queue::{
+    connect_pool, escape_bytes, EnqueueStatus, Enqueued, PauseChange, QuarantineEntry, Queue,
+};
 pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,
     StepDone,

@@ -105,6 +105,8 @@ pub struct PipelineOptions {
     pub retry: RetryPolicy,
     /// What happens to the resource lock when a job goes STALE.
     pub stale_lock: StaleLock,
+    /// Flow control: resource limit, max running, rate (off by default).
+    pub flow: crate::flow::FlowOptions,
 }
 
 impl Default for PipelineOptions {
@@ -114,6 +116,7 @@ impl Default for PipelineOptions {
             lease_ttl: None,
             retry: RetryPolicy::default(),
             stale_lock: StaleLock::Hold,
+            flow: crate::flow::FlowOptions::default(),
         }
     }
 }
@@ -390,6 +393,12 @@ pub trait Pipeline: Send + Sync + 'static {
     /// The input-key template as declared, published in the spec.
     const INPUT_KEY_TEMPLATE: Option<&'static str> = None;
 
+    /// The rate limiter's key, built from the input
+    /// (`#[pipeline(limiter = "shop-api:{shop}")]`).
+    fn limiter_key(_input: &Self::Input) -> Option<String> {
+        None
+    }
+
     /// The JSON Schema of the input type, published in the spec and checked on
     /// enqueues that do not come from Rust. `#[pipeline]` derives it when the
     /// input type implements `schemars::JsonSchema` (re-exported as
@@ -453,6 +462,9 @@ pub struct PipelineSpec {
     /// The input type's JSON Schema, when it has one.
     #[serde(default)]
     pub input_schema: Option<serde_json::Value>,
+    /// Flow control (resource limit, max running, rate), when declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<crate::flow::FlowSpec>,
     /// A digest of everything above: two workers publishing different versions
     /// of one pipeline run different builds (`status` reports it).
     #[serde(default)]
@@ -498,6 +510,7 @@ pub fn spec_of<P: Pipeline>() -> PipelineSpec {
         resource_template: P::RESOURCE_TEMPLATE.map(str::to_owned),
         input_key_template: P::INPUT_KEY_TEMPLATE.map(str::to_owned),
         input_schema: P::input_schema(),
+        flow: crate::flow::FlowSpec::of(&options.flow),
         version: String::new(),
     };
     spec.version = spec.digest();

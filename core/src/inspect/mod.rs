@@ -44,7 +44,7 @@
 //! reader as [`Job::from_fields`](crate::Job::from_fields) uses.
 
 mod cancel;
-mod conn;
+pub(crate) mod conn;
 mod discover;
 mod events;
 mod follower;

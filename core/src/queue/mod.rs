@@ -9,11 +9,13 @@
 //! - `quarantine.rs`: jobs set aside as unreadable: list, repair, purge.
 
 mod enqueue;
+mod flow;
 mod holder;
 mod operator;
 mod quarantine;
 mod records;
 
+pub use flow::PauseChange;
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
 
 use std::sync::{Arc, Mutex};

@@ -25,6 +25,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib/events", include_str!("../../lua/lib/events.lua")),
     ("lib/wake", include_str!("../../lua/lib/wake.lua")),
     ("lib/locks", include_str!("../../lua/lib/locks.lua")),
+    ("lib/flow", include_str!("../../lua/lib/flow.lua")),
     ("lib/moves", include_str!("../../lua/lib/moves.lua")),
     ("lib/jobs", include_str!("../../lua/lib/jobs.lua")),
     ("lib/attempts", include_str!("../../lua/lib/attempts.lua")),
@@ -63,6 +64,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("purge", include_str!("../../lua/purge.lua")),
     ("claim_cleanup", include_str!("../../lua/claim_cleanup.lua")),
     ("settle", include_str!("../../lua/settle.lua")),
+    ("pause", include_str!("../../lua/pause.lua")),
+    ("limit", include_str!("../../lua/limit.lua")),
     (
         "quarantine_repair",
         include_str!("../../lua/quarantine_repair.lua"),
@@ -193,7 +196,7 @@ pub fn script_source(name: &str) -> Option<String> {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 11] = [
+const SCRIPTS: [&str; 13] = [
     "enqueue",
     "renew",
     "cancel",
@@ -205,6 +208,8 @@ const SCRIPTS: [&str; 11] = [
     "settle",
     "quarantine_repair",
     "quarantine_purge",
+    "pause",
+    "limit",
 ];
 
 macro_rules! script {
@@ -237,8 +242,13 @@ pub(crate) static QUARANTINE_REPAIR: LazyLock<Script> = script!("quarantine_repa
 /// quarantine_purge.lua: deletes a quarantined job and its records.
 pub(crate) static QUARANTINE_PURGE: LazyLock<Script> = script!("quarantine_purge");
 
+/// pause.lua: pauses or resumes a pipeline or a queue.
+pub(crate) static PAUSE: LazyLock<Script> = script!("pause");
+/// limit.lua: takes tokens from a named rate limiter inside a step.
+pub(crate) static LIMIT: LazyLock<Script> = script!("limit");
+
 /// Every script with its name, for preloading and tests.
-pub(crate) fn all() -> [(&'static str, &'static Script); 11] {
+pub(crate) fn all() -> [(&'static str, &'static Script); 13] {
     [
         ("enqueue", &ENQUEUE),
         ("renew", &RENEW),
@@ -251,6 +261,8 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 11] {
         ("settle", &SETTLE),
         ("quarantine_repair", &QUARANTINE_REPAIR),
         ("quarantine_purge", &QUARANTINE_PURGE),
+        ("pause", &PAUSE),
+        ("limit", &LIMIT),
     ]
 }
 
