@@ -53,7 +53,7 @@ pub use id::JobId;
 pub use inspect::{
     cancel_status, discover_queues, CancelOutcome, CancelStatus, Event, EventFollower, Inspector,
     JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
-    PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
+    GateStatus, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
 };
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;

@@ -1,12 +1,13 @@
 //! The commands: each reads through `leasehold_core::inspect` or acts through
 //! the `Queue` client (the same Lua scripts the workers use). One module per
 //! family: `views` read, `actions` act on one job, `enqueue` adds jobs,
-//! `upkeep` sweeps and purges, `quarantine` lists, repairs and purges
+//! `upkeep` sweeps and purges, `flow` pauses and resumes, `quarantine` lists, repairs and purges
 //! unreadable jobs. (`main` dispatches; `dashboard` is a command of
 //! its own.)
 
 mod actions;
 mod enqueue;
+mod flow;
 pub(crate) mod quarantine;
 mod upkeep;
 mod views;
@@ -17,6 +18,7 @@ use crate::{Failure, Outcome};
 
 pub(crate) use actions::{cancel, resolve, retry};
 pub(crate) use enqueue::enqueue;
+pub(crate) use flow::pause;
 pub(crate) use upkeep::{purge, sweep};
 pub(crate) use views::{events, jobs, locks, show, status, workers};
 

@@ -65,7 +65,7 @@ pub use follower::EventFollower;
 pub use inspector::Inspector;
 pub use views::{
     JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
-    PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
+    GateStatus, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
 };
 
 /// Most index entries one [`Inspector::list_jobs`] call reads before it stops
