@@ -4,10 +4,12 @@
 
 mod support;
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use leasehold::{
-    FlowSpec, JobId, JobState, Lease, NewJob, Outcome, PauseChange, PauseScope, Queue,
+    job_for, pipeline, Client, FlowSpec, JobId, JobState, Lease, NewJob, Outcome, PauseChange,
+    PauseScope, Queue, QueueConfig, StepContext, StepError, Worker,
 };
 use leasehold_testkit::RedisServer;
 use support::{connect, events, force_expire, get, job, zmembers, zscore, TTL};
@@ -306,5 +308,98 @@ async fn jobs_without_flow_control_write_no_flow_keys() {
     for kind in ["slots", "running", "rate", "waiting", "limits", "paused"] {
         let keys: Vec<String> = get(&srv, &["KEYS", &format!("{base}:{kind}*")]);
         assert!(keys.is_empty(), "{kind}: {keys:?}");
+    }
+}
+
+// ---- declared in #[pipeline], run by a worker ------------------------------------
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Call {
+    shop: String,
+    i: u32,
+}
+
+/// Three calls to a shop's API per job, each taking a token of the shop's
+/// limiter (the same limiter rate-limits the job starts).
+struct ShopCalls {
+    times: Arc<Mutex<Vec<(String, Instant)>>>,
+}
+
+#[pipeline(queue = "shops", rate = "20/s", limiter = "shop-api:{shop}", max_running = 4)]
+impl ShopCalls {
+    #[step]
+    async fn call(&self, ctx: &StepContext, input: &Call) -> Result<(), StepError> {
+        for _ in 0..3 {
+            ctx.limit(&format!("shop-api:{}", input.shop))
+                .acquire(1)
+                .await
+                .map_err(StepError::retryable)?;
+            self.times
+                .lock()
+                .unwrap()
+                .push((input.shop.clone(), Instant::now()));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_flow_control_reaches_the_jobs_and_a_step_shares_its_limiter() {
+    let srv = RedisServer::start();
+    let client = Client::connect(&srv.url(), QueueConfig::default()).await.unwrap();
+    let job = job_for::<ShopCalls>(&Call { shop: "acme".into(), i: 0 }).unwrap();
+    assert_eq!(
+        job.flow.as_deref(),
+        Some("running:4:shop_calls rate:50:shop-api:acme")
+    );
+    let times = Arc::new(Mutex::new(Vec::new()));
+    let worker = Worker::builder(srv.url())
+        .pipeline(ShopCalls { times: times.clone() })
+        .concurrency(4)
+        .build()
+        .await
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        for shop in ["acme", "zeta"] {
+            ids.push(
+                client
+                    .enqueue::<ShopCalls>(&Call { shop: shop.into(), i })
+                    .await
+                    .unwrap()
+                    .id,
+            );
+        }
+    }
+    let q = client.queue("shops").unwrap();
+    leasehold_testkit::wait_until_async(Duration::from_secs(30), "every job succeeded", || {
+        let (q, ids) = (&q, &ids);
+        async move {
+            for id in ids {
+                if q.job(id).await.ok().flatten().map(|j| j.state) != Some(JobState::Succeeded) {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
+    let _ = stop.send(());
+    run.await.unwrap().unwrap();
+    // per shop, starts and in-step calls share one limiter: 50 ms apart at least
+    // (4 starts + 12 calls per shop), while the two shops ran side by side
+    let times = times.lock().unwrap().clone();
+    for shop in ["acme", "zeta"] {
+        let mine: Vec<Instant> = times.iter().filter(|(s, _)| s == shop).map(|(_, t)| *t).collect();
+        assert_eq!(mine.len(), 12);
+        let span = *mine.last().unwrap() - mine[0];
+        assert!(
+            span >= Duration::from_millis(50 * 11 - 20),
+            "{shop}: 12 calls in {span:?}"
+        );
     }
 }

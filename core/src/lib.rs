@@ -63,7 +63,7 @@ pub use lease::{
 };
 pub use metrics::Metrics;
 pub use pipeline::{
-    queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, PipelineSpec,
+    queue_of, BoxFuture, CleanupContext, CleanupReason, Limiter, Pipeline, PipelineOptions, PipelineSpec,
     RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
 pub use queue::{

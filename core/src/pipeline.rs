@@ -218,6 +218,47 @@ pub(crate) struct StepShared {
     pub(crate) worker: String,
     pub(crate) cancel: CancellationToken,
     pub(crate) cancel_reason: std::sync::Mutex<Option<String>>,
+    /// The job's queue and its pipeline's declared rate, for `limit` (none when detached).
+    pub(crate) limits: Option<(crate::queue::Queue, Option<crate::flow::Rate>)>,
+}
+
+/// A named rate limiter as a step uses it (see [`StepContext::limit`]).
+#[derive(Debug)]
+pub struct Limiter<'a> {
+    ctx: &'a StepContext,
+    name: String,
+    rate: Option<crate::flow::Rate>,
+}
+
+impl Limiter<'_> {
+    /// Uses `rate` instead of the pipeline's declared rate.
+    pub fn at(mut self, rate: crate::flow::Rate) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+
+    /// Takes `n` tokens, waiting (on Redis time) until the limiter allows
+    /// them; a cancel of the job ends the wait with an error.
+    pub async fn acquire(&self, n: u32) -> crate::error::Result<()> {
+        let Some((queue, declared)) = &self.ctx.shared.limits else {
+            return Err(crate::error::Error::InvalidArgument(
+                "a detached step context has no rate limiter".into(),
+            ));
+        };
+        let rate = self.rate.or(*declared).ok_or_else(|| {
+            crate::error::Error::InvalidArgument(format!(
+                "limiter {}: the pipeline declares no rate (use .at(rate))",
+                self.name
+            ))
+        })?;
+        tokio::select! {
+            r = queue.acquire_rate(&self.name, rate, n) => r,
+            () = self.ctx.cancelled() => Err(crate::error::Error::InvalidArgument(format!(
+                "limiter {}: the job was cancelled while waiting",
+                self.name
+            ))),
+        }
+    }
 }
 
 /// What a running step can see: its job, its fence for sinks, and its cancellation.
@@ -238,8 +279,35 @@ impl StepContext {
                 worker: "detached".into(),
                 cancel: CancellationToken::new(),
                 cancel_reason: std::sync::Mutex::new(None),
+                limits: None,
             }),
             step,
+        }
+    }
+
+    /// The rate limiter `name` (for example `shop-api:acme`), at the rate the
+    /// pipeline declares (`#[pipeline(rate = "10/s")]`): the same limiter that
+    /// rate-limits starts of jobs naming it, so a step that makes many calls
+    /// to one quota takes its tokens from it.
+    ///
+    /// ```no_run
+    /// # async fn step(ctx: &leasehold::StepContext) -> Result<(), leasehold::StepError> {
+    /// for page in 0..5 {
+    ///     ctx.limit("shop-api:acme")
+    ///         .acquire(1)
+    ///         .await
+    ///         .map_err(leasehold::StepError::retryable)?;
+    ///     // ... one call to the API
+    /// #   let _ = page;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn limit(&self, name: &str) -> Limiter<'_> {
+        Limiter {
+            ctx: self,
+            name: name.to_owned(),
+            rate: None,
         }
     }
 
