@@ -246,6 +246,7 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
     let mut queue = None;
     let mut resource_limit_at = None;
     let mut limiter_at = None;
+    let mut rate_seen = false;
     for setting in options::known(settings, PIPELINE_KEYS, "option", errors) {
         if model.retry.read(&setting, errors) {
             continue;
@@ -270,6 +271,7 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
             }
             "max_running" => model.flow.max_running = errors.ok(setting.count("2")),
             "rate" => {
+                rate_seen = true;
                 if let Some(lit) = errors.ok(setting.string("\"10/s\"")) {
                     match check_rate(&lit.value()) {
                         Ok(()) => model.flow.rate = Some(lit),
@@ -316,7 +318,7 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
             "`resource_limit` limits the holders of the job's resource: declare `resource = \"...\"` too",
         );
     }
-    if let (Some(span), None) = (limiter_at, &model.flow.rate) {
+    if let (Some(span), false) = (limiter_at, rate_seen) {
         errors.at(
             span,
             "`limiter` names a rate limiter: declare its `rate = \"10/s\"` too",
