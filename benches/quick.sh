@@ -36,7 +36,7 @@ wcpu=$(awk "{print (\$14+\$15)/100}" /proc/$WP/stat)
 kill $WP; wait $WP 2>/dev/null; WP=""
 cpu1=$($R info cpu | awk -F: '/used_cpu_sys:|used_cpu_user:/{s+=$2} END{print s}')
 calls=$($R info commandstats | awk -F'[=,:]' '/^cmdstat_/{s+=$3} END{print s}')
-ev=$($R info commandstats | awk -F'[=,:]' '/^cmdstat_evalsha/{print $3}')
-echo "$WL C=$C N=$N jobs/s=$(echo "$N/($t1-$t0)" | bc) redis_cpu_us/job=$(echo "($cpu1-$cpu0)*1000000/$N" | bc) evalsha/job=$(echo "scale=2;$ev/$N"|bc) inner_cmds/job=$(echo "scale=1;$calls/$N"|bc) worker_cpu_s=$wcpu"
+ev=$($R info commandstats | awk -F'[=,:]' '/^cmdstat_(fcall|evalsha):/{s+=$3} END{print s+0}')
+echo "$WL C=$C N=$N jobs/s=$(echo "$N/($t1-$t0)" | bc) redis_cpu_us/job=$(echo "($cpu1-$cpu0)*1000000/$N" | bc) script_calls/job=$(echo "scale=2;$ev/$N"|bc) inner_cmds/job=$(echo "scale=1;$calls/$N"|bc) worker_cpu_s=$wcpu"
 if [ -n "$VERBOSE" ]; then $R info commandstats | sort -t= -k2 -n -r | head -20; $R memory usage "leasehold:{bench}:job:$($R zrange 'leasehold:{bench}:done' 0 0)"; $R object encoding "leasehold:{bench}:job:$($R zrange 'leasehold:{bench}:done' 0 0)"; fi
 [ -n "$KEEP" ] && echo "redis-server left running on port $PORT (pid $RP)"

@@ -112,6 +112,14 @@ fn fmt_int(x: f64) -> String {
 /// Per-command (calls, usec) since the last CONFIG RESETSTAT, minus this bench's own commands.
 type Stats = BTreeMap<String, (u64, u64)>;
 
+/// Script calls and their Redis µs: `FCALL` of the library plus `EVALSHA`.
+fn script_stat(s: &Stats) -> (u64, u64) {
+    ["fcall", "evalsha"]
+        .iter()
+        .filter_map(|c| s.get(*c))
+        .fold((0, 0), |(n, us), v| (n + v.0, us + v.1))
+}
+
 fn total_calls(s: &Stats) -> u64 {
     s.values().map(|v| v.0).sum()
 }
@@ -120,8 +128,10 @@ fn total_calls(s: &Stats) -> u64 {
 fn is_top_level(cmd: &str) -> bool {
     matches!(
         cmd,
-        "evalsha"
+        "fcall"
+            | "evalsha"
             | "eval"
+            | "function|load"
             | "blpop"
             | "ping"
             | "unwatch"
@@ -468,9 +478,9 @@ fn section_workloads(b: &mut Bench) -> Vec<(String, Vec<Run>)> {
             parts[2],
             m(&|r| total_calls(&r.stats) as f64 / nn),
             m(&|r| top_level_calls(&r.stats) as f64 / nn),
-            m(&|r| r.stats.get("evalsha").map_or(0, |v| v.0) as f64 / nn),
+            m(&|r| script_stat(&r.stats).0 as f64 / nn),
             m(&|r| r.redis_cpu * 1e6 / nn),
-            m(&|r| r.stats.get("evalsha").map_or(0, |v| v.1) as f64 / nn),
+            m(&|r| script_stat(&r.stats).1 as f64 / nn),
             m(&|r| r.worker_cpu * 1e6 / nn),
             m(&|r| 100.0 * r.redis_cpu / r.secs),
             m(&|r| 100.0 * r.worker_cpu / r.secs),
@@ -825,7 +835,7 @@ fn section_recovery(b: &mut Bench) {
     b.write(&s);
 }
 
-/// Runs `calls` invocations of `f`, returning (client ms per call, Redis evalsha µs per call, stats).
+/// Runs `calls` invocations of `f`, returning (client ms per call, Redis µs per script call, stats).
 fn measure<F>(b: &mut Bench, calls: usize, mut f: F) -> (f64, f64, Stats)
 where
     F: FnMut(&tokio::runtime::Runtime, usize),
@@ -837,7 +847,7 @@ where
     }
     let el = t.elapsed().as_secs_f64();
     let st = b.stats();
-    let ev = st.get("evalsha").map_or(0, |v| v.1) as f64;
+    let ev = script_stat(&st).1 as f64;
     (el * 1e3 / calls as f64, ev / calls as f64, st)
 }
 

@@ -16,7 +16,7 @@ use leasehold_testkit::{wait_until_async, RedisServer};
 use serde_json::json;
 use support::{
     command_calls, connect, enqueue, events, eventually, force_expire, get, job, lease_one, read,
-    zmembers, zscore, TTL, WAIT,
+    script_calls, zmembers, zscore, TTL, WAIT,
 };
 
 // ---- helpers ----------------------------------------------------------------
@@ -259,7 +259,7 @@ async fn bulk_enqueue_is_chunked_one_script_call_per_chunk_and_replies_in_order(
     assert_eq!(out.len(), 2500);
     assert!(out.iter().all(|e| e.created));
     assert_eq!(
-        command_calls(&srv, "evalsha"),
+        script_calls(&srv),
         3,
         "2,500 jobs are 3 chunks of at most 1,000: 3 script calls\n{}",
         srv.info("commandstats")
@@ -295,7 +295,7 @@ async fn bulk_enqueue_is_chunked_one_script_call_per_chunk_and_replies_in_order(
         .map(|i| job(if i % 2 == 0 { "even" } else { "odd" }, i))
         .collect();
     let out = q.enqueue_bulk(mixed).await.unwrap();
-    assert_eq!(command_calls(&srv, "evalsha"), 2);
+    assert_eq!(script_calls(&srv), 2);
     for (i, e) in out.iter().enumerate() {
         let j = read(&q, &e.id).await;
         assert_eq!(j.input, json!({ "n": i }));
@@ -728,11 +728,7 @@ async fn renew_reports_held_cancel_requested_and_lost_per_lease_in_one_call() {
     );
     reset_stats(&srv, &q).await;
     let replies = q.renew(&[&r, &le, &c, &f, &forged, &gone]).await.unwrap();
-    assert_eq!(
-        command_calls(&srv, "evalsha"),
-        1,
-        "one script call for the whole batch"
-    );
+    assert_eq!(script_calls(&srv), 1, "one script call for the whole batch");
     assert_eq!(
         replies,
         [

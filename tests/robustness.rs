@@ -619,8 +619,8 @@ async fn redis_killed_gives_transient_errors_and_the_same_queue_works_after_rest
         q.ping().await.is_ok()
     })
     .await;
-    // The data is gone (no persistence), and the script cache with it: the
-    // same Queue reloads its scripts transparently.
+    // The data is gone (no persistence), and the function library with it:
+    // the same Queue loads it again transparently.
     assert_eq!(get::<i64>(&srv, &["DBSIZE"]), 0);
     assert!(q.job(&id).await.unwrap().is_none());
     assert_eq!(
@@ -629,8 +629,8 @@ async fn redis_killed_gives_transient_errors_and_the_same_queue_works_after_rest
     );
     let id2 = enqueue(&q, job("p", 3)).await;
     assert!(
-        srv.info("commandstats").contains("cmdstat_script|load:"),
-        "the scripts were loaded again (SCRIPT LOAD after NOSCRIPT)"
+        srv.info("commandstats").contains("cmdstat_function|load:"),
+        "the library was loaded again (FUNCTION LOAD after 'Function not found')"
     );
     let l2 = lease_one(&q, "w", "p").await;
     assert_eq!(l2.job, id2);

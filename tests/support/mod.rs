@@ -69,6 +69,16 @@ pub(crate) fn command_calls(srv: &RedisServer, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Script calls counted by `INFO commandstats` since the last reset: `FCALL`
+/// of the function library, and `EVALSHA`/`EVAL` where scripts run on their own.
+#[allow(dead_code)]
+pub(crate) fn script_calls(srv: &RedisServer) -> u64 {
+    ["fcall", "evalsha", "eval"]
+        .iter()
+        .map(|c| command_calls(srv, c))
+        .sum()
+}
+
 // ---- the queue client ---------------------------------------------------------
 
 /// A `Queue` client for `queue` on the test server, with the default config.

@@ -7,6 +7,7 @@
 -- Numbers are plain decimal integers: digits only (no sign, fraction, exponent
 -- or spaces), at most 15 of them (below 10^15, exact as a Lua number: ms values
 -- up to ~31,000 years). Flags are '1' (true), '0' or '' (false).
+--- @include "lib/keys"
 
 -- The number in text `v` when it is a plain integer in [min, max] (max: none
 -- when nil); else nil.
@@ -45,11 +46,11 @@ end
 
 -- The error reply for the common ARGV (lib/keys) when one is malformed, else nil.
 local function common_args(script)
-  if not int_value(ARGV[1], 0) then return bad_arg(script, 'events max length (ARGV[1])', ARGV[1]) end
-  if not int_value(ARGV[2], 0) then return bad_arg(script, 'retention keep count (ARGV[2])', ARGV[2]) end
+  if not int_value(CALL_ARGV[1], 0) then return bad_arg(script, 'events max length (ARGV[1])', CALL_ARGV[1]) end
+  if not int_value(CALL_ARGV[2], 0) then return bad_arg(script, 'retention keep count (ARGV[2])', CALL_ARGV[2]) end
   -- '<keep age ms>' or '<keep age ms>:<input window ms>', each part digits
   -- (at most 15: read into KEEP_AGE_MS and INPUT_WINDOW_MS by lib/keys)
-  local ages = ARGV[3]
+  local ages = CALL_ARGV[3]
   if type(ages) ~= 'string' or #ages > 31
     or not (string.find(ages, '^%d+:%d+$') or string.find(ages, '^%d+$'))
     or string.find(ages, '%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d') then

@@ -25,8 +25,12 @@
 --- @include "lib/time"
 --- @include "lib/locks"
 
-local K_WAITING, K_LIMITS = BASE .. ':waiting', BASE .. ':limits'
 local GATE_KINDS = { slots = true, running = true, rate = true }
+
+-- The index of gates with waiting jobs, and the hash of their limits (named
+-- from KEYS[1] when called: no library file reads KEYS at its top level).
+local function waiting_index() return BASE .. ':waiting' end
+local function limits_key() return BASE .. ':limits' end
 
 -- The gates of a flow text, or nil when it is not one.
 local function gates_of(flow)
@@ -111,8 +115,8 @@ local function flow_wait(g, id, jk, score, k_delayed, now)
     redis.call('HSET', jk, 'waiting', 'rate ' .. g.name .. ' until ' .. fmt(at))
   else
     redis.call('ZADD', BASE .. ':waiting:' .. g.gate, score, id)
-    redis.call('SADD', K_WAITING, g.gate)
-    redis.call('HSET', K_LIMITS, g.gate, g.n)
+    redis.call('SADD', waiting_index(), g.gate)
+    redis.call('HSET', limits_key(), g.gate, g.n)
     redis.call('HSET', jk, 'waiting', g.kind .. ' ' .. g.name .. ' ' .. g.held .. '/' .. g.n)
   end
   return g.kind
@@ -122,7 +126,7 @@ end
 -- it in the waiting index once nobody waits. Returns whether a job was handed it.
 local function hand_off_gate(gate)
   local handed, empty = hand_off(BASE .. ':waiting:' .. gate)
-  if empty then redis.call('SREM', K_WAITING, gate) end
+  if empty then redis.call('SREM', waiting_index(), gate) end
   return handed
 end
 
@@ -164,8 +168,8 @@ end
 -- jobs were handed a slot.
 local function flow_sweep(dry)
   local handed = 0
-  for _, gate in ipairs(redis.call('SRANDMEMBER', K_WAITING, 16)) do
-    local n = tonumber(redis.call('HGET', K_LIMITS, gate)) or 1
+  for _, gate in ipairs(redis.call('SRANDMEMBER', waiting_index(), 16)) do
+    local n = tonumber(redis.call('HGET', limits_key(), gate)) or 1
     if dry then
       local free = n - redis.call('ZCARD', BASE .. ':' .. gate)
       handed = handed + math.max(0, math.min(free, redis.call('ZCARD', BASE .. ':waiting:' .. gate)))

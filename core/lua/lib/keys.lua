@@ -25,18 +25,38 @@
 -- the old terminal jobs retention deletes, and the jobs woken from a parked set.
 -- Every key of the job a single-job script is about is passed in KEYS.
 
-local BASE, K_LEASES, K_FENCE, K_EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_INPUTS, K_PARKED, K_DONE, K_STALE = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_ATTEMPTS = KEYS[9]
-local EVENTS_MAX = ARGV[1]
-local KEEP_COUNT = tonumber(ARGV[2]) or 0
-local KEEP_AGE_MS = tonumber(string.match(ARGV[3] or '', '^(%d+)')) or 0
-local INPUT_WINDOW_MS = tonumber(string.match(ARGV[3] or '', '^%d+:(%d+)$')) or 0
+-- These names are bound afresh at the start of every run by bind_call (the
+-- registry makes it a script's first statement): a script may be loaded once
+-- as a function library and run many times, so nothing read from KEYS or ARGV
+-- is kept from one run to the next, and no library file reads them at its top
+-- level.
+local BASE, K_LEASES, K_FENCE, K_EVENTS, K_INPUTS, K_PARKED, K_DONE, K_STALE, K_ATTEMPTS
+local EVENTS_MAX, KEEP_COUNT, KEEP_AGE_MS, INPUT_WINDOW_MS
 -- The outcome of the latest job of each input key, kept after its job ended
 -- (and after retention deleted it) for INPUT_WINDOW_MS: `outcomes` hash
 -- input key -> '<job id> <SUCCEEDED|FAILED|CANCELLED|RESOLVED>', `outcomes:at`
 -- zset input key -> when it was recorded (ms). Derived from KEYS[1].
-local K_OUTCOMES, K_OUTCOMES_AT = BASE .. ':outcomes', BASE .. ':outcomes:at'
+local K_OUTCOMES, K_OUTCOMES_AT
+-- The jobs set aside as unreadable (lib/quarantine). Derived from KEYS[1].
+local K_QUARANTINE, K_QUARANTINE_WHY
+-- The run's ARGV, for the checks of the common ARGV (lib/args).
+local CALL_ARGV
+
+-- Binds the names above to this run's KEYS and ARGV.
+local function bind_call(keys, argv)
+  BASE, K_LEASES, K_FENCE, K_EVENTS = keys[1], keys[2], keys[3], keys[4]
+  K_INPUTS, K_PARKED, K_DONE, K_STALE = keys[5], keys[6], keys[7], keys[8]
+  K_ATTEMPTS = keys[9]
+  CALL_ARGV = argv
+  EVENTS_MAX = argv[1]
+  KEEP_COUNT = tonumber(argv[2]) or 0
+  local ages = argv[3] or ''
+  KEEP_AGE_MS = tonumber(string.match(ages, '^(%d+)')) or 0
+  INPUT_WINDOW_MS = tonumber(string.match(ages, '^%d+:(%d+)$')) or 0
+  local base = BASE or ''
+  K_OUTCOMES, K_OUTCOMES_AT = base .. ':outcomes', base .. ':outcomes:at'
+  K_QUARANTINE, K_QUARANTINE_WHY = base .. ':quarantine', base .. ':quarantine:why'
+end
 
 local function job_key(id) return BASE .. ':job:' .. id end
 local function lock_key(res) return BASE .. ':lock:' .. res end

@@ -3,15 +3,12 @@
 -- are set aside on first sight instead of being leased, swept or indexed again:
 --   quarantine      zset  job id -> time it was set aside (ms)
 --   quarantine:why  hash  job id -> JSON {reason, field, at, from_index}
--- Both are named from KEYS[1]. The job's own key is left as it was found (it
+-- Both are named from KEYS[1] (lib/keys). The job's own key is left as it was found (it
 -- may not even be a hash): it is the evidence an operator repairs or purges.
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/moves"
 --- @include "lib/events"
-
-local K_QUARANTINE = BASE .. ':quarantine'
-local K_QUARANTINE_WHY = BASE .. ':quarantine:why'
 
 -- Whether `s` is well-formed UTF-8 (ASCII text takes the fast path).
 local function is_utf8(s)

@@ -8,6 +8,13 @@ end
 
 -- Redis TIME in ms, read once per script run (a script runs atomically).
 local NOW_MS, NOW_S = nil, nil
+
+-- Forgets the time read by the previous run (lib/call, at the start of each run).
+local function reset_clock()
+  NOW_MS, NOW_S = nil, nil
+end
+
+-- Redis TIME in ms, as read first in this run.
 local function now_ms()
   if NOW_MS == nil then
     local t = redis.call('TIME')

@@ -18,10 +18,11 @@ mod records;
 pub use flow::PauseChange;
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, aio::MultiplexedConnection, Script, ScriptInvocation, Value};
+use deadpool_redis::redis::{self, aio::MultiplexedConnection, RedisError, Value};
 use deadpool_redis::{Connection, Pool, PoolConfig, Runtime, Timeouts};
 
 use crate::config::QueueConfig;
@@ -30,10 +31,11 @@ use crate::id::JobId;
 use crate::state::JobState;
 use crate::transitions::Op;
 use crate::wire::args::millis;
+use crate::wire::call::ScriptCall;
 use crate::wire::keys::QueueKeys;
 use crate::wire::refusal::refusal;
 use crate::wire::reply::Reply;
-use crate::wire::scripts;
+use crate::wire::scripts::{self, LuaScript};
 
 /// A client of one queue. Cheap to clone; clones share the connection pool.
 #[derive(Clone)]
@@ -42,6 +44,9 @@ pub struct Queue {
     keys: QueueKeys,
     config: QueueConfig,
     shared: Arc<Mutex<Option<MultiplexedConnection>>>,
+    // set once the server turned out to have no functions (or to refuse
+    // them): scripts are then called with EVALSHA
+    eval_only: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -139,6 +144,7 @@ impl Queue {
             keys,
             config,
             shared: Arc::new(Mutex::new(None)),
+            eval_only: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -150,6 +156,7 @@ impl Queue {
             keys,
             config: self.config.clone(),
             shared: self.shared.clone(),
+            eval_only: self.eval_only.clone(),
         })
     }
 
@@ -202,20 +209,54 @@ impl Queue {
         Ok(())
     }
 
-    /// Loads every script into Redis's script cache (they are also loaded on first use).
+    /// Loads the scripts into Redis: the function library (`FUNCTION LOAD`),
+    /// or each script into the script cache where the server has no
+    /// functions. They are also loaded on first use.
     pub async fn load_scripts(&self) -> Result<()> {
-        let mut conn = self.conn().await?;
-        for (_, script) in scripts::all() {
+        let mut conn = self.shared_conn().await?;
+        if !self.eval_only.load(Ordering::Relaxed) && self.load_library(&mut conn).await? {
+            return Ok(());
+        }
+        for script in scripts::all() {
             let _: String = self
-                .timed(script.prepare_invoke().load_async(&mut conn))
+                .timed(script.eval.prepare_invoke().load_async(&mut conn))
                 .await?;
         }
         Ok(())
     }
 
-    /// An invocation of `script` with the fixed KEYS and the common ARGV.
-    pub(crate) fn invocation<'a>(&self, script: &'a Script) -> ScriptInvocation<'a> {
-        let mut inv = script.prepare_invoke();
+    /// Loads the function library; false when the server has no functions
+    /// or refuses them (scripts are then called with EVALSHA from now on).
+    async fn load_library(&self, conn: &mut MultiplexedConnection) -> Result<bool> {
+        let loaded: Result<String> = self
+            .timed(
+                redis::cmd("FUNCTION")
+                    .arg("LOAD")
+                    .arg(scripts::library_source())
+                    .query_async(conn),
+            )
+            .await;
+        match loaded {
+            Ok(_) => Ok(true),
+            Err(Error::Redis(e))
+                if detail_starts(&e, "Library") && detail_has(&e, "already exists") =>
+            {
+                Ok(true)
+            }
+            Err(Error::Redis(e)) if functions_unsupported(&e) => {
+                tracing::info!(
+                    "this Redis server does not run function libraries ({e}): scripts are called with EVALSHA"
+                );
+                self.eval_only.store(true, Ordering::Relaxed);
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A call of `script` with the fixed KEYS and the common ARGV.
+    pub(crate) fn invocation<'a>(&self, script: &'a LuaScript) -> ScriptCall<'a> {
+        let mut inv = ScriptCall::new(script);
         for key in self.keys.fixed() {
             inv.key(key);
         }
@@ -253,16 +294,41 @@ impl Queue {
         }
     }
 
-    /// Runs a script invocation on the shared connection.
-    pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value> {
+    /// Runs a script call on the shared connection: `FCALL` of its function,
+    /// loading the library first when the server does not have it (a new or
+    /// restarted server, `FUNCTION FLUSH`, a new version of this crate), or
+    /// `EVALSHA` where the server has no functions.
+    pub(crate) async fn invoke(&self, call: &ScriptCall<'_>) -> Result<Value> {
         let mut conn = self.shared_conn().await?;
-        let result = self.timed(inv.invoke_async::<Value>(&mut conn)).await;
+        let result = self.invoke_on(&mut conn, call).await;
         if let Err(e) = &result {
             if e.is_transient() {
                 self.forget_shared_conn();
             }
         }
         result
+    }
+
+    async fn invoke_on(
+        &self,
+        conn: &mut MultiplexedConnection,
+        call: &ScriptCall<'_>,
+    ) -> Result<Value> {
+        if !self.eval_only.load(Ordering::Relaxed) {
+            match self.timed(call.fcall().query_async::<Value>(conn)).await {
+                Err(Error::Redis(e)) if detail_starts(&e, "Function not found") => {
+                    if self.load_library(conn).await? {
+                        return self.timed(call.fcall().query_async::<Value>(conn)).await;
+                    }
+                }
+                Err(Error::Redis(e)) if functions_unsupported(&e) => {
+                    self.eval_only.store(true, Ordering::Relaxed);
+                }
+                other => return other,
+            }
+        }
+        self.timed(call.invocation().invoke_async::<Value>(conn))
+            .await
     }
 
     /// Maps a refusal reply (`NOT_FOUND`, `REFUSED`, `LOST`, `TERMINAL`, ...) to its error.
@@ -277,4 +343,23 @@ impl Queue {
     ) -> Error {
         refusal(&self.keys, script, op, job, to, status, reply)
     }
+}
+
+/// Whether the detail of error reply `e` starts with `text`.
+fn detail_starts(e: &RedisError, text: &str) -> bool {
+    e.detail().is_some_and(|d| d.trim_start().starts_with(text))
+}
+
+/// Whether the detail of error reply `e` contains `text`.
+fn detail_has(e: &RedisError, text: &str) -> bool {
+    e.detail().is_some_and(|d| d.contains(text))
+}
+
+/// Whether `e` says the server does not run function libraries: a server
+/// before Redis 7 (unknown command), or one whose ACL or configuration
+/// refuses `FCALL` / `FUNCTION LOAD`.
+fn functions_unsupported(e: &RedisError) -> bool {
+    e.code() == Some("NOPERM")
+        || detail_starts(e, "unknown command")
+        || detail_starts(e, "unknown subcommand")
 }

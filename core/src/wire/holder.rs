@@ -2,7 +2,7 @@
 //! (start, checkpoint, finish, release), each with its one argument builder and
 //! its one reply reader. `settle.lua` runs them, many per call or one.
 
-use deadpool_redis::redis::ScriptInvocation;
+use super::call::ScriptCall;
 
 use crate::error::{Error, Result};
 use crate::lease::{Finished, Lease, Outcome, Started};
@@ -102,7 +102,7 @@ impl<'a> HolderOp<'a> {
     /// Appends the operation's KEYS and ARGV to a settle invocation: the job
     /// key, the lock and parked keys when it has a resource, then the keys its
     /// kind needs; kind, token, resource, then its values (see `settle.lua`).
-    pub(crate) fn encode(&self, keys: &QueueKeys, inv: &mut ScriptInvocation<'_>) {
+    pub(crate) fn encode(&self, keys: &QueueKeys, inv: &mut ScriptCall<'_>) {
         let l = self.lease();
         let resource = l.resource.as_deref().filter(|r| !r.is_empty());
         inv.key(keys.job(l.job.as_str()));
@@ -192,7 +192,7 @@ impl<'a> HolderOp<'a> {
 
 /// The ready, delayed and wake keys of the lease's pipeline: a release and a
 /// finish that may queue the job again need them.
-fn requeue_keys(keys: &QueueKeys, lease: &Lease, inv: &mut ScriptInvocation<'_>) {
+fn requeue_keys(keys: &QueueKeys, lease: &Lease, inv: &mut ScriptCall<'_>) {
     inv.key(keys.ready(&lease.pipeline))
         .key(keys.delayed(&lease.pipeline))
         .key(keys.wake(&lease.pipeline));

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use deadpool_redis::redis::ScriptInvocation;
+use super::call::ScriptCall;
 
 use crate::error::{Error, Result};
 use crate::id::JobId;
@@ -38,7 +38,7 @@ impl LeaseRequest<'_> {
     }
 
     /// Appends the served pipelines' keys (ready, delayed, wake) to a settle invocation.
-    pub(crate) fn encode_keys(&self, keys: &QueueKeys, inv: &mut ScriptInvocation<'_>) {
+    pub(crate) fn encode_keys(&self, keys: &QueueKeys, inv: &mut ScriptCall<'_>) {
         for p in self.pipelines {
             inv.key(keys.ready(p))
                 .key(keys.delayed(p))
@@ -47,7 +47,7 @@ impl LeaseRequest<'_> {
     }
 
     /// Appends one fresh lease token per job asked for.
-    pub(crate) fn encode_tokens(&self, inv: &mut ScriptInvocation<'_>) {
+    pub(crate) fn encode_tokens(&self, inv: &mut ScriptCall<'_>) {
         for _ in 0..self.n {
             inv.arg(uuid::Uuid::new_v4().simple().to_string());
         }

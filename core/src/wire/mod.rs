@@ -7,6 +7,7 @@
 //! single-operation entry points of [`crate::Queue`] are settle calls of one.
 
 pub(crate) mod args;
+pub(crate) mod call;
 pub(crate) mod holder;
 pub mod keys;
 pub(crate) mod lease;
@@ -14,4 +15,4 @@ pub(crate) mod refusal;
 pub(crate) mod reply;
 pub(crate) mod scripts;
 
-pub use scripts::script_source;
+pub use scripts::{library_source, script_source};

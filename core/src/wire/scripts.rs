@@ -1,9 +1,15 @@
 //! The script registry: every Lua script, built once from its file under
-//! `core/lua/` and the shared files it includes, and called by SHA.
+//! `core/lua/` and the shared files it includes, in two forms of the same
+//! text: one function library holding every script (loaded once per server with
+//! `FUNCTION LOAD`, called with `FCALL`), and each script on its own for
+//! `EVALSHA` (servers without functions, and tests).
 //!
 //! A script names what it needs with `--- @include "lib/<name>"` lines; each
 //! included file's text is put in front of the script once, in dependency
-//! order. `gen/moves` is not a file: it is the transition table of
+//! order. Every script's first statement is `begin_call(KEYS, ARGV)`
+//! (`lib/call`, written here): the shared files define helpers only, and a run
+//! binds its own keys and arguments, so the library's helpers are built once
+//! per load instead of once per call. `gen/moves` is not a file: it is the transition table of
 //! [`crate::transitions`] written as Lua (`may`, `may_move`, `TERMINAL`),
 //! so the states each script accepts are the ones the Rust table lists.
 
@@ -19,6 +25,7 @@ use crate::transitions::{Op, TRANSITIONS};
 /// The Lua sources, by include name (path under `core/lua/` without `.lua`).
 const SOURCES: &[(&str, &str)] = &[
     ("lib/keys", include_str!("../../lua/lib/keys.lua")),
+    ("lib/call", include_str!("../../lua/lib/call.lua")),
     ("lib/time", include_str!("../../lua/lib/time.lua")),
     ("lib/ready", include_str!("../../lua/lib/ready.lua")),
     ("lib/indexes", include_str!("../../lua/lib/indexes.lua")),
@@ -184,15 +191,70 @@ fn expand_into(name: &str, seen: &mut HashSet<String>, out: &mut String) {
     }
 }
 
-/// The full text of the script `name`, includes resolved; `None` for an
-/// unknown name.
+/// The first statement of every script run (`lib/call`).
+const BEGIN_CALL: &str = "begin_call(KEYS, ARGV)\n";
+
+/// Appends what script `name` includes (and `lib/call`), each once, skipping
+/// those in `seen`; returns the script's own text.
+fn script_parts(name: &str, seen: &mut HashSet<String>, out: &mut String) -> String {
+    let text = source(name).unwrap_or_default();
+    expand_into("lib/call", seen, out);
+    for dep in includes(&text) {
+        expand_into(dep, seen, out);
+    }
+    text
+}
+
+/// The full text of the script `name` for `EVAL`, includes resolved; `None`
+/// for an unknown name.
 pub fn script_source(name: &str) -> Option<String> {
     if !SCRIPTS.contains(&name) {
         return None;
     }
     let mut out = String::new();
-    expand_into(name, &mut HashSet::new(), &mut out);
+    let text = script_parts(name, &mut HashSet::new(), &mut out);
+    out.push_str(BEGIN_CALL);
+    out.push_str(&text);
+    if !text.ends_with('\n') {
+        out.push('\n');
+    }
     Some(out)
+}
+
+/// Stands for the library's digest in its text until the digest is known.
+const DIGEST: &str = "@DIGEST@";
+
+/// The function library: every shared file once, then one function per
+/// script (`leasehold_<digest>_<script>`) whose body is the script's text.
+/// The digest (of the text itself) names the library and its functions, so
+/// workers of different versions of this crate each call their own.
+fn library() -> (String, String) {
+    let mut body = String::new();
+    let mut seen = HashSet::new();
+    let mut functions = String::new();
+    for name in SCRIPTS {
+        let text = script_parts(name, &mut seen, &mut body);
+        let _ = write!(
+            functions,
+            "redis.register_function('leasehold_{DIGEST}_{name}', function(KEYS, ARGV)\n\
+             {BEGIN_CALL}{text}\nend)\n"
+        );
+    }
+    body.push_str(&functions);
+    let digest = Script::new(&body).get_hash()[..16].to_owned();
+    let text = format!(
+        "#!lua name=leasehold_{digest}\n{}",
+        body.replace(DIGEST, &digest)
+    );
+    (text, digest)
+}
+
+/// The library's text and digest, built once.
+static LIBRARY: LazyLock<(String, String)> = LazyLock::new(library);
+
+/// The text of the function library (`FUNCTION LOAD`) holding every script.
+pub fn library_source() -> &'static str {
+    &LIBRARY.0
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
@@ -212,57 +274,75 @@ const SCRIPTS: [&str; 13] = [
     "limit",
 ];
 
+/// A script clients call: its function in the library, and its own text for
+/// `EVALSHA` where the server has no functions.
+pub(crate) struct LuaScript {
+    /// The script on its own, by SHA.
+    pub(crate) eval: Script,
+    /// Its function's name in the library.
+    pub(crate) function: String,
+}
+
+impl LuaScript {
+    fn new(name: &'static str) -> LuaScript {
+        LuaScript {
+            eval: Script::new(&script_source(name).unwrap_or_default()),
+            function: format!("leasehold_{}_{name}", LIBRARY.1),
+        }
+    }
+}
+
 macro_rules! script {
     ($name:literal) => {
-        LazyLock::new(|| Script::new(&script_source($name).unwrap_or_default()))
+        LazyLock::new(|| LuaScript::new($name))
     };
 }
 
 /// enqueue.lua
-pub(crate) static ENQUEUE: LazyLock<Script> = script!("enqueue");
+pub(crate) static ENQUEUE: LazyLock<LuaScript> = script!("enqueue");
 /// renew.lua
-pub(crate) static RENEW: LazyLock<Script> = script!("renew");
+pub(crate) static RENEW: LazyLock<LuaScript> = script!("renew");
 /// cancel.lua
-pub(crate) static CANCEL: LazyLock<Script> = script!("cancel");
+pub(crate) static CANCEL: LazyLock<LuaScript> = script!("cancel");
 /// sweep.lua
-pub(crate) static SWEEP: LazyLock<Script> = script!("sweep");
+pub(crate) static SWEEP: LazyLock<LuaScript> = script!("sweep");
 /// retry.lua
-pub(crate) static RETRY: LazyLock<Script> = script!("retry");
+pub(crate) static RETRY: LazyLock<LuaScript> = script!("retry");
 /// resolve.lua
-pub(crate) static RESOLVE: LazyLock<Script> = script!("resolve");
+pub(crate) static RESOLVE: LazyLock<LuaScript> = script!("resolve");
 /// purge.lua
-pub(crate) static PURGE: LazyLock<Script> = script!("purge");
+pub(crate) static PURGE: LazyLock<LuaScript> = script!("purge");
 /// claim_cleanup.lua
-pub(crate) static CLAIM_CLEANUP: LazyLock<Script> = script!("claim_cleanup");
+pub(crate) static CLAIM_CLEANUP: LazyLock<LuaScript> = script!("claim_cleanup");
 /// settle.lua: every holder operation (start, checkpoint, finish, release) and
 /// every lease, one or many per call.
-pub(crate) static SETTLE: LazyLock<Script> = script!("settle");
+pub(crate) static SETTLE: LazyLock<LuaScript> = script!("settle");
 /// quarantine_repair.lua: re-validates a quarantined job and requeues it.
-pub(crate) static QUARANTINE_REPAIR: LazyLock<Script> = script!("quarantine_repair");
+pub(crate) static QUARANTINE_REPAIR: LazyLock<LuaScript> = script!("quarantine_repair");
 /// quarantine_purge.lua: deletes a quarantined job and its records.
-pub(crate) static QUARANTINE_PURGE: LazyLock<Script> = script!("quarantine_purge");
+pub(crate) static QUARANTINE_PURGE: LazyLock<LuaScript> = script!("quarantine_purge");
 
 /// pause.lua: pauses or resumes a pipeline or a queue.
-pub(crate) static PAUSE: LazyLock<Script> = script!("pause");
+pub(crate) static PAUSE: LazyLock<LuaScript> = script!("pause");
 /// limit.lua: takes tokens from a named rate limiter inside a step.
-pub(crate) static LIMIT: LazyLock<Script> = script!("limit");
+pub(crate) static LIMIT: LazyLock<LuaScript> = script!("limit");
 
-/// Every script with its name, for preloading and tests.
-pub(crate) fn all() -> [(&'static str, &'static Script); 13] {
+/// Every script, for preloading without functions.
+pub(crate) fn all() -> [&'static LuaScript; 13] {
     [
-        ("enqueue", &ENQUEUE),
-        ("renew", &RENEW),
-        ("cancel", &CANCEL),
-        ("sweep", &SWEEP),
-        ("retry", &RETRY),
-        ("resolve", &RESOLVE),
-        ("purge", &PURGE),
-        ("claim_cleanup", &CLAIM_CLEANUP),
-        ("settle", &SETTLE),
-        ("quarantine_repair", &QUARANTINE_REPAIR),
-        ("quarantine_purge", &QUARANTINE_PURGE),
-        ("pause", &PAUSE),
-        ("limit", &LIMIT),
+        &ENQUEUE,
+        &RENEW,
+        &CANCEL,
+        &SWEEP,
+        &RETRY,
+        &RESOLVE,
+        &PURGE,
+        &CLAIM_CLEANUP,
+        &SETTLE,
+        &QUARANTINE_REPAIR,
+        &QUARANTINE_PURGE,
+        &PAUSE,
+        &LIMIT,
     ]
 }
 
@@ -282,8 +362,8 @@ mod tests {
                     .find(|l| l.contains("missing Lua include"))
                     .unwrap_or_default()
             );
-            let mut seen = HashSet::new();
-            expand_into(name, &mut seen, &mut String::new());
+            let mut seen = HashSet::from([name.to_owned()]);
+            script_parts(name, &mut seen, &mut String::new());
             used.extend(seen);
         }
         for (name, _) in SOURCES {
@@ -357,9 +437,10 @@ mod tests {
             if let Some(rest) = line.strip_prefix("local function ") {
                 names.extend(rest.split('(').next().map(str::to_owned));
             } else if let Some(rest) = line.strip_prefix("local ") {
-                if let Some((lhs, _)) = rest.split_once('=') {
-                    names.extend(lhs.split(',').map(|n| n.trim().to_owned()));
-                }
+                // `local A, B = ...` or a declaration `local A, B`
+                let lhs = rest.split_once('=').map_or(rest, |(lhs, _)| lhs);
+                let lhs = lhs.split("--").next().unwrap_or_default();
+                names.extend(lhs.split(',').map(|n| n.trim().to_owned()));
             }
         }
         names
@@ -391,6 +472,41 @@ mod tests {
             .filter(|w| !w.is_empty())
             .map(str::to_owned)
             .collect()
+    }
+
+    #[test]
+    fn no_two_shared_files_define_the_same_name() {
+        // the library holds every shared file in one chunk: a second
+        // definition of a name would silently replace the first for every
+        // script registered after it
+        let mut owner: std::collections::HashMap<String, &str> = Default::default();
+        let moves = moves_lua();
+        let files = SOURCES
+            .iter()
+            .filter(|(n, _)| n.starts_with("lib/") || n.starts_with("transitions/"))
+            .map(|(n, t)| (*n, *t))
+            .chain([("gen/moves", moves.as_str())]);
+        for (name, text) in files {
+            for defined in top_level_names(text) {
+                if let Some(first) = owner.insert(defined.clone(), name) {
+                    panic!("{defined} is defined by {first} and by {name}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_library_registers_every_script_once() {
+        let lib = library_source();
+        assert!(lib.starts_with("#!lua name=leasehold_"));
+        for name in SCRIPTS {
+            let register = format!(
+                "'leasehold_{}_{name}', function(KEYS, ARGV)\n{BEGIN_CALL}",
+                LIBRARY.1
+            );
+            assert_eq!(lib.matches(&register).count(), 1, "{name}");
+        }
+        assert!(!lib.contains(DIGEST));
     }
 
     #[test]
