@@ -56,12 +56,18 @@ async fn a_resource_limit_of_three_admits_three_and_hands_each_freed_slot_to_the
     let base = q.keys().base().to_owned();
     let ids = enqueue_all(
         &q,
-        (0..6).map(|i| flowed("p", i, &limit(3), Some("wh"))).collect(),
+        (0..6)
+            .map(|i| flowed("p", i, &limit(3), Some("wh")))
+            .collect(),
     )
     .await;
     let leased = q.lease("w1", &["p"], 10, TTL).await.unwrap();
     let held: Vec<&JobId> = leased.leases.iter().map(|l| &l.job).collect();
-    assert_eq!(held, [&ids[0], &ids[1], &ids[2]], "the three oldest hold the slots");
+    assert_eq!(
+        held,
+        [&ids[0], &ids[1], &ids[2]],
+        "the three oldest hold the slots"
+    );
     assert_eq!(leased.waits.resource_limit, 3);
     assert_eq!(leased.parked, 0, "a limit above 1 takes no lock");
     assert_eq!(get::<i64>(&srv, &["EXISTS", &q.keys().lock("wh")]), 0);
@@ -96,8 +102,16 @@ async fn a_resource_limit_of_three_admits_three_and_hands_each_freed_slot_to_the
 async fn a_limit_of_one_is_the_plain_lock_with_its_key_layout() {
     let srv = RedisServer::start();
     let q = connect(&srv, "one").await;
-    let a = q.enqueue(flowed("p", 1, &limit(1), Some("r"))).await.unwrap().id;
-    let b = q.enqueue(flowed("p", 2, &limit(1), Some("r"))).await.unwrap().id;
+    let a = q
+        .enqueue(flowed("p", 1, &limit(1), Some("r")))
+        .await
+        .unwrap()
+        .id;
+    let b = q
+        .enqueue(flowed("p", 2, &limit(1), Some("r")))
+        .await
+        .unwrap()
+        .id;
     let leased = lease(&q, "w", 10).await;
     assert_eq!(leased.len(), 1);
     assert_eq!(
@@ -172,7 +186,11 @@ async fn a_rate_limit_gives_each_waiting_job_its_exact_start_time_once() {
     let order: Vec<&JobId> = started.iter().map(|(j, _)| j).collect();
     assert_eq!(order, ids.iter().collect::<Vec<_>>());
     for w in started.windows(2) {
-        assert!(w[1].1 - w[0].1 >= 100, "starts {} ms apart", w[1].1 - w[0].1);
+        assert!(
+            w[1].1 - w[0].1 >= 100,
+            "starts {} ms apart",
+            w[1].1 - w[0].1
+        );
     }
 }
 
@@ -185,7 +203,9 @@ async fn a_paused_pipeline_leases_nothing_until_resumed_and_both_are_events() {
     assert_eq!(running.len(), 1);
     let scope = PauseScope::Pipeline("p".into());
     assert_eq!(
-        q.pause(&scope, "ops", "warehouse maintenance").await.unwrap(),
+        q.pause(&scope, "ops", "warehouse maintenance")
+            .await
+            .unwrap(),
         PauseChange::Paused
     );
     assert_eq!(
@@ -238,7 +258,9 @@ async fn a_holder_whose_lease_expired_frees_its_slot_and_a_stale_one_keeps_it_un
     let base = q.keys().base().to_owned();
     let ids = enqueue_all(
         &q,
-        (0..4).map(|i| flowed("p", i, &limit(2), Some("wh"))).collect(),
+        (0..4)
+            .map(|i| flowed("p", i, &limit(2), Some("wh")))
+            .collect(),
     )
     .await;
     let held = lease(&q, "dead", 10).await;
@@ -251,10 +273,18 @@ async fn a_holder_whose_lease_expired_frees_its_slot_and_a_stale_one_keeps_it_un
     assert_eq!(report.moves.len(), 2);
     // the LEASED one went back to QUEUED and freed its slot; the waiter got it
     let slots = format!("{base}:slots:wh");
-    assert_eq!(zscore(&srv, &slots, ids[1].as_str()), Some(1.0), "STALE keeps its slot");
+    assert_eq!(
+        zscore(&srv, &slots, ids[1].as_str()),
+        Some(1.0),
+        "STALE keeps its slot"
+    );
     assert_eq!(zscore(&srv, &slots, ids[0].as_str()), None);
     let next = lease(&q, "w", 10).await;
-    assert_eq!(next.len(), 1, "one slot free, the other held by the STALE job");
+    assert_eq!(
+        next.len(),
+        1,
+        "one slot free, the other held by the STALE job"
+    );
     assert!(lease(&q, "w", 10).await.is_empty());
     // the operator resolves the STALE job: its slot goes to the next waiter
     q.resolve(&ids[1], JobState::Failed, "ops", "checked the warehouse")
@@ -271,7 +301,9 @@ async fn a_cancelled_waiter_leaves_its_waiting_set_and_a_slot_is_never_stranded(
     let base = q.keys().base().to_owned();
     let ids = enqueue_all(
         &q,
-        (0..4).map(|i| flowed("p", i, &limit(2), Some("wh"))).collect(),
+        (0..4)
+            .map(|i| flowed("p", i, &limit(2), Some("wh")))
+            .collect(),
     )
     .await;
     let held = lease(&q, "w", 10).await;
@@ -325,7 +357,12 @@ struct ShopCalls {
     times: Arc<Mutex<Vec<(String, Instant)>>>,
 }
 
-#[pipeline(queue = "shops", rate = "20/s", limiter = "shop-api:{shop}", max_running = 4)]
+#[pipeline(
+    queue = "shops",
+    rate = "20/s",
+    limiter = "shop-api:{shop}",
+    max_running = 4
+)]
 impl ShopCalls {
     #[step]
     async fn call(&self, ctx: &StepContext, input: &Call) -> Result<(), StepError> {
@@ -346,15 +383,23 @@ impl ShopCalls {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn declared_flow_control_reaches_the_jobs_and_a_step_shares_its_limiter() {
     let srv = RedisServer::start();
-    let client = Client::connect(&srv.url(), QueueConfig::default()).await.unwrap();
-    let job = job_for::<ShopCalls>(&Call { shop: "acme".into(), i: 0 }).unwrap();
+    let client = Client::connect(&srv.url(), QueueConfig::default())
+        .await
+        .unwrap();
+    let job = job_for::<ShopCalls>(&Call {
+        shop: "acme".into(),
+        i: 0,
+    })
+    .unwrap();
     assert_eq!(
         job.flow.as_deref(),
         Some("running:4:shop_calls rate:50:shop-api:acme")
     );
     let times = Arc::new(Mutex::new(Vec::new()));
     let worker = Worker::builder(srv.url())
-        .pipeline(ShopCalls { times: times.clone() })
+        .pipeline(ShopCalls {
+            times: times.clone(),
+        })
         .concurrency(4)
         .build()
         .await
@@ -368,7 +413,10 @@ async fn declared_flow_control_reaches_the_jobs_and_a_step_shares_its_limiter() 
         for shop in ["acme", "zeta"] {
             ids.push(
                 client
-                    .enqueue::<ShopCalls>(&Call { shop: shop.into(), i })
+                    .enqueue::<ShopCalls>(&Call {
+                        shop: shop.into(),
+                        i,
+                    })
                     .await
                     .unwrap()
                     .id,
@@ -394,7 +442,11 @@ async fn declared_flow_control_reaches_the_jobs_and_a_step_shares_its_limiter() 
     // (4 starts + 12 calls per shop), while the two shops ran side by side
     let times = times.lock().unwrap().clone();
     for shop in ["acme", "zeta"] {
-        let mine: Vec<Instant> = times.iter().filter(|(s, _)| s == shop).map(|(_, t)| *t).collect();
+        let mine: Vec<Instant> = times
+            .iter()
+            .filter(|(s, _)| s == shop)
+            .map(|(_, t)| *t)
+            .collect();
         assert_eq!(mine.len(), 12);
         let span = *mine.last().unwrap() - mine[0];
         assert!(

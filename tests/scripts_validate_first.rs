@@ -533,6 +533,18 @@ async fn enqueue_refuses_every_malformed_argument_before_writing() {
     add(&mut cases, 13, &["x", "-1", "", "0", "1.5"], Refused); // max attempts
     add(&mut cases, 14, &["", "keep", "HOLD"], Refused); // stale lock policy
     add(&mut cases, 15, &["x", "2", "yes"], Refused); // rerun flag
+    add(
+        &mut cases,
+        16,
+        &["x", "slots:0:r", "lock:3:r", "slots:3"],
+        Refused,
+    ); // flow gates
+    add(
+        &mut cases,
+        16,
+        &["slots:3:r running:2:p rate:100:api"],
+        Accepted,
+    );
     run_cases(&srv, "enqueue", &cases, || async {
         // a job already there, so that the call has something to get wrong
         enqueue(&q, job("p", 0)).await;
@@ -559,6 +571,7 @@ async fn enqueue_refuses_every_malformed_argument_before_writing() {
                 "3",
                 "hold",
                 "0",
+                "",
             ],
         )
     })

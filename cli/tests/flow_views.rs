@@ -44,10 +44,11 @@ async fn operators_see_why_jobs_wait_and_pause_and_resume() {
     // two take the resource's slots, the third waits for one
     let held = q.lease("w", &["load"], 10, TTL).await.unwrap();
     assert_eq!(held.leases.len(), 2);
-    cli(&srv, &["show", ids[2].as_str()])
-        .await
-        .ok()
-        .shows(&["waiting", "resource wh at its limit (2/2 held)", "slots:2:wh"]);
+    cli(&srv, &["show", ids[2].as_str()]).await.ok().shows(&[
+        "waiting",
+        "resource wh at its limit (2/2 held)",
+        "slots:2:wh",
+    ]);
     cli(&srv, &["jobs", "--state", "queued"])
         .await
         .ok()
@@ -58,10 +59,20 @@ async fn operators_see_why_jobs_wait_and_pause_and_resume() {
         .shows(&["1 waiting: resource wh at limit 2/2"]);
 
     // pause the pipeline: recorded, shown, and the waiting job says so
-    cli(&srv, &["pause", "loads", "--pipeline", "load", "--reason", "warehouse maintenance"])
-        .await
-        .ok()
-        .shows(&["paused pipeline load of queue loads"]);
+    cli(
+        &srv,
+        &[
+            "pause",
+            "loads",
+            "--pipeline",
+            "load",
+            "--reason",
+            "warehouse maintenance",
+        ],
+    )
+    .await
+    .ok()
+    .shows(&["paused pipeline load of queue loads"]);
     cli(&srv, &["status", "--queue", "loads"])
         .await
         .ok()
@@ -71,8 +82,16 @@ async fn operators_see_why_jobs_wait_and_pause_and_resume() {
         .await
         .ok()
         .shows(&["paused (pipeline load) since", "warehouse maintenance"]);
-    assert!(q.lease("w", &["load"], 10, TTL).await.unwrap().leases.is_empty());
-    let status = cli(&srv, &["--json", "status", "--queue", "loads"]).await.ok().json();
+    assert!(q
+        .lease("w", &["load"], 10, TTL)
+        .await
+        .unwrap()
+        .leases
+        .is_empty());
+    let status = cli(&srv, &["--json", "status", "--queue", "loads"])
+        .await
+        .ok()
+        .json();
     let pauses = &status[0]["pauses"];
     assert_eq!(pauses[0]["scope"]["scope"], "pipeline", "{status}");
     assert_eq!(pauses[0]["reason"], "warehouse maintenance");
@@ -84,7 +103,10 @@ async fn operators_see_why_jobs_wait_and_pause_and_resume() {
         .await
         .ok()
         .shows(&["was not paused"]);
-    assert_eq!(q.lease("w", &["load"], 10, TTL).await.unwrap().leases.len(), 1);
+    assert_eq!(
+        q.lease("w", &["load"], 10, TTL).await.unwrap().leases.len(),
+        1
+    );
 
     // the dashboard: the API needs the token, pauses the queue, the page shows it
     let dash = Dashboard::start(&srv.url(), &[], Some(TOKEN)).await;
@@ -110,7 +132,14 @@ async fn operators_see_why_jobs_wait_and_pause_and_resume() {
     assert_eq!(v["by"], "dashboard:alice");
     let pauses = q.pauses().await.unwrap();
     assert_eq!(pauses[0].scope, PauseScope::Queue);
-    let page = c.get(dash.url("/")).send().await.unwrap().text().await.unwrap();
+    let page = c
+        .get(dash.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(page.contains("the whole queue"), "{page}");
     assert!(page.contains("freeze"));
     let detail = c
@@ -128,7 +157,11 @@ async fn operators_see_why_jobs_wait_and_pause_and_resume() {
         .send()
         .await
         .unwrap();
-    assert!(r.status().is_success() || r.status().is_redirection(), "{}", r.status());
+    assert!(
+        r.status().is_success() || r.status().is_redirection(),
+        "{}",
+        r.status()
+    );
     assert!(q.pauses().await.unwrap().is_empty());
     dash.stop().await;
 }

@@ -214,7 +214,9 @@ pub fn describe_wait(waiting: &str, now: Option<i64>) -> String {
         "slots" => format!("resource {name} at its limit ({rest} held)"),
         "running" => format!("pipeline {name} at max_running ({rest} running)"),
         "rate" => {
-            let at = rest.strip_prefix("until ").and_then(|ms| ms.parse::<i64>().ok());
+            let at = rest
+                .strip_prefix("until ")
+                .and_then(|ms| ms.parse::<i64>().ok());
             match (at, now) {
                 (Some(at), Some(now)) if at > now => {
                     format!("rate limited by {name} until {at} (in {} ms)", at - now)
@@ -266,10 +268,7 @@ mod tests {
         };
         assert_eq!(
             all.gates("p", Some("r"), Some("api:acme")).unwrap(),
-            (
-                None,
-                Some("slots:3:r running:2:p rate:100:api:acme".into())
-            )
+            (None, Some("slots:3:r running:2:p rate:100:api:acme".into()))
         );
     }
 }

@@ -133,7 +133,9 @@ impl NewJob {
         }
         if let Some(flow) = &self.flow {
             if flow.is_empty() || flow.chars().any(|c| c == '{' || c == '}' || c.is_control()) {
-                return Err(Error::InvalidArgument(format!("flow {flow:?} lists no gates")));
+                return Err(Error::InvalidArgument(format!(
+                    "flow {flow:?} lists no gates"
+                )));
             }
         }
         if let Some(key) = &self.input_key {

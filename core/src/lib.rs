@@ -45,26 +45,26 @@ pub mod worker;
 pub use wire::keys;
 
 pub use client::{job_for, Client, Enqueue};
-pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
 pub use config::{QueueConfig, Retention};
 pub use contract::{Contract, EnqueueOptions};
 pub use error::{Error, Result};
+pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
 pub use id::JobId;
 pub use inspect::{
-    cancel_status, discover_queues, CancelOutcome, CancelStatus, Event, EventFollower, Inspector,
-    JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
-    GateStatus, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
+    cancel_status, discover_queues, CancelOutcome, CancelStatus, Event, EventFollower, GateStatus,
+    Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
+    PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
 };
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;
 pub use lease::{
-    Cancelled, Finished, FlowWaits, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport,
-    SweptJob, UnreadableLease,
+    Cancelled, Finished, FlowWaits, Lease, Leased, Outcome, Renewal, RetryMode, Started,
+    SweepReport, SweptJob, UnreadableLease,
 };
 pub use metrics::Metrics;
 pub use pipeline::{
-    queue_of, BoxFuture, CleanupContext, CleanupReason, Limiter, Pipeline, PipelineOptions, PipelineSpec,
-    RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
+    queue_of, BoxFuture, CleanupContext, CleanupReason, Limiter, Pipeline, PipelineOptions,
+    PipelineSpec, RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
 pub use queue::{
     connect_pool, escape_bytes, EnqueueStatus, Enqueued, PauseChange, QuarantineEntry, Queue,

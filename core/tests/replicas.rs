@@ -1688,7 +1688,10 @@ async fn enqueue_flowed(
 ) -> JobId {
     let input = json!({ "label": label, "resource": resource, "steps": steps });
     let (resource, gates) = flow.gates("etl", resource, None).expect("gates");
-    let mut new = NewJob::new("etl", &input).unwrap().max_attempts(3).flow(gates);
+    let mut new = NewJob::new("etl", &input)
+        .unwrap()
+        .max_attempts(3)
+        .flow(gates);
     if let Some(r) = resource {
         new = new.resource(r);
     }
@@ -1700,7 +1703,11 @@ fn job_intervals(sp: &[Span]) -> BTreeMap<String, (u64, u64)> {
     let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for s in sp {
         let e = out.entry(s.job.clone()).or_insert((u64::MAX, 0));
-        let (from, to) = if s.ev == "begin" { (s.t, s.t) } else { (s.begin, s.t) };
+        let (from, to) = if s.ev == "begin" {
+            (s.t, s.t)
+        } else {
+            (s.begin, s.t)
+        };
         e.0 = e.0.min(from);
         e.1 = e.1.max(to);
     }
@@ -1751,12 +1758,25 @@ async fn four_replicas_under_a_resource_limit_of_three_overlap_exactly_three() {
     let mut ids = Vec::new();
     for i in 0..18 {
         ids.push(
-            enqueue_flowed(&queue, &format!("j{i}"), Some("wh"), quick_steps(40), &resource_limit(3))
-                .await,
+            enqueue_flowed(
+                &queue,
+                &format!("j{i}"),
+                Some("wh"),
+                quick_steps(40),
+                &resource_limit(3),
+            )
+            .await,
         );
     }
     // a job on another resource is not held back by wh's limit
-    let other = enqueue_flowed(&queue, "other", Some("wh-2"), quick_steps(40), &resource_limit(3)).await;
+    let other = enqueue_flowed(
+        &queue,
+        "other",
+        Some("wh-2"),
+        quick_steps(40),
+        &resource_limit(3),
+    )
+    .await;
     ids.push(other.clone());
     wait_all(&queue, &ids, JobState::Succeeded).await;
     let sp = spans(&queue).await;
@@ -1773,7 +1793,10 @@ async fn four_replicas_under_a_resource_limit_of_three_overlap_exactly_three() {
         "at most three jobs hold wh at once, and three do"
     );
     let by_replica: BTreeSet<&str> = sp.iter().map(|s| s.label.as_str()).collect();
-    assert!(by_replica.len() >= 2, "the work spread over replicas: {by_replica:?}");
+    assert!(
+        by_replica.len() >= 2,
+        "the work spread over replicas: {by_replica:?}"
+    );
     let base = queue.keys().base().to_owned();
     let holders: i64 = query(&queue, redis::cmd("ZCARD").arg(format!("{base}:slots:wh"))).await;
     assert_eq!(holders, 0, "every slot was given back");
@@ -1792,7 +1815,16 @@ async fn killed_holder_frees_its_slot_at_lease_expiry() {
     let limit = resource_limit(2);
     let mut ids = Vec::new();
     for i in 0..3 {
-        ids.push(enqueue_flowed(&queue, &format!("j{i}"), Some("wh"), quick_steps(20), &limit).await);
+        ids.push(
+            enqueue_flowed(
+                &queue,
+                &format!("j{i}"),
+                Some("wh"),
+                quick_steps(20),
+                &limit,
+            )
+            .await,
+        );
     }
     // a replica leases both slots and dies before starting either
     let mut dead = Replica::spawn(
@@ -1876,10 +1908,18 @@ async fn pause_lets_running_jobs_finish_and_leases_nothing_until_resume() {
         }
     })
     .await;
-    let rest: Vec<JobId> = ids.iter().filter(|i| !running.contains(i)).cloned().collect();
+    let rest: Vec<JobId> = ids
+        .iter()
+        .filter(|i| !running.contains(i))
+        .cloned()
+        .collect();
     assert!(!rest.is_empty());
     for id in &rest {
-        assert_eq!(state(&queue, id).await, JobState::Queued, "{id} waits while paused");
+        assert_eq!(
+            state(&queue, id).await,
+            JobState::Queued,
+            "{id} waits while paused"
+        );
         assert!(spans_of(&queue, id).await.is_empty(), "{id} never started");
     }
     let pauses = queue.pauses().await.unwrap();
@@ -1904,7 +1944,16 @@ async fn limits_and_pauses_survive_a_redis_restart_with_aof() {
     let limit = resource_limit(2);
     let mut ids = Vec::new();
     for i in 0..8 {
-        ids.push(enqueue_flowed(&queue, &format!("j{i}"), Some("wh"), quick_steps(100), &limit).await);
+        ids.push(
+            enqueue_flowed(
+                &queue,
+                &format!("j{i}"),
+                Some("wh"),
+                quick_steps(100),
+                &limit,
+            )
+            .await,
+        );
     }
     // a paused pipeline stays paused through the restart
     let scope = PauseScope::Pipeline("etl".into());
@@ -1918,7 +1967,10 @@ async fn limits_and_pauses_survive_a_redis_restart_with_aof() {
     let mut b = Replica::worker("replica-b", &srv.url(), &[("resource-limit", "2")]);
     a.ready().await;
     b.ready().await;
-    let leased = queue.lease("probe", &["etl"], 8, Duration::from_secs(5)).await.unwrap();
+    let leased = queue
+        .lease("probe", &["etl"], 8, Duration::from_secs(5))
+        .await
+        .unwrap();
     assert!(leased.leases.is_empty(), "paused after the restart");
     queue.resume(&scope, "ops", "go").await.unwrap();
     // mid-run: both slots held, then Redis restarts under the replicas
@@ -1935,7 +1987,10 @@ async fn limits_and_pauses_survive_a_redis_restart_with_aof() {
     tokio::task::block_in_place(|| srv.restart());
     let queue = client(&srv.url()).await;
     let holders: i64 = query(&queue, redis::cmd("ZCARD").arg(format!("{base}:slots:wh"))).await;
-    assert!(holders <= 2, "the holders came back with the data: {holders}");
+    assert!(
+        holders <= 2,
+        "the holders came back with the data: {holders}"
+    );
     wait_all(&queue, &ids, JobState::Succeeded).await;
     assert!(
         max_overlap(job_intervals(&spans(&queue).await).values()) <= 2,
@@ -1981,14 +2036,19 @@ async fn a_rate_of_ten_per_second_holds_over_thirty_seconds_and_is_reached() {
         if done >= 301 {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "only {done} done after 60 s");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "only {done} done after 60 s"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let mut leased_at = Vec::new();
     for id in &ids {
         let t: Option<i64> = query(
             &queue,
-            redis::cmd("HGET").arg(queue.keys().job(id.as_str())).arg("leased_at"),
+            redis::cmd("HGET")
+                .arg(queue.keys().job(id.as_str()))
+                .arg("leased_at"),
         )
         .await;
         leased_at.extend(t);
@@ -2001,11 +2061,19 @@ async fn a_rate_of_ten_per_second_holds_over_thirty_seconds_and_is_reached() {
     }
     let in_30s = leased_at.iter().filter(|t| **t < t0 + 30_000).count();
     let busiest = (0..leased_at.len())
-        .map(|i| leased_at[i..].iter().take_while(|u| **u < leased_at[i] + 1000).count())
+        .map(|i| {
+            leased_at[i..]
+                .iter()
+                .take_while(|u| **u < leased_at[i] + 1000)
+                .count()
+        })
         .max()
         .unwrap_or(0);
     eprintln!("rate 10/s: {in_30s} starts in the first 30 s, at most {busiest} in any 1 s window");
-    assert!(in_30s >= 270, "{in_30s} starts in 30 s: at least 9 per second");
+    assert!(
+        in_30s >= 270,
+        "{in_30s} starts in 30 s: at least 9 per second"
+    );
     for r in &mut replicas {
         r.stop_cleanly(WAIT).await;
     }

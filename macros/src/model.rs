@@ -275,7 +275,9 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
                 if let Some(lit) = errors.ok(setting.string("\"10/s\"")) {
                     match check_rate(&lit.value()) {
                         Ok(()) => model.flow.rate = Some(lit),
-                        Err(why) => errors.at(lit.span(), format!("bad rate {:?}: {why}", lit.value())),
+                        Err(why) => {
+                            errors.at(lit.span(), format!("bad rate {:?}: {why}", lit.value()))
+                        }
                     }
                 }
             }

@@ -33,7 +33,10 @@ pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
                 state.push_str(" (cancel requested)");
             }
             if let (leasehold_core::JobState::Queued, Some(w)) = (j.state, &j.waiting) {
-                state.push_str(&format!(" ({})", leasehold_core::flow::describe_wait(w, None)));
+                state.push_str(&format!(
+                    " ({})",
+                    leasehold_core::flow::describe_wait(w, None)
+                ));
             }
             t.row(vec![
                 j.id.to_string(),

@@ -81,7 +81,9 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
             .chain(s.gates.iter().map(|g| {
                 let what = match g.kind.as_str() {
                     "slots" => format!("resource {} at limit {}/{}", g.name, g.held, g.limit),
-                    "running" => format!("pipeline {} at max_running {}/{}", g.name, g.held, g.limit),
+                    "running" => {
+                        format!("pipeline {} at max_running {}/{}", g.name, g.held, g.limit)
+                    }
                     _ => format!("{} {}/{}", g.gate, g.held, g.limit),
                 };
                 format!("{} waiting: {what}", g.waiting)

@@ -4,14 +4,14 @@ use std::collections::HashSet;
 
 use deadpool_redis::redis;
 
+use super::LockInfo;
 use super::{
     cancel_status, Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, Page, CHUNK,
     MAX_EXAMINED,
 };
 use crate::error::Result;
-use crate::id::JobId;
-use super::LockInfo;
 use crate::flow::{describe_wait, PauseScope};
+use crate::id::JobId;
 use crate::state::JobState;
 
 impl Inspector {

@@ -4,11 +4,11 @@
 use deadpool_redis::redis;
 use deadpool_redis::Connection;
 
+use super::GateStatus;
 use super::{
     Inspector, OldestWaiting, PipelineWaiting, QueueStatus, StateCounts, Unreadable, CHUNK,
     MAX_LEASES, STATUS_STALE_LIMIT, TERMINAL_SAMPLE,
 };
-use super::GateStatus;
 use crate::error::Result;
 use crate::record::Millis;
 use crate::state::JobState;

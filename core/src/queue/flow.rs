@@ -65,13 +65,21 @@ impl Queue {
                 check_name("pipeline name", p)?;
                 ("pipeline", p.clone(), vec![p.clone()])
             }
-            PauseScope::Queue => ("queue", self.name().to_owned(), self.known_pipelines().await?),
+            PauseScope::Queue => (
+                "queue",
+                self.name().to_owned(),
+                self.known_pipelines().await?,
+            ),
         };
         let mut inv = self.invocation(&scripts::PAUSE);
         for p in &pipelines {
             inv.key(self.keys.ready(p)).key(self.keys.wake(p));
         }
-        inv.arg(action).arg(scope_name).arg(&name).arg(by).arg(reason);
+        inv.arg(action)
+            .arg(scope_name)
+            .arg(&name)
+            .arg(by)
+            .arg(reason);
         let mut reply = Reply::new("pause", self.invoke(&inv).await?)?;
         let _ok = reply.text()?;
         match reply.text()?.as_str() {
@@ -90,9 +98,7 @@ impl Queue {
     /// pipeline the pause did not know of). One `HEXISTS` when nothing is paused.
     pub(crate) async fn apply_queue_pause(&self, pipeline: &str) -> Result<()> {
         let mut conn = self.conn().await?;
-        let paused: bool = self
-            .timed(conn.hexists(self.paused_key(), "queue"))
-            .await?;
+        let paused: bool = self.timed(conn.hexists(self.paused_key(), "queue")).await?;
         if paused {
             let mut inv = self.invocation(&scripts::PAUSE);
             inv.key(self.keys.ready(pipeline))
