@@ -5,7 +5,7 @@
 -- the waiting set of the concurrency gate at its limit, or in its delayed set
 -- until the start time a rate gate gave it. A pipeline whose ready set is
 -- headed by a pause marker (a member starting with '{', which no job id can:
--- see lib/pause) is paused: its jobs stay where they are. A call
+-- see pause.lua) is paused: its jobs stay where they are. A call
 -- that empties the ready sets deletes the wake-up tokens of the pipelines with
 -- no delayed job either: they were pushed for jobs that are now taken, and an
 -- idle worker woken by one would only find nothing.
