@@ -562,9 +562,16 @@ fn section_workloads(b: &mut Bench) -> Vec<(String, Vec<Run>)> {
 fn section_handoff(b: &mut Bench) {
     let keep = b.settings.n;
     let mut s = String::new();
-    let _ = writeln!(s, "## 1b. Hand-off: N jobs queued on one resource, one worker (C = 10), median of {}\n", b.settings.reps);
+    let _ = writeln!(
+        s,
+        "## 1b. Hand-off: N jobs queued on one resource, one worker (C = 10), median of {}\n",
+        b.settings.reps
+    );
     let _ = writeln!(s, "Commands and Redis CPU from the worker's spawn to the last job SUCCEEDED (worker start-up included, which dominates N = 1).\n");
-    let _ = writeln!(s, "| N | jobs/s from spawn | cmds/job (+Lua) | Redis µs CPU/job |");
+    let _ = writeln!(
+        s,
+        "| N | jobs/s from spawn | cmds/job (+Lua) | Redis µs CPU/job |"
+    );
     let _ = writeln!(s, "|---|---|---|---|");
     for n in [1u64, 100, 1_000] {
         b.settings.n = n;

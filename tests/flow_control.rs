@@ -455,3 +455,24 @@ async fn declared_flow_control_reaches_the_jobs_and_a_step_shares_its_limiter() 
         );
     }
 }
+
+#[tokio::test]
+async fn a_sweep_that_requeues_a_holder_hands_its_resource_on_once() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "handonce").await;
+    let ids = enqueue_all(&q, (0..3).map(|i| job("p", i).resource("r")).collect()).await;
+    let held = lease(&q, "w", 10).await;
+    assert_eq!(held.len(), 1);
+    force_expire(&srv, &q, &ids[0]);
+    let report = q.sweep(100).await.unwrap();
+    assert_eq!(report.requeued, 1);
+    assert_eq!(
+        report.unparked, 0,
+        "the release handed it on; the pass over parked did not again"
+    );
+    assert_eq!(
+        zmembers(&srv, &q.keys().ready("p")),
+        [ids[0].as_str(), ids[1].as_str()]
+    );
+    assert_eq!(zmembers(&srv, &q.keys().parked("r")), [ids[2].as_str()]);
+}

@@ -41,7 +41,13 @@ if now_cancelled then
   redis.call('ZREM', k_delayed, id)
   if res ~= '' then
     redis.call('ZREM', KEYS[13], id)
-    if redis.call('EXISTS', KEYS[13]) == 0 then redis.call('SREM', K_PARKED, res) end
+    if redis.call('EXISTS', lock_key(res)) == 0 then
+      -- nobody holds the resource: this job may be the waiter a release handed
+      -- it to, so the next waiter gets it now
+      unpark_at(KEYS[13], res)
+    elseif redis.call('EXISTS', KEYS[13]) == 0 then
+      redis.call('SREM', K_PARKED, res)
+    end
   end
   flow_forget(f[7], id)
   redis.call('HSET', jk, 'cancel_reason', reason, 'cancel_at', fmt(now), 'cancel_by', who)

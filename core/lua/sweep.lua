@@ -37,6 +37,8 @@ local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', fmt(now), 'LIMIT',
 local requeued, cancelled, stale, unparked, purged = 0, 0, 0, 0, 0
 local moves = {}
 local events = event_log(true)
+-- resources this call released: each was handed to its next waiter already
+local released = {}
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   local f, bad_key = read_job(jk, { 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
@@ -60,7 +62,10 @@ for _, id in ipairs(expired) do
       if f then
         -- the old holder is refused from now on
         redis.call('HDEL', jk, 'token', 'lease_deadline')
-        if f[3] and f[3] ~= '' and not name_problem(f[3]) then release_lock(f[3], id) end
+        if f[3] and f[3] ~= '' and not name_problem(f[3]) then
+          release_lock(f[3], id)
+          released[f[3]] = true
+        end
         if type(f[10]) == 'string' then flow_release(f[10], id) end
       end
       quarantine(events, id, why, field, 'leases', f and f[1], f and f[5], f and f[6])
@@ -107,12 +112,14 @@ for _, id in ipairs(expired) do
     if to == 'CANCELLED' then
       append_attempt(id, f[5], attempt_record(jk, 'CANCELLED', now, { reason = why }))
       release_lock(res, id)
+      released[res] = true
       flow_release(f[10], id)
       redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
       make_terminal(jk, id, 'CANCELLED', now)
       emit(events, 'sweep', id, f[5], 'LEASED', 'CANCELLED', worker, why .. '; cancel requested: ' .. cancel)
     elseif to == 'QUEUED' then
       release_lock(res, id)
+      released[res] = true
       flow_release(f[10], id)
       redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
       redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
@@ -128,6 +135,7 @@ for _, id in ipairs(expired) do
       if res ~= '' then
         if f[9] == 'release' then
           release_lock(res, id)
+          released[res] = true
         elseif redis.call('GET', lock_key(res)) == id then
           redis.call('PERSIST', lock_key(res))
         end
@@ -141,7 +149,7 @@ end
 -- first waiter of each is handed it
 local resources = redis.call('SRANDMEMBER', K_PARKED, 16)
 for _, res in ipairs(resources) do
-  if redis.call('EXISTS', lock_key(res)) == 0 then
+  if not released[res] and redis.call('EXISTS', lock_key(res), handed_key(res)) == 0 then
     if dry then
       unparked = unparked + math.min(1, redis.call('ZCARD', parked_key(res)))
     elseif unpark(res) then

@@ -12,7 +12,8 @@
 -- to its ready set and wakes its pipeline's idle workers; entries of jobs that
 -- are no longer QUEUED (or gone) are dropped on the way, a few at most per call
 -- (the sweeper's pass over waiting resources gets the rest). Returns whether a
--- job was handed the resource, and whether the waiting set is now empty.
+-- job was handed the resource, whether the waiting set is now empty, and the
+-- job handed it.
 local function hand_off(wk)
   for _ = 1, 4 do
     local h = redis.call('ZPOPMIN', wk)
@@ -21,17 +22,27 @@ local function hand_off(wk)
     if may('lease', f[1]) and f[2] then
       redis.call('ZADD', ready_key(f[2]), h[2], h[1])
       wake(wake_key(f[2]))
-      return true, redis.call('EXISTS', wk) == 0
+      return true, redis.call('EXISTS', wk) == 0, h[1]
     end
   end
   return false, false
 end
 
+-- How long the sweeper's pass leaves a resource alone after a release handed
+-- it to a waiter (that job is on its way to a worker through its ready set).
+local HANDED_MS = 30000
+
+-- The marker of a resource just handed to its next waiter (`handed:<res>`:
+-- that job's id, for HANDED_MS), so the sweeper's pass does not hand it on a
+-- second time meanwhile.
+local function handed_key(res) return BASE .. ':handed:' .. res end
+
 -- Hands `res` (parked set `pk`) to its next waiter; forgets the resource in
 -- the parked index once nobody waits. Returns whether a job was handed it.
 local function unpark_at(pk, res)
-  local handed, empty = hand_off(pk)
+  local handed, empty, id = hand_off(pk)
   if empty then redis.call('SREM', K_PARKED, res) end
+  if handed and not empty then redis.call('SET', handed_key(res), id, 'PX', HANDED_MS) end
   return handed
 end
 

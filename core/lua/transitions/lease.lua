@@ -80,10 +80,10 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
 
   local out = { -1, now_s(), 0, 0, 0, 0, 0 }
   local taken, scanned, parked = 0, 0, 0
-  -- jobs set aside by flow control, by cause; pipelines found paused
-  local waits, paused = { slots = 0, running = 0, rate = 0 }, 0
-  -- jobs this call took a flow gate for (not yet in the lease index)
-  local fresh = {}
+  -- jobs set aside by flow control, by cause (a table only once one is); pipelines found paused
+  local waits, paused = nil, 0
+  -- jobs this call took a flow gate for (not yet in the lease index; a table only when used)
+  local fresh = nil
   local limit = n * 4 + 16
   -- jobs taken by this call: id, job key, HMGET fields
   local ids, jks, fields = {}, {}, {}
@@ -124,9 +124,11 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
     end
     f[9] = last_out
     if gates then
+      fresh = fresh or {}
       local g = flow_blocker(gates, jk, now, fresh)
       if g then
         local cause = flow_wait(g, id, jk, score, delayed_keys[p], now)
+        waits = waits or { slots = 0, running = 0, rate = 0 }
         waits[cause] = waits[cause] + 1
         return
       end
@@ -149,8 +151,8 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
 
   -- whether every ready set was found empty (or paused)
   local drained = false
-  -- the served pipelines found paused (several pipelines)
-  local paused_p = {}
+  -- the served pipelines found paused (several pipelines; a table only when one is)
+  local paused_p = nil
   while taken < n and scanned < limit do
     if pairs_n == 1 then
       -- one pipeline: pop as many as are still wanted at once
@@ -177,6 +179,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
         local h = redis.call('ZRANGE', ready_keys[p], 0, 0, 'WITHSCORES')
         if h[1] and string.byte(h[1]) == 123 then
           -- paused (a pause marker heads its ready set): counted once per call
+          paused_p = paused_p or {}
           if not paused_p[p] then
             paused_p[p] = true
             paused = paused + 1
@@ -244,6 +247,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
   end
   if next_due then out[1] = fmt(next_due) end
   out[3] = parked
-  out[4], out[5], out[6], out[7] = waits.slots, waits.running, waits.rate, paused
+  if waits then out[4], out[5], out[6] = waits.slots, waits.running, waits.rate end
+  out[7] = paused
   return out
 end
