@@ -14,8 +14,9 @@
 //!    one worker process at concurrency 10 and 50 → jobs/s (from spawn, and steady = first
 //!    completion to last), Redis commands/job, Redis CPU/job, worker CPU/job, memory per
 //!    retained terminal job; enqueue/s one by one and bulk.
-//! 1b. Hand-off: 1, 100 and 1,000 jobs queued on one resource (workload `one`) →
-//!    Redis commands and µs per job (flat: a release hands the lock to the next waiter).
+//!    Then the hand-off (1b): 1, 100 and 1,000 jobs queued on one resource (workload
+//!    `one`) → Redis commands and µs per job (flat: a release hands the lock to the next
+//!    waiter).
 //! 2. Pickup latency enqueue → RUNNING at a fixed arrival rate (1,000 jobs/s for 10 s).
 //! 3. Recovery latency after `kill -9` of a worker holding leases (TTL 2 s, another
 //!    replica sweeping every 500 ms), and of a holder that died right after leasing.
