@@ -792,3 +792,133 @@ async fn claim_cleanup_refuses_every_malformed_argument_before_writing() {
     })
     .await;
 }
+
+/// The schedule hash of `s` in queue `vf` as `schedule_register` leaves it,
+/// with its cursor at 1000 ms.
+fn registered_schedule(srv: &RedisServer, q: &Queue) {
+    let k = q.keys();
+    let _: () = get(
+        srv,
+        &[
+            "HSET",
+            &k.schedule("s"),
+            "pipeline",
+            "p",
+            "definition",
+            "{}",
+            "digest",
+            "abcd",
+            "cursor",
+            "1000",
+            "next_due",
+            "2000",
+            "paused",
+            "0",
+        ],
+    );
+}
+
+#[tokio::test]
+async fn schedule_tick_refuses_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let mut cases = common_cases();
+    add(&mut cases, 4, &[""], Refused); // queue
+    add(&mut cases, 5, &[""], Refused); // pipeline
+    add(&mut cases, 6, &[""], Refused); // schedule name
+    add(&mut cases, 7, &[""], Refused); // digest
+    add(&mut cases, 8, &["", "fire", "TICK"], Refused); // mode
+    add(&mut cases, 9, &NOT_COUNTS, Refused); // expected cursor
+    add(&mut cases, 10, &["", "some", "ALL"], Refused); // catch-up policy
+    add(&mut cases, 11, &["", "queue"], Refused); // overlap policy
+    add(&mut cases, 12, &NOT_COUNTS, Refused); // grace
+    add(&mut cases, 13, &["x", "-1", "1.5"], Refused); // next due
+    add(&mut cases, 14, &NOT_COUNTS, Refused); // left-out count
+    add(&mut cases, 15, &ODD_TEXT, Accepted); // by
+    add(&mut cases, 16, &NOT_POSITIVE, Refused); // window count
+    add(&mut cases, 16, &["2"], Refused); // not the windows given
+    add(&mut cases, 17, &["x", "2000", "500", "1500"], Refused); // window start
+    add(&mut cases, 18, &["x", "1000", "-1"], Refused); // window end
+    add(&mut cases, 19, &[""], Refused); // job id
+    add(&mut cases, 20, &ODD_TEXT, Accepted); // input
+    add(&mut cases, 23, &["x", "-1", "", "256"], Refused); // priority
+    add(&mut cases, 24, &NOT_COUNTS, Refused); // delay ms
+    add(&mut cases, 25, &["x", "0", ""], Refused); // max attempts
+    add(&mut cases, 26, &["", "keep"], Refused); // stale lock policy
+    add(&mut cases, 27, &["x", "2"], Refused); // rerun flag
+    run_cases(&srv, "schedule_tick", &cases, || async {
+        registered_schedule(&srv, &q);
+        let id = JobId::new();
+        let keys = [
+            k.schedule("s"),
+            k.schedules(),
+            k.schedule_ticks("s"),
+            k.ready("p"),
+            k.delayed("p"),
+            k.wake("p"),
+            k.job(id.as_str()),
+        ];
+        call(
+            &q,
+            &keys,
+            &[
+                "vf",
+                "p",
+                "s",
+                "abcd",
+                "tick",
+                "1000",
+                "all",
+                "allow",
+                "60000",
+                "3000",
+                "0",
+                "w",
+                "1",
+                "1000",
+                "2000",
+                id.as_str(),
+                "{\"n\":1}",
+                "s:1000",
+                "",
+                "0",
+                "0",
+                "1",
+                "hold",
+                "0",
+            ],
+        )
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn schedule_register_and_state_refuse_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let keys = [k.schedule("s"), k.schedules(), k.schedule_ticks("s")];
+    let mut cases = common_cases();
+    add(&mut cases, 4, &[""], Refused); // name
+    add(&mut cases, 5, &[""], Refused); // pipeline
+    add(&mut cases, 6, &["", "[1]", "x"], Refused); // definition
+    add(&mut cases, 7, &["", "xyz!"], Refused); // digest
+    add(&mut cases, 8, &NOT_COUNTS, Refused); // initial cursor
+    add(&mut cases, 9, &["x", "-1", "1.5"], Refused); // next due
+    add(&mut cases, 10, &ODD_TEXT, Accepted); // by
+    run_cases(&srv, "schedule_register", &cases, || async {
+        call(&q, &keys, &["s", "p", "{}", "abcd", "1000", "2000", "w"])
+    })
+    .await;
+    let mut cases = common_cases();
+    add(&mut cases, 4, &[""], Refused); // name
+    add(&mut cases, 5, &["", "stop", "PAUSE"], Refused); // action
+    add(&mut cases, 6, &ODD_TEXT, Accepted); // by
+    add(&mut cases, 7, &ODD_TEXT, Accepted); // reason
+    run_cases(&srv, "schedule_state", &cases, || async {
+        registered_schedule(&srv, &q);
+        call(&q, &keys, &["s", "pause", "w", "why"])
+    })
+    .await;
+}

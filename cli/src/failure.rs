@@ -114,9 +114,10 @@ pub fn classify(shown_url: &str, e: Error) -> Failure {
             Failure::UnknownJob(format!("job {job} not found in queue {queue}"))
         }
         Error::InvalidArgument(m) => Failure::Usage(m),
-        e @ (Error::InvalidInput { .. } | Error::UnregisteredPipeline { .. }) => {
-            Failure::Usage(e.to_string())
-        }
+        e @ (Error::InvalidInput { .. }
+        | Error::UnregisteredPipeline { .. }
+        | Error::UnknownSchedule { .. }
+        | Error::Schedule(_)) => Failure::Usage(e.to_string()),
         other => Failure::Other(other.to_string()),
     }
 }

@@ -209,6 +209,16 @@ pub enum Command {
     /// list them with why, requeue one once fixed, or delete one.
     #[command(subcommand)]
     Quarantine(QuarantineCommand),
+    /// Schedules the workers registered: next due, last window, last job and
+    /// its state, paused, counts; pause, resume, trigger a window, recent ticks.
+    Schedules {
+        /// What to do (default: list).
+        #[command(subcommand)]
+        action: Option<ScheduleCommand>,
+        /// Only this queue (default: every queue).
+        #[arg(long, global = true)]
+        queue: Option<String>,
+    },
     /// Delete terminal jobs beyond the retention policy (--keep-count, --keep-age).
     Purge {
         /// Only this queue (default: every queue).
@@ -217,6 +227,49 @@ pub enum Command {
         /// Most jobs deleted per queue.
         #[arg(long, default_value_t = 10_000)]
         batch: usize,
+    },
+}
+
+/// `schedules` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Every schedule (the default).
+    List,
+    /// The latest tick records of one schedule: enqueued, caught up, skipped, missed, delayed, actions.
+    Ticks {
+        /// The schedule.
+        name: String,
+        /// How many.
+        #[arg(long, default_value_t = 30)]
+        limit: usize,
+    },
+    /// Pause a schedule: its ticks are recorded as skipped until it is resumed.
+    Pause {
+        /// The schedule.
+        name: String,
+        /// Why (recorded).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Resume a paused schedule.
+    Resume {
+        /// The schedule.
+        name: String,
+        /// Why (recorded).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Enqueue one window now: the latest due one, or the one starting at
+    /// --window. Idempotent on the window's input key.
+    Trigger {
+        /// The schedule.
+        name: String,
+        /// The window's start (RFC 3339, or a UTC civil time).
+        #[arg(long)]
+        window: Option<String>,
+        /// Run a window whose job SUCCEEDED again.
+        #[arg(long)]
+        rerun: bool,
     },
 }
 
@@ -528,6 +581,23 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
         Command::Quarantine(QuarantineCommand::Purge { job, queue }) => {
             commands::quarantine::purge(ctx, &job_id(&job)?, queue.as_deref()).await
         }
+        Command::Schedules { action, queue } => match action.unwrap_or(ScheduleCommand::List) {
+            ScheduleCommand::List => commands::schedules::list(ctx, queue).await,
+            ScheduleCommand::Ticks { name, limit } => {
+                commands::schedules::ticks(ctx, &name, queue, limit).await
+            }
+            ScheduleCommand::Pause { name, reason } => {
+                commands::schedules::set_paused(ctx, &name, queue, true, &reason).await
+            }
+            ScheduleCommand::Resume { name, reason } => {
+                commands::schedules::set_paused(ctx, &name, queue, false, &reason).await
+            }
+            ScheduleCommand::Trigger {
+                name,
+                window,
+                rerun,
+            } => commands::schedules::trigger(ctx, &name, queue, window, rerun).await,
+        },
         Command::Dashboard(args) => dashboard::run(ctx, args).await,
     }
 }

@@ -87,6 +87,17 @@ pub enum Error {
         /// What was unexpected.
         detail: String,
     },
+    /// No schedule by that name is registered in the queue.
+    #[error("no schedule {schedule} in queue {queue} (a worker serving its pipeline registers it on start)")]
+    UnknownSchedule {
+        /// The queue.
+        queue: String,
+        /// The schedule.
+        schedule: String,
+    },
+    /// A schedule could not be declared or evaluated.
+    #[error(transparent)]
+    Schedule(#[from] crate::schedule::ScheduleError),
     /// The caller passed something leasehold cannot accept.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod queue;
 pub mod record;
+pub mod schedule;
 pub mod settle;
 pub mod state;
 pub mod template;
@@ -73,6 +74,7 @@ pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,
     StepDone,
 };
+pub use schedule::{CatchUp, Overlap, Schedule, ScheduleError, Window};
 pub use settle::{HolderOp, HolderReply, LeaseRequest, Settled};
 pub use state::JobState;
 pub use template::{KeyTemplate, TemplateError};
@@ -81,6 +83,8 @@ pub use worker::{shutdown_signal, sweep_queues, Worker, WorkerBuilder};
 
 /// The `redis` crate leasehold uses (re-exported from `deadpool-redis`).
 pub use deadpool_redis::redis;
+/// The time library of schedules' windows ([`Window`] holds `jiff::Timestamp`s).
+pub use jiff;
 /// The JSON Schema derive for pipeline inputs (`#[derive(leasehold::schemars::JsonSchema)]`
 /// with `#[schemars(crate = "leasehold::schemars")]`).
 pub use schemars;

@@ -79,6 +79,26 @@ pub struct StateLabels {
     pub state: String,
 }
 
+/// Labels of a schedule's tick.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TickLabels {
+    /// The queue.
+    pub queue: String,
+    /// The schedule.
+    pub schedule: String,
+    /// `enqueued`, `caught_up`, `skipped`, `missed` or `delayed`.
+    pub outcome: String,
+}
+
+/// Labels: queue and schedule.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScheduleLabels {
+    /// The queue.
+    pub queue: String,
+    /// The schedule.
+    pub schedule: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds_histogram() -> Histogram {
@@ -111,6 +131,10 @@ pub struct Metrics {
     pub jobs_active: Family<PipelineLabels, Gauge>,
     /// Jobs by state, as read from Redis (dashboard).
     pub jobs_by_state: Family<StateLabels, Gauge>,
+    /// Schedule windows this process claimed, by outcome.
+    pub schedule_ticks: Family<TickLabels, Counter>,
+    /// Time from a window's due time to its enqueue, on Redis's clock.
+    pub schedule_lag_seconds: HistogramFamily<ScheduleLabels>,
 }
 
 impl Default for Metrics {
@@ -182,8 +206,23 @@ impl Metrics {
             "Jobs by state, read from Redis",
             jobs_by_state.clone(),
         );
+        let schedule_ticks = Family::<TickLabels, Counter>::default();
+        registry.register(
+            "schedule_ticks",
+            "Schedule windows this process claimed, by outcome",
+            schedule_ticks.clone(),
+        );
+        let schedule_lag_seconds: HistogramFamily<ScheduleLabels> =
+            Family::new_with_constructor(seconds_histogram);
+        registry.register(
+            "schedule_lag_seconds",
+            "Time from a schedule window's due time to its enqueue (Redis clock)",
+            schedule_lag_seconds.clone(),
+        );
         Metrics {
             registry: root,
+            schedule_ticks,
+            schedule_lag_seconds,
             transitions,
             step_seconds,
             queue_wait_seconds,

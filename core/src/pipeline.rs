@@ -475,6 +475,13 @@ pub trait Pipeline: Send + Sync + 'static {
         None
     }
 
+    /// The pipeline's schedules (`#[pipeline(schedule(...))]`): every worker
+    /// serving it registers them on start and runs their ticks. An error
+    /// (a bad zone, a bad static input) fails the worker's build.
+    fn schedules() -> Result<Vec<crate::schedule::Schedule>, crate::schedule::ScheduleError> {
+        Ok(Vec::new())
+    }
+
     /// The resource whose lock the job takes, built from the input.
     fn resource_key(_input: &Self::Input) -> Option<String> {
         None

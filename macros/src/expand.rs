@@ -226,6 +226,10 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
         });
         let run_step = run_step(model);
         let cleanup = cleanup(model);
+        let schedules = model
+            .schedule
+            .as_ref()
+            .map(|d| crate::schedule::expand(d, &model.name, input));
         quote! {
             #(#templates)*
             fn input_schema() -> ::core::option::Option<::leasehold::__private::serde_json::Value> {
@@ -233,7 +237,7 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
                 use ::leasehold::__private::schema::{WithSchema as _, WithoutSchema as _};
                 (&::leasehold::__private::schema::Probe::<#input>::NEW).input_schema()
             }
-            #resource_key #input_key #limiter_key #run_step #cleanup
+            #resource_key #input_key #limiter_key #schedules #run_step #cleanup
         }
     } else {
         quote! {

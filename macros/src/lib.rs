@@ -16,6 +16,7 @@ mod expand;
 mod model;
 mod options;
 mod parse;
+mod schedule;
 mod template;
 
 /// Turns an inherent `impl` block of async methods into a leasehold pipeline.
@@ -120,6 +121,20 @@ mod template;
 /// | `multiplier` | number ≥ 1 | `2.0` | growth of the wait per attempt |
 /// | `jitter` | number in 0..=1 | `0.2` | random spread of the wait (± this fraction) |
 /// | `on_stale` | `"hold"` or `"release"` | `"hold"` | whether a STALE job keeps its resource lock |
+/// | `schedule(...)` | see below | none | ticks that each enqueue one job for a time window |
+///
+/// `schedule(cron = "30 2 * * *", zone = "Europe/Berlin", ...)` or
+/// `schedule(every = "1h", ...)` makes every worker serving the pipeline
+/// register the schedule on start and enqueue, once per tick and by whichever
+/// replica comes first, a job for the window `[previous tick, tick)`. The cron
+/// literal (5 fields, or 6 with seconds first) is checked at compile time. The
+/// input type must have a `window: leasehold::Window` field (a compile error
+/// at `schedule` otherwise); the static `input` (a JSON object) fills the rest.
+/// Settings: `name` (default: the pipeline's name), `cron` or `every`, `zone`
+/// (IANA, default UTC), `start` / `end` (RFC 3339), `catch_up` (`"all"`,
+/// `"latest"` (default), `"none"`), `catch_up_max` (with `"all"`), `overlap`
+/// (`"allow"` (default), `"skip"`, `"wait"`), `grace` (default `"60s"`),
+/// `input`.
 ///
 /// A template is text with `{field}` placeholders over the fields of the input
 /// type (`{a.b}` for nested fields, `{0}` for tuple structs; `{{` and `}}` are

@@ -34,6 +34,8 @@ pub(crate) struct Model {
     pub input_key: Option<Template>,
     /// Flow control: `resource_limit`, `max_running`, `rate`, `limiter`.
     pub flow: Flow,
+    /// `schedule(...)`, when declared.
+    pub schedule: Option<crate::schedule::ScheduleDecl>,
     /// The job input type, from the first step's `&Input` parameter.
     pub input: Option<Type>,
     pub steps: Vec<Step>,
@@ -104,6 +106,7 @@ const PIPELINE_KEYS: &[&str] = &[
     "max_running",
     "rate",
     "limiter",
+    "schedule",
 ];
 
 const STEP_KEYS: &[&str] = &["timeout", "retry"];
@@ -133,6 +136,7 @@ pub(crate) fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> 
         resource: None,
         input_key: None,
         flow: Flow::default(),
+        schedule: None,
         input: None,
         steps: Vec::new(),
         cleanup: None,
@@ -286,6 +290,7 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
                 limiter_at = Some(setting.key.span());
             }
             "input_key" => model.input_key = read_template(&setting, false, errors),
+            "schedule" => model.schedule = crate::schedule::read(&setting, errors),
             "lease_ttl" => {
                 if let Some((ttl, span)) = errors.ok(setting.duration()) {
                     if ttl.is_zero() {

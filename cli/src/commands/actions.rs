@@ -39,7 +39,7 @@ pub(crate) async fn cancel(ctx: &Ctx, id: &JobId, queue: Option<&str>, reason: &
             &json!({"job": id, "queue": q.name(), "outcome": outcome, "state": state, "by": ctx.by}),
         );
     }
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -65,7 +65,7 @@ pub(crate) async fn retry(
             &json!({"job": id, "queue": q.name(), "attempt": attempt, "mode": mode_name, "state": JobState::Queued, "by": ctx.by}),
         );
     }
-    println!("{}", wording::retried(id, attempt, mode));
+    outln!("{}", wording::retried(id, attempt, mode));
     Ok(())
 }
 
@@ -89,6 +89,6 @@ pub(crate) async fn resolve(
             &json!({"job": id, "queue": q.name(), "state": state, "by": ctx.by, "reason": reason}),
         );
     }
-    println!("{}", wording::resolved(id, state));
+    outln!("{}", wording::resolved(id, state));
     Ok(())
 }

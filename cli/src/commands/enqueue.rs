@@ -141,7 +141,7 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
                 "created": done.created, "status": done.status, "previous": done.previous,
             }));
         }
-        println!("{}", said(&done, &q));
+        outln!("{}", said(&done, &q));
         return Ok(());
     };
     // the range form (clap makes --from, --to and --step go with the template)
@@ -211,7 +211,7 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
             "jobs": listed,
         }));
     }
-    println!(
+    outln!(
         "{total} windows of {} from {from} to {to} in queue {}: {}",
         args.pipeline,
         q.name(),

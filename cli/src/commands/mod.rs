@@ -1,14 +1,30 @@
 //! The commands: each reads through `leasehold_core::inspect` or acts through
 //! the `Queue` client (the same Lua scripts the workers use). One module per
 //! family: `views` read, `actions` act on one job, `enqueue` adds jobs,
-//! `upkeep` sweeps and purges, `flow` pauses and resumes, `quarantine` lists, repairs and purges
-//! unreadable jobs. (`main` dispatches; `dashboard` is a command of
-//! its own.)
+//! `upkeep` sweeps and purges, `flow` pauses and resumes queues and pipelines, `quarantine` lists, repairs and purges
+//! unreadable jobs, `schedules` lists, pauses, resumes and triggers
+//! schedules. (`main` dispatches; `dashboard` is a command of its own.)
+
+/// `println!` for command output: a reader that closed the pipe ends the
+/// command quietly (see `out`) instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::commands::out(&format!("{}\n", format_args!($($arg)*)))?
+    };
+}
+
+/// `print!` for command output, as [`outln`] without the newline.
+macro_rules! outp {
+    ($($arg:tt)*) => {
+        $crate::commands::out(&format!($($arg)*))?
+    };
+}
 
 mod actions;
 mod enqueue;
 mod flow;
 pub(crate) mod quarantine;
+pub(crate) mod schedules;
 mod upkeep;
 mod views;
 

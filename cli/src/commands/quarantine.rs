@@ -35,7 +35,7 @@ pub(crate) async fn list(ctx: &Ctx, queues: &[String]) -> Outcome {
             .collect();
         return print_json(&listed);
     }
-    print!("{}", render::quarantine(&rows));
+    outp!("{}", render::quarantine(&rows));
     Ok(())
 }
 
@@ -62,7 +62,7 @@ pub(crate) async fn repair(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcom
             &json!({"job": id, "queue": q.name(), "pipeline": pipeline, "state": "QUEUED", "by": ctx.by}),
         );
     }
-    println!("job {id} repaired: QUEUED again in the ready set of pipeline {pipeline}");
+    outln!("job {id} repaired: QUEUED again in the ready set of pipeline {pipeline}");
     Ok(())
 }
 
@@ -75,6 +75,6 @@ pub(crate) async fn purge(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome
     if ctx.json {
         return print_json(&json!({"job": id, "queue": q.name(), "purged": true, "by": ctx.by}));
     }
-    println!("job {id} deleted from queue {}", q.name());
+    outln!("job {id} deleted from queue {}", q.name());
     Ok(())
 }

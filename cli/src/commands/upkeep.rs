@@ -41,10 +41,10 @@ pub(crate) async fn sweep(
         return print_json(&reports);
     }
     if reports.is_empty() {
-        println!("no queues found under prefix {:?}", ctx.config.prefix);
+        outln!("no queues found under prefix {:?}", ctx.config.prefix);
     }
     for r in &reports {
-        println!(
+        outln!(
             "{}{}: {} requeued, {} cancelled, {} STALE, {} unparked, {}",
             r["queue"].as_str().unwrap_or(""),
             if dry_run {
@@ -63,7 +63,7 @@ pub(crate) async fn sweep(
             }
         );
         for m in r["moves"].as_array().into_iter().flatten() {
-            println!(
+            outln!(
                 "  {}  {} -> {}",
                 m["job"].as_str().unwrap_or(""),
                 m["from"].as_str().unwrap_or(""),
@@ -94,10 +94,10 @@ pub(crate) async fn purge(ctx: &Ctx, queue: Option<String>, batch: usize) -> Out
         return print_json(&rows);
     }
     if out.is_empty() {
-        println!("no queues found under prefix {:?}", ctx.config.prefix);
+        outln!("no queues found under prefix {:?}", ctx.config.prefix);
     }
     for (q, n) in &out {
-        println!(
+        outln!(
             "{q}: purged {n} terminal jobs beyond retention (keep {} jobs, at most {} old)",
             retention.keep_count,
             human_duration(retention.keep_age)

@@ -85,7 +85,7 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
             if ctx.json {
                 return print_json(&json!({"raw": raw, "problem": e.to_string()}));
             }
-            print!("{}", render::raw_job(&raw, &e.to_string()));
+            outp!("{}", render::raw_job(&raw, &e.to_string()));
             return Ok(());
         }
         Err(e) => return Err(ctx.fail(e)),

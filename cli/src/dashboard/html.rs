@@ -25,6 +25,8 @@ pub(super) enum Nav {
     Locks,
     /// `/events`.
     Events,
+    /// `/schedules`.
+    Schedules,
     /// No entry (error and find pages).
     None,
 }
@@ -115,6 +117,7 @@ pub(super) fn layout(
                         (item("/workers", "Workers", Nav::Workers))
                         (item("/locks", "Locks", Nav::Locks))
                         (item("/events", "Events", Nav::Events))
+                        (item("/schedules", "Schedules", Nav::Schedules))
                     }
                     form.find action="/find" method="get" {
                         input type="search" name="id" placeholder="job id" aria-label="job id";

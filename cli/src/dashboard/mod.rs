@@ -3,7 +3,7 @@
 //! `Queue` scripts, so every action is an event (`by` = `dashboard:<operator>`).
 //!
 //! * Pages (server-rendered HTML, escaped by `maud`): `/` queues, `/jobs`,
-//!   `/jobs/{queue}/{id}`, `/workers`, `/locks`, `/events`. `/static/app.js`
+//!   `/jobs/{queue}/{id}`, `/workers`, `/locks`, `/events`, `/schedules`. `/static/app.js`
 //!   refreshes the live parts of a page every 2 s by fetching the same URL and
 //!   swapping the elements marked `data-live` (so the HTML is rendered, and
 //!   escaped, in one place only).
@@ -11,7 +11,8 @@
 //! * Enqueue: `POST /api/queues/{queue}/pipelines/{pipeline}/jobs`, one job or
 //!   a batch under the pipeline's published contract, with the same token as
 //!   the actions (see `enqueue`).
-//! * Actions (cancel, retry, resolve): `POST` only, and only with the token the
+//! * Actions (cancel, retry, resolve; a schedule's pause, resume and
+//!   trigger, in `schedule_actions`): `POST` only, and only with the token the
 //!   dashboard was started with (`Authorization: Bearer` or a `token` form or
 //!   JSON field, compared in constant time). No cookies are used, so a
 //!   cross-site form cannot act: it does not know the token. Without a
@@ -32,6 +33,7 @@ mod error;
 mod flow;
 mod html;
 mod pages;
+mod schedule_actions;
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
@@ -243,6 +245,16 @@ pub(crate) fn router(app: Shared) -> Router {
         .route("/workers", get(pages::workers))
         .route("/locks", get(pages::locks))
         .route("/events", get(pages::events))
+        .route("/schedules", get(pages::schedules))
+        .route(
+            "/schedules/{queue}/{name}/{action}",
+            post(schedule_actions::schedule_form),
+        )
+        .route("/api/schedules", get(pages::schedules_api))
+        .route(
+            "/api/schedules/{queue}/{name}/{action}",
+            post(schedule_actions::schedule_api),
+        )
         .route("/api/queues", get(api::queues))
         .route("/api/jobs", get(api::jobs))
         .route("/api/jobs/{queue}/{id}", get(api::job))

@@ -6,7 +6,8 @@
 //!   finish, release), the holder operations as settle calls of one;
 //! - `operator.rs`: cancel, sweep, retry, resolve, purge;
 //! - `records.rs`: pipeline specs, cleanup claims, and reading a job;
-//! - `quarantine.rs`: jobs set aside as unreadable: list, repair, purge.
+//! - `quarantine.rs`: jobs set aside as unreadable: list, repair, purge;
+//! - `schedules.rs`: schedules: registration, tick claims, pause and resume, reads.
 
 mod enqueue;
 mod flow;
@@ -14,9 +15,11 @@ mod holder;
 mod operator;
 mod quarantine;
 mod records;
+mod schedules;
 
 pub use flow::PauseChange;
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
+pub use schedules::{ScheduleInfo, TickEntry, TickReply, TickedWindow};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

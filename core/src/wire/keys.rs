@@ -176,6 +176,19 @@ impl QueueKeys {
     pub fn parked(&self, resource: &str) -> String {
         format!("{}:parked:{resource}", self.base)
     }
+    /// Hash: schedule `name`'s definition, cursor (end of the last claimed
+    /// window, ms), paused flag, last job and tick counters.
+    pub fn schedule(&self, name: &str) -> String {
+        format!("{}:schedule:{name}", self.base)
+    }
+    /// Sorted set: schedule name → its next due time (ms).
+    pub fn schedules(&self) -> String {
+        format!("{}:schedules", self.base)
+    }
+    /// Stream: schedule `name`'s tick outcomes and operator actions (capped).
+    pub fn schedule_ticks(&self, name: &str) -> String {
+        format!("{}:schedule:{name}:ticks", self.base)
+    }
     /// Pattern matching every key of the queue (for SCAN).
     pub fn pattern(&self) -> String {
         format!("{}:*", self.base)

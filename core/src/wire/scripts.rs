@@ -38,6 +38,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib/attempts", include_str!("../../lua/lib/attempts.lua")),
     ("lib/retention", include_str!("../../lua/lib/retention.lua")),
     ("lib/args", include_str!("../../lua/lib/args.lua")),
+    ("lib/create", include_str!("../../lua/lib/create.lua")),
+    ("lib/schedule", include_str!("../../lua/lib/schedule.lua")),
     (
         "lib/quarantine",
         include_str!("../../lua/lib/quarantine.lua"),
@@ -80,6 +82,15 @@ const SOURCES: &[(&str, &str)] = &[
     (
         "quarantine_purge",
         include_str!("../../lua/quarantine_purge.lua"),
+    ),
+    (
+        "schedule_register",
+        include_str!("../../lua/schedule_register.lua"),
+    ),
+    ("schedule_tick", include_str!("../../lua/schedule_tick.lua")),
+    (
+        "schedule_state",
+        include_str!("../../lua/schedule_state.lua"),
     ),
 ];
 
@@ -258,7 +269,7 @@ pub fn library_source() -> &'static str {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 13] = [
+const SCRIPTS: [&str; 16] = [
     "enqueue",
     "renew",
     "cancel",
@@ -272,6 +283,9 @@ const SCRIPTS: [&str; 13] = [
     "quarantine_purge",
     "pause",
     "limit",
+    "schedule_register",
+    "schedule_tick",
+    "schedule_state",
 ];
 
 /// A script clients call: its function in the library, and its own text for
@@ -327,8 +341,15 @@ pub(crate) static PAUSE: LazyLock<LuaScript> = script!("pause");
 /// limit.lua: takes tokens from a named rate limiter inside a step.
 pub(crate) static LIMIT: LazyLock<LuaScript> = script!("limit");
 
+/// schedule_register.lua: a worker writes a schedule's definition on start.
+pub(crate) static SCHEDULE_REGISTER: LazyLock<LuaScript> = script!("schedule_register");
+/// schedule_tick.lua: claims a schedule's due windows and enqueues their jobs.
+pub(crate) static SCHEDULE_TICK: LazyLock<LuaScript> = script!("schedule_tick");
+/// schedule_state.lua: pauses or resumes a schedule.
+pub(crate) static SCHEDULE_STATE: LazyLock<LuaScript> = script!("schedule_state");
+
 /// Every script, for preloading without functions.
-pub(crate) fn all() -> [&'static LuaScript; 13] {
+pub(crate) fn all() -> [&'static LuaScript; 16] {
     [
         &ENQUEUE,
         &RENEW,
@@ -343,6 +364,9 @@ pub(crate) fn all() -> [&'static LuaScript; 13] {
         &QUARANTINE_PURGE,
         &PAUSE,
         &LIMIT,
+        &SCHEDULE_REGISTER,
+        &SCHEDULE_TICK,
+        &SCHEDULE_STATE,
     ]
 }
 

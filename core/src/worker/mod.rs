@@ -14,6 +14,8 @@
 //!   a confirmed renewal (cut off from Redis), whatever calls are in flight;
 //! - `sweeper.rs`: recovery of expired leases; `cleanup_claims.rs`: cleanup
 //!   hooks of resolved STALE jobs;
+//! - `scheduler.rs`: the schedules' ticks (a task only when a served
+//!   pipeline has a schedule);
 //! - `active.rs`: the jobs held right now; `shared.rs`: state all parts share;
 //!   `runner.rs`: a pipeline with its input type erased.
 
@@ -23,6 +25,7 @@ mod cleanup_claims;
 mod heartbeat;
 mod lease_loop;
 mod runner;
+mod scheduler;
 mod settler;
 mod shared;
 mod step;
@@ -69,6 +72,7 @@ pub struct WorkerBuilder {
     runners: Vec<Arc<dyn Runner>>,
     metrics: Option<Arc<Metrics>>,
     metrics_addr: Option<SocketAddr>,
+    schedules: Vec<(&'static str, crate::schedule::Schedule)>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -160,6 +164,13 @@ impl WorkerBuilder {
             .push(Arc::new(PipelineRunner(Arc::new(pipeline))));
         self
     }
+    /// Adds `schedule` to pipeline `P` (served by this worker), beside those
+    /// its `#[pipeline(schedule(...))]` declares. Its input type must carry
+    /// the window as a `window: leasehold::Window` field.
+    pub fn schedule<P: Pipeline>(mut self, schedule: crate::schedule::Schedule) -> Self {
+        self.schedules.push((P::NAME, schedule));
+        self
+    }
     /// Serves pipeline `P`, shared with other code.
     pub fn pipeline_arc<P: Pipeline>(mut self, pipeline: Arc<P>) -> Self {
         self.runners.push(Arc::new(PipelineRunner(pipeline)));
@@ -195,12 +206,67 @@ impl WorkerBuilder {
             let ttl = options.lease_ttl.unwrap_or(self.lease_ttl);
             groups.entry((queue, ttl)).or_default().push(runner.clone());
         }
+        // every schedule, checked before anything is written
+        let mut declared: Vec<(Arc<dyn Runner>, crate::schedule::Schedule)> = Vec::new();
+        for runner in &self.runners {
+            for schedule in runner.schedules()? {
+                declared.push((runner.clone(), schedule));
+            }
+        }
+        for (pipeline, schedule) in &self.schedules {
+            let Some(runner) = self.runners.iter().find(|r| r.name() == *pipeline) else {
+                return Err(Error::InvalidArgument(format!(
+                    "schedule {} is for pipeline {pipeline}, which this worker does not serve",
+                    schedule.name()
+                )));
+            };
+            declared.push((runner.clone(), schedule.clone()));
+        }
+        let mut seen: Vec<(String, String)> = Vec::new();
+        for (runner, schedule) in &declared {
+            schedule.check()?;
+            let queue = runner.options().queue.unwrap_or(runner.name()).to_owned();
+            let key = (queue, schedule.name().to_owned());
+            if seen.contains(&key) {
+                return Err(Error::InvalidArgument(format!(
+                    "schedule {} is declared twice in queue {}",
+                    key.1, key.0
+                )));
+            }
+            seen.push(key);
+        }
+        let id = instance_id();
         let mut lease_groups = Vec::new();
+        let mut scheduled = Vec::new();
         for ((queue, ttl), runners) in groups {
             let queue = probe.sibling(&queue)?;
             queue.load_scripts().await?;
             for runner in &runners {
-                queue.register_pipeline(&runner.spec()).await?;
+                let spec = runner.spec();
+                queue.register_pipeline(&spec).await?;
+                let mine: Vec<&crate::schedule::Schedule> = declared
+                    .iter()
+                    .filter(|(r, _)| r.name() == runner.name())
+                    .map(|(_, s)| s)
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let contract = Arc::new(crate::contract::Contract::new(spec)?);
+                for schedule in mine {
+                    let registered = queue
+                        .register_schedule(runner.name(), schedule, &id)
+                        .await?;
+                    info!(schedule = schedule.name(), pipeline = runner.name(), outcome = %registered.outcome,
+                        cursor = registered.cursor, "schedule registered");
+                    scheduled.push(scheduler::Scheduled {
+                        queue: queue.clone(),
+                        contract: contract.clone(),
+                        schedule: schedule.clone(),
+                        cursor: registered.cursor,
+                        now: registered.now,
+                    });
+                }
             }
             lease_groups.push(lease_loop::LeaseGroup {
                 queue,
@@ -218,7 +284,8 @@ impl WorkerBuilder {
             .unwrap_or(min_ttl / 3)
             .max(Duration::from_millis(10));
         Ok(Worker {
-            id: instance_id(),
+            id,
+            scheduled,
             source: self.source,
             concurrency: self.concurrency,
             prefetch: self.prefetch,
@@ -260,6 +327,7 @@ fn instance_id() -> String {
 /// A worker replica. Run it with [`Worker::run_until`] or [`Worker::run_until_signal`].
 pub struct Worker {
     id: String,
+    scheduled: Vec<scheduler::Scheduled>,
     source: RedisSource,
     concurrency: usize,
     prefetch: Option<usize>,
@@ -311,6 +379,7 @@ impl Worker {
             runners: Vec::new(),
             metrics: None,
             metrics_addr: None,
+            schedules: Vec::new(),
         }
     }
 
@@ -428,6 +497,16 @@ impl Worker {
             stop: stop_background.clone(),
         }));
 
+        // the scheduler runs only for a worker serving a scheduled pipeline
+        let scheduler = (!self.scheduled.is_empty()).then(|| {
+            tokio::spawn(scheduler::run(
+                self.scheduled,
+                shared.id.clone(),
+                self.metrics.clone(),
+                shared.stop_leasing.clone(),
+            ))
+        });
+
         shutdown.await;
         info!(worker = %shared.id, active = shared.active.len(), "shutting down: no more leases");
         shared.stop_leasing.cancel();
@@ -463,6 +542,11 @@ impl Worker {
         stop_background.cancel();
         if let Err(e) = heartbeat.await {
             warn!(error = %e, "heartbeat task ended abnormally");
+        }
+        if let Some(scheduler) = scheduler {
+            if let Err(e) = scheduler.await {
+                warn!(error = %e, "scheduler task ended abnormally");
+            }
         }
         if let Err(e) = watchdog.await {
             warn!(error = %e, "lease deadline watchdog ended abnormally");

@@ -21,6 +21,8 @@ pub(crate) trait Runner: Send + Sync + 'static {
     fn options(&self) -> PipelineOptions;
     /// What the queue registers of it.
     fn spec(&self) -> PipelineSpec;
+    /// Its declared schedules.
+    fn schedules(&self) -> Result<Vec<crate::schedule::Schedule>, crate::schedule::ScheduleError>;
     /// Decodes a job's input (JSON text).
     fn decode(&self, input: &str) -> Result<Box<AnyInput>, String>;
     /// Runs step `index` on `input`, given the previous step's output.
@@ -53,6 +55,10 @@ impl<P: Pipeline> Runner for PipelineRunner<P> {
 
     fn spec(&self) -> PipelineSpec {
         crate::pipeline::spec_of::<P>()
+    }
+
+    fn schedules(&self) -> Result<Vec<crate::schedule::Schedule>, crate::schedule::ScheduleError> {
+        P::schedules()
     }
 
     fn decode(&self, input: &str) -> Result<Box<AnyInput>, String> {

@@ -6,6 +6,7 @@ mod job;
 mod jobs;
 mod locks;
 mod queues;
+mod schedules;
 mod workers;
 
 use leasehold_core::Millis;
@@ -21,6 +22,7 @@ pub(super) use job::{find, job};
 pub(super) use jobs::jobs;
 pub(super) use locks::locks;
 pub(super) use queues::overview;
+pub(super) use schedules::{schedules, schedules_api};
 pub(super) use workers::workers;
 
 /// A page handler's answer: the page, or an error page.

@@ -1,0 +1,78 @@
+-- create: one new job in QUEUED (ready, or delayed until not-before), idempotent
+-- on its input key and id: the enqueue of `enqueue` and of `schedule_tick`.
+-- A job is given as 9 values of the run's ARGV (`argv`, passed in: a library
+-- file never reads ARGV itself) from offset `a` (argv[a + 1 .. a + 9]): id,
+-- input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
+-- rerun ('1': create a new job even when the key's latest job SUCCEEDED); its
+-- flow-control gates (lib/flow) come apart, `flow` ('' or nil: none, and no field).
+--- @include "lib/keys"
+--- @include "lib/time"
+--- @include "lib/events"
+--- @include "lib/ready"
+--- @include "lib/args"
+
+local STALE_LOCKS = { hold = true, release = true }
+-- each job's checked values: offset in its 9, name, check
+local JOB_CHECKS = {
+  { 1, 'id', function(v) return v ~= '' end },
+  { 5, 'priority', function(v) return int_value(v, 0, 255) end },
+  { 6, 'delay ms', function(v) return int_value(v, 0) end },
+  { 7, 'max attempts', function(v) return int_value(v, 1) end },
+  { 8, 'stale lock policy', function(v) return STALE_LOCKS[v] end },
+  { 9, 'rerun flag', function(v) return v == '1' or v == '0' or v == '' end },
+}
+
+-- The error reply for the first malformed value of job `i` at offset `a` of
+-- `argv` (for `script`), or nil.
+local function job_args_bad(script, argv, a, i)
+  for _, c in ipairs(JOB_CHECKS) do
+    local v = argv[a + c[1]]
+    if not c[3](v) then return bad_arg(script, 'job ' .. i .. ' ' .. c[2], v) end
+  end
+  return nil
+end
+
+-- Creates the job given at offset `a` of `argv` under key `jk` (unless its input key
+-- or id already has a job), emitting `enqueue` with `why` (or the re-run's).
+-- Returns id, status ('created' | 'rerun' | 'existing' | 'succeeded'),
+-- previous id or '', and whether a job was created.
+local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why, flow)
+  local id, input, input_key, resource = argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4]
+  local priority, delay_ms, max_attempts, stale_lock = argv[a + 5], tonumber(argv[a + 6]), argv[a + 7], argv[a + 8]
+  local rerun = argv[a + 9] == '1'
+  local existing, status, previous = false, 'existing', ''
+  if input_key ~= '' then
+    existing = redis.call('HGET', K_INPUTS, input_key)
+    if not existing then
+      local last = redis.call('HGET', K_OUTCOMES, input_key)
+      local last_id, last_outcome = string.match(last or '', '^(%S+) (%u+)$')
+      if last_outcome == 'SUCCEEDED' and not rerun then
+        existing, status = last_id, 'succeeded'
+      elseif last_id then
+        previous = last_id
+      end
+    end
+  end
+  -- an id given by the caller is idempotent too: never overwrite a job
+  if not existing and redis.call('EXISTS', jk) == 1 then existing, status = id, 'existing' end
+  if existing then return existing, status, '', false end
+  local now = now_ms()
+  local not_before = now + delay_ms
+  redis.call('HSET', jk, 'id', id, 'queue', queue, 'pipeline', pipeline, 'input', input,
+    'input_key', input_key, 'resource', resource, 'priority', priority, 'max_attempts', max_attempts,
+    'stale_lock', stale_lock, 'created_at', fmt(now), 'updated_at', fmt(now), 'not_before', fmt(not_before),
+    'attempt', '1', 'state', 'QUEUED', 'step', '', 'last_step', '', 'cleanup_needed', '0')
+  if previous ~= '' then redis.call('HSET', jk, 'previous', previous) end
+  if flow and flow ~= '' then redis.call('HSET', jk, 'flow', flow) end
+  if input_key ~= '' then redis.call('HSET', K_INPUTS, input_key, id) end
+  if delay_ms > 0 then
+    redis.call('ZADD', k_delayed, fmt(not_before), id)
+  else
+    redis.call('ZADD', k_ready, ready_score(priority, now), id)
+  end
+  if previous ~= '' then
+    why = 're-run of ' .. previous .. ((why ~= '' and ('; ' .. why)) or '')
+  end
+  emit(events, 'enqueue', id, 1, '', 'QUEUED', '', why)
+  return id, ((previous ~= '') and 'rerun' or 'created'), previous, true
+end

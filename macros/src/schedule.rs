@@ -1,0 +1,219 @@
+//! The `schedule(...)` option: reading it (a cron literal checked with the
+//! runtime's parser, or an interval; zone, start, end, policies, static input)
+//! and generating `Pipeline::schedules` and the check that the input type
+//! carries a `window: leasehold::Window` field.
+
+use std::time::Duration;
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::LitStr;
+
+use crate::errors::Errors;
+use crate::options::{self, Setting};
+
+/// The keys inside `schedule(...)`.
+const SCHEDULE_KEYS: &[&str] = &[
+    "name",
+    "cron",
+    "every",
+    "zone",
+    "start",
+    "end",
+    "catch_up",
+    "catch_up_max",
+    "overlap",
+    "grace",
+    "input",
+];
+
+/// A schedule as declared.
+pub(crate) struct ScheduleDecl {
+    /// Where `schedule` is written (errors about the input type point here).
+    pub span: Span,
+    pub name: Option<String>,
+    pub cron: Option<String>,
+    pub every: Option<Duration>,
+    pub zone: Option<String>,
+    pub start: Option<String>,
+    pub end: Option<String>,
+    pub catch_up: Option<String>,
+    pub catch_up_max: Option<u32>,
+    pub overlap: Option<String>,
+    pub grace: Option<Duration>,
+    pub input: Option<String>,
+}
+
+/// Checks a cron literal as the runtime parses it: 5 or 6 fields, then croner.
+fn check_cron(lit: &LitStr) -> syn::Result<String> {
+    let expr = lit.value();
+    let fields = expr.split_whitespace().count();
+    if fields != 5 && fields != 6 {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "bad cron expression {expr:?}: it has {fields} fields; write 5 (minute hour day month weekday) or 6 (second first)"
+            ),
+        ));
+    }
+    <croner::Cron as std::str::FromStr>::from_str(&expr)
+        .map_err(|e| syn::Error::new(lit.span(), format!("bad cron expression {expr:?}: {e}")))?;
+    Ok(expr)
+}
+
+fn one_of(lit: &LitStr, allowed: &[&str], what: &str) -> syn::Result<String> {
+    let v = lit.value();
+    if allowed.contains(&v.as_str()) {
+        Ok(v)
+    } else {
+        Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "unknown {what} `{v}`: expected one of {}",
+                allowed
+                    .iter()
+                    .map(|a| format!("\"{a}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
+    }
+}
+
+/// Reads `schedule(...)`.
+pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDecl> {
+    let nested = errors.ok(setting.nested("cron = \"0 2 * * *\", zone = \"UTC\""))?;
+    let mut d = ScheduleDecl {
+        span: setting.key.span(),
+        name: None,
+        cron: None,
+        every: None,
+        zone: None,
+        start: None,
+        end: None,
+        catch_up: None,
+        catch_up_max: None,
+        overlap: None,
+        grace: None,
+        input: None,
+    };
+    for s in options::known(nested, SCHEDULE_KEYS, "schedule setting", errors) {
+        match s.key.to_string().as_str() {
+            "name" => d.name = errors.ok(s.string("\"nightly\"")).map(|l| l.value()),
+            "cron" => {
+                d.cron = errors
+                    .ok(s.string("\"30 2 * * *\""))
+                    .and_then(|l| errors.ok(check_cron(&l)))
+            }
+            "every" => {
+                if let Some((every, span)) = errors.ok(s.duration()) {
+                    if every < Duration::from_secs(1) {
+                        errors.at(span, "`every` must be at least 1s");
+                    } else {
+                        d.every = Some(every);
+                    }
+                }
+            }
+            "zone" => d.zone = errors.ok(s.string("\"Europe/Berlin\"")).map(|l| l.value()),
+            "start" => {
+                d.start = errors
+                    .ok(s.string("\"2026-01-01T00:00:00Z\""))
+                    .map(|l| l.value())
+            }
+            "end" => {
+                d.end = errors
+                    .ok(s.string("\"2027-01-01T00:00:00Z\""))
+                    .map(|l| l.value())
+            }
+            "catch_up" => {
+                d.catch_up = errors.ok(s.string("\"all\"")).and_then(|l| {
+                    errors.ok(one_of(&l, &["all", "latest", "none"], "catch-up policy"))
+                })
+            }
+            "catch_up_max" => d.catch_up_max = errors.ok(s.count("24")),
+            "overlap" => {
+                d.overlap = errors.ok(s.string("\"skip\"")).and_then(|l| {
+                    errors.ok(one_of(&l, &["allow", "skip", "wait"], "overlap policy"))
+                })
+            }
+            "grace" => d.grace = errors.ok(s.duration()).map(|(g, _)| g),
+            "input" => {
+                d.input = errors
+                    .ok(s.string("r#\"{\"table\": \"orders\"}\"#"))
+                    .map(|l| l.value())
+            }
+            _ => unreachable!("every known schedule setting is handled"),
+        }
+    }
+    match (&d.cron, &d.every) {
+        (Some(_), Some(_)) => errors.at(d.span, "a schedule has `cron` or `every`, not both"),
+        (None, None) if errors.is_empty() => errors.at(
+            d.span,
+            "a schedule needs `cron = \"...\"` or `every = \"...\"`",
+        ),
+        _ => {}
+    }
+    if d.catch_up_max.is_some() && d.catch_up.as_deref().is_some_and(|c| c != "all") {
+        errors.at(d.span, "`catch_up_max` goes with `catch_up = \"all\"`");
+    }
+    Some(d)
+}
+
+/// `fn schedules()` and the compile-time check that `input` has a window.
+pub(crate) fn expand(d: &ScheduleDecl, pipeline_name: &str, input: &syn::Type) -> TokenStream {
+    let name = d.name.clone().unwrap_or_else(|| pipeline_name.to_owned());
+    let mut chain = match (&d.cron, d.every) {
+        (Some(expr), _) => quote!(::leasehold::Schedule::cron(#name, #expr)?),
+        (None, Some(every)) => {
+            let ms = every.as_millis() as u64;
+            quote!(::leasehold::Schedule::every(#name, ::core::time::Duration::from_millis(#ms))?)
+        }
+        (None, None) => return TokenStream::new(),
+    };
+    if let Some(zone) = &d.zone {
+        chain = quote!(#chain.in_zone(#zone)?);
+    }
+    if let Some(start) = &d.start {
+        chain = quote!(#chain.starting_at(#start)?);
+    }
+    if let Some(end) = &d.end {
+        chain = quote!(#chain.ending_at(#end)?);
+    }
+    match d.catch_up.as_deref() {
+        Some("all") => {
+            let max = d.catch_up_max.unwrap_or(::core::primitive::u32::MAX);
+            chain = quote!(#chain.catch_up(::leasehold::CatchUp::All { max: #max }));
+        }
+        Some("none") => chain = quote!(#chain.catch_up(::leasehold::CatchUp::None)),
+        Some(_) => chain = quote!(#chain.catch_up(::leasehold::CatchUp::Latest)),
+        None => {}
+    }
+    match d.overlap.as_deref() {
+        Some("skip") => chain = quote!(#chain.overlap(::leasehold::Overlap::Skip)),
+        Some("wait") => chain = quote!(#chain.overlap(::leasehold::Overlap::Wait)),
+        _ => {}
+    }
+    if let Some(grace) = d.grace {
+        let ms = grace.as_millis() as u64;
+        chain = quote!(#chain.grace(::core::time::Duration::from_millis(#ms)));
+    }
+    if let Some(json) = &d.input {
+        chain = quote!(#chain.input_json(#json)?);
+    }
+    let check = quote_spanned! {d.span=>
+        // a scheduled pipeline's input carries the tick's window
+        #[allow(dead_code)]
+        fn __leasehold_schedule_window(input: &#input) -> &::leasehold::Window {
+            &input.window
+        }
+    };
+    quote! {
+        fn schedules() -> ::core::result::Result<
+            ::std::vec::Vec<::leasehold::Schedule>,
+            ::leasehold::ScheduleError,
+        > {
+            #check
+            ::core::result::Result::Ok(::std::vec![#chain])
+        }
+    }
+}
