@@ -7,7 +7,7 @@
 //! A pipeline that declares none of it writes no `flow` field and pays nothing.
 //!
 //! ```
-//! use leasehold::flow::{FlowSpec, Rate};
+//! use leasehold_core::flow::{FlowSpec, Rate};
 //!
 //! let rate: Rate = "10/s".parse().unwrap();
 //! assert_eq!(rate.period_ms(), 100);

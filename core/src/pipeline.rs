@@ -291,12 +291,12 @@ impl StepContext {
     /// to one quota takes its tokens from it.
     ///
     /// ```no_run
-    /// # async fn step(ctx: &leasehold::StepContext) -> Result<(), leasehold::StepError> {
+    /// # async fn step(ctx: &leasehold_core::StepContext) -> Result<(), leasehold_core::StepError> {
     /// for page in 0..5 {
     ///     ctx.limit("shop-api:acme")
     ///         .acquire(1)
     ///         .await
-    ///         .map_err(leasehold::StepError::retryable)?;
+    ///         .map_err(leasehold_core::StepError::retryable)?;
     ///     // ... one call to the API
     /// #   let _ = page;
     /// }
