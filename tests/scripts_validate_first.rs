@@ -847,6 +847,13 @@ async fn schedule_tick_refuses_every_malformed_argument_before_writing() {
     add(&mut cases, 25, &["x", "0", ""], Refused); // max attempts
     add(&mut cases, 26, &["", "keep"], Refused); // stale lock policy
     add(&mut cases, 27, &["x", "2"], Refused); // rerun flag
+    add(
+        &mut cases,
+        28,
+        &["x", "slots:0:r", "lock:3:r", "slots:3"],
+        Refused,
+    ); // flow gates
+    add(&mut cases, 28, &["running:2:p"], Accepted); // flow gates
     run_cases(&srv, "schedule_tick", &cases, || async {
         registered_schedule(&srv, &q);
         let id = JobId::new();
@@ -887,6 +894,7 @@ async fn schedule_tick_refuses_every_malformed_argument_before_writing() {
                 "1",
                 "hold",
                 "0",
+                "",
             ],
         )
     })
