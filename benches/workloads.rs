@@ -14,6 +14,9 @@
 //!    one worker process at concurrency 10 and 50 → jobs/s (from spawn, and steady = first
 //!    completion to last), Redis commands/job, Redis CPU/job, worker CPU/job, memory per
 //!    retained terminal job; enqueue/s one by one and bulk.
+//!    Then the hand-off (1b): 1, 100 and 1,000 jobs queued on one resource (workload
+//!    `one`) → Redis commands and µs per job (flat: a release hands the lock to the next
+//!    waiter).
 //! 2. Pickup latency enqueue → RUNNING at a fixed arrival rate (1,000 jobs/s for 10 s).
 //! 3. Recovery latency after `kill -9` of a worker holding leases (TTL 2 s, another
 //!    replica sweeping every 500 ms), and of a holder that died right after leasing.
@@ -551,6 +554,45 @@ fn section_workloads(b: &mut Bench) -> Vec<(String, Vec<Run>)> {
     }
     b.write(&s);
     all
+}
+
+/// A backlog of N jobs on one resource (`bench_peer` workload `one`), run
+/// through its lock one at a time by one worker at concurrency 10: Redis
+/// commands and µs per job must stay flat as N grows (a release hands the lock
+/// to the next waiter only).
+fn section_handoff(b: &mut Bench) {
+    let keep = b.settings.n;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "## 1b. Hand-off: N jobs queued on one resource, one worker (C = 10), median of {}\n",
+        b.settings.reps
+    );
+    let _ = writeln!(s, "Commands and Redis CPU from the worker's spawn to the last job SUCCEEDED (worker start-up included, which dominates N = 1).\n");
+    let _ = writeln!(
+        s,
+        "| N | jobs/s from spawn | cmds/job (+Lua) | Redis µs CPU/job |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|");
+    for n in [1u64, 100, 1_000] {
+        b.settings.n = n;
+        let mut runs = Vec::new();
+        for r in 0..b.settings.reps {
+            runs.push(run_workload(b, "one", 10, "bulk", &format!("one{n}r{r}")));
+        }
+        let nn = n as f64;
+        let m = |f: &dyn Fn(&Run) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+        let _ = writeln!(
+            s,
+            "| {n} | {} | {:.1} | {:.0} |",
+            fmt_int(m(&|r| r.jobs_s_spawn)),
+            m(&|r| total_calls(&r.stats) as f64 / nn),
+            m(&|r| r.redis_cpu * 1e6 / nn),
+        );
+    }
+    b.settings.n = keep;
+    s.push('\n');
+    b.write(&s);
 }
 
 fn section_pickup(b: &mut Bench) {
@@ -1243,6 +1285,8 @@ fn main() {
     b.write(&head);
     eprintln!("[1/5] throughput");
     section_workloads(&mut b);
+    eprintln!("[1b/5] hand-off on one resource");
+    section_handoff(&mut b);
     eprintln!("[2/5] pickup latency");
     section_pickup(&mut b);
     eprintln!("[3/5] recovery");

@@ -30,6 +30,10 @@
 //! * workload `lat`: a 1-step pipeline whose step returns the microseconds
 //!   between the enqueue call (the input's `t_us`, wall clock) and the step's
 //!   start, persisted as the step's output (`out:probe` in the job hash);
+//! * workload `one`: W1 with every job on the one resource `one` (the
+//!   hand-off benchmark: a backlog behind one lock);
+//! * workload `lim`: W1 under `max_running = 100000` (a gate that never binds:
+//!   the cost per job of a declared limit);
 //! * workload `hold`: a 1-step pipeline whose step sleeps `BENCH_HOLD_MS`
 //!   (default 600000), so its jobs hold their leases (recovery test);
 //! * `BENCH_PREFETCH`: jobs leased ahead of free slots (`WorkerBuilder::prefetch`,
@@ -71,6 +75,30 @@ struct W1;
 
 #[pipeline(name = "w1", queue = "bench", max_attempts = 1)]
 impl W1 {
+    #[step]
+    async fn noop(&self, _ctx: &StepContext, _input: &Item) -> Result<(), StepError> {
+        Ok(())
+    }
+}
+
+/// `one`: W1 with every job on one resource (`one`): a backlog queued behind
+/// one lock, run one job at a time (the hand-off benchmark).
+struct One;
+
+#[pipeline(name = "one", queue = "bench", max_attempts = 1, resource = "one")]
+impl One {
+    #[step]
+    async fn noop(&self, _ctx: &StepContext, _input: &Item) -> Result<(), StepError> {
+        Ok(())
+    }
+}
+
+/// `lim`: W1 under a declared limit that never binds (`max_running` far above
+/// the worker's concurrency): the cost per job of a flow gate.
+struct Lim;
+
+#[pipeline(name = "lim", queue = "bench", max_attempts = 1, max_running = 100000)]
+impl Lim {
     #[step]
     async fn noop(&self, _ctx: &StepContext, _input: &Item) -> Result<(), StepError> {
         Ok(())
@@ -168,6 +196,8 @@ async fn enqueue(args: &[String]) -> Result<(), BoxError> {
         ("w1", "bulk") => bulk::<W1>(&client, n).await?,
         ("w2", "bulk") => bulk::<W2>(&client, n).await?,
         ("hold", "bulk") => bulk::<Hold>(&client, n).await?,
+        ("one", "bulk") => bulk::<One>(&client, n).await?,
+        ("lim", "bulk") => bulk::<Lim>(&client, n).await?,
         ("w1", _) => single::<W1>(&client, n).await?,
         ("w2", _) => single::<W2>(&client, n).await?,
         ("hold", _) => single::<Hold>(&client, n).await?,
@@ -230,6 +260,8 @@ async fn worker(args: &[String]) -> Result<(), BoxError> {
         "w2" => builder.pipeline(W2),
         "lat" => builder.pipeline(Lat),
         "hold" => builder.pipeline(Hold),
+        "one" => builder.pipeline(One),
+        "lim" => builder.pipeline(Lim),
         other => return Err(format!("unknown workload {other}").into()),
     };
     let worker = builder.build().await?;

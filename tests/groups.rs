@@ -286,7 +286,7 @@ async fn dependents_wait_out_of_the_ready_set_until_their_parents_succeeded() {
     run_one(&q, "pc", Outcome::Succeeded).await;
     assert_eq!(ready(&srv, &q, "pd"), vec![d.to_string()]);
     assert_eq!(run_one(&q, "pd", Outcome::Succeeded).await, d);
-    let waiting: u64 = get(&srv, &["ZCARD", &q.waiting_key()]);
+    let waiting: u64 = get(&srv, &["ZCARD", &q.awaiting_key()]);
     assert_eq!(waiting, 0);
 }
 

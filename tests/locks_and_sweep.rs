@@ -675,16 +675,28 @@ async fn sweep_unparks_waiters_of_a_lock_that_expired_on_its_own() {
     })
     .await;
     let report = q.sweep(100).await.unwrap();
-    assert_eq!(report.unparked, 2);
+    // fair hand-off: the first waiter (priority, then age) gets the resource,
+    // the others keep waiting for their turn
+    assert_eq!(report.unparked, 1);
     assert!(report.moves.is_empty(), "the holder's lease is still valid");
-    assert_eq!(zmembers(&srv, &k.ready("p")), [w1.as_str(), w2.as_str()]);
+    assert_eq!(zmembers(&srv, &k.ready("p")), [w1.as_str()]);
+    assert_eq!(zmembers(&srv, &k.parked("r")), [w2.as_str()]);
+    assert_eq!(
+        get::<i64>(&srv, &["SISMEMBER", &k.parked_resources(), "r"]),
+        1
+    );
+    let next = lease_one(&q, "w", "p").await;
+    assert_eq!(next.job, w1);
+    assert_eq!(state(&q, &holder.job).await, JobState::Leased);
+    // when w1 ends, w2 is handed the resource, and the index forgets it
+    q.start(&next, "s").await.unwrap();
+    q.finish(&next, &Outcome::Succeeded).await.unwrap();
+    assert_eq!(zmembers(&srv, &k.ready("p")), [w2.as_str()]);
     assert!(!exists(&srv, &k.parked("r")));
     assert_eq!(
         get::<i64>(&srv, &["SISMEMBER", &k.parked_resources(), "r"]),
         0
     );
-    assert_eq!(lease_one(&q, "w", "p").await.job, w1);
-    assert_eq!(state(&q, &holder.job).await, JobState::Leased);
 }
 
 #[tokio::test]

@@ -1347,7 +1347,10 @@ async fn step(
                 report.requeued == count(JobState::Queued)
                     && report.cancelled == count(JobState::Cancelled)
                     && report.stale == count(JobState::Stale)
-                    && report.unparked == 0
+                    // a resource free with jobs parked on it (its next waiter was
+                    // handed it and waits in the ready set) is handed on by the
+                    // sweep's pass once more: at most one job per resource
+                    && report.unparked <= RESOURCES.len() as u64
                     && report.purged == 0,
                 || format!("sweep report {report:?}"),
             )?;
@@ -1468,7 +1471,7 @@ async fn check(model: &mut Model, queue: &Queue) -> Checked {
     let inputs: BTreeMap<String, String> = conn.hgetall(keys.inputs()).await.map_err(redis_err)?;
 
     // Every place a QUEUED job may wait; each must hold it exactly once.
-    let mut waiting: Vec<String> = ready.into_iter().chain(delayed).collect();
+    let mut waiting: Vec<String> = ready.iter().cloned().chain(delayed).collect();
 
     // (d) one holder per resource, named by the lock key.
     for r in RESOURCES {
@@ -1490,8 +1493,18 @@ async fn check(model: &mut Model, queue: &Queue) -> Checked {
         ensure(parked.is_empty() != parked_set.contains(r), || {
             format!("parked set and parked:{r} disagree: {parked_set:?} / {parked:?}")
         })?;
-        ensure(parked.is_empty() || lock.is_some(), || {
-            format!("jobs {parked:?} are parked on {r}, which nobody holds")
+        // a release hands the resource to the next waiter only: while that job
+        // waits in the ready set to be leased, the others stay parked
+        let handed = ready.iter().any(|id| {
+            model
+                .jobs
+                .iter()
+                .any(|j| j.id.to_string() == *id && j.template().resource == Some(r))
+        });
+        ensure(parked.is_empty() || lock.is_some() || handed, || {
+            format!(
+                "jobs {parked:?} are parked on {r}, which nobody holds and no job of which is ready"
+            )
         })?;
         waiting.extend(parked);
     }

@@ -164,6 +164,22 @@ impl BadZone {
     }
 }
 
+/// Every second, under a pipeline concurrency limit: its scheduled jobs carry
+/// the same flow gates as enqueued ones.
+struct LimitedTicker;
+
+#[pipeline(
+    queue = "sched",
+    max_running = 1,
+    schedule(every = "1s", input = r#"{"table": "m"}"#)
+)]
+impl LimitedTicker {
+    #[step]
+    async fn run(&self, _ctx: &StepContext, _input: &TickInput) -> Result<(), StepError> {
+        Ok(())
+    }
+}
+
 // ---- the replica process ----------------------------------------------------
 
 /// The replica: serves the pipeline named by `SCHED_PIPELINE` against
@@ -197,6 +213,7 @@ fn replica() {
             "none" => b.pipeline(CatchNone),
             "skip" => b.pipeline(SlowSkip),
             "wait" => b.pipeline(SlowWait),
+            "limited" => b.pipeline(LimitedTicker),
             other => panic!("unknown pipeline {other}"),
         };
         let worker = b.build().await.expect("the worker builds");
@@ -653,6 +670,32 @@ async fn overlap_skip_and_wait_record_the_windows_they_hold_back() {
     let ticks = q.schedule_ticks("slow_wait", 1000).await.unwrap();
     assert!(!ticks.iter().any(|t| t.outcome == "skipped"), "{ticks:?}");
     drop((skip, wait));
+}
+
+#[tokio::test]
+async fn a_scheduled_job_carries_its_pipelines_flow_gates() {
+    let srv = RedisServer::start();
+    let q = client(&srv).await;
+    let replica = Replica::spawn(&srv.url(), "limited");
+    replica.ready().await;
+    let start = Instant::now();
+    let id = loop {
+        let by_key = windows_of(&q, "limited_ticker").await;
+        if let Some((id, _)) = by_key.values().flatten().next() {
+            break id.clone();
+        }
+        assert!(start.elapsed() < WAIT, "no window was enqueued");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut conn = q.pool().get().await.expect("a connection");
+    let flow: Option<String> = leasehold::redis::cmd("HGET")
+        .arg(q.keys().job(&id))
+        .arg("flow")
+        .query_async(&mut conn)
+        .await
+        .expect("HGET");
+    assert_eq!(flow.as_deref(), Some("running:1:limited_ticker"));
+    drop(replica);
 }
 
 #[tokio::test]

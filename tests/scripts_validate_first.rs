@@ -533,6 +533,18 @@ async fn enqueue_refuses_every_malformed_argument_before_writing() {
     add(&mut cases, 13, &["x", "-1", "", "0", "1.5"], Refused); // max attempts
     add(&mut cases, 14, &["", "keep", "HOLD"], Refused); // stale lock policy
     add(&mut cases, 15, &["x", "2", "yes"], Refused); // rerun flag
+    add(
+        &mut cases,
+        16,
+        &["x", "slots:0:r", "lock:3:r", "slots:3"],
+        Refused,
+    ); // flow gates
+    add(
+        &mut cases,
+        16,
+        &["slots:3:r running:2:p rate:100:api"],
+        Accepted,
+    );
     run_cases(&srv, "enqueue", &cases, || async {
         // a job already there, so that the call has something to get wrong
         enqueue(&q, job("p", 0)).await;
@@ -559,6 +571,7 @@ async fn enqueue_refuses_every_malformed_argument_before_writing() {
                 "3",
                 "hold",
                 "0",
+                "",
             ],
         )
     })
@@ -834,6 +847,13 @@ async fn schedule_tick_refuses_every_malformed_argument_before_writing() {
     add(&mut cases, 25, &["x", "0", ""], Refused); // max attempts
     add(&mut cases, 26, &["", "keep"], Refused); // stale lock policy
     add(&mut cases, 27, &["x", "2"], Refused); // rerun flag
+    add(
+        &mut cases,
+        28,
+        &["x", "slots:0:r", "lock:3:r", "slots:3"],
+        Refused,
+    ); // flow gates
+    add(&mut cases, 28, &["running:2:p"], Accepted); // flow gates
     run_cases(&srv, "schedule_tick", &cases, || async {
         registered_schedule(&srv, &q);
         let id = JobId::new();
@@ -874,6 +894,7 @@ async fn schedule_tick_refuses_every_malformed_argument_before_writing() {
                 "1",
                 "hold",
                 "0",
+                "",
             ],
         )
     })

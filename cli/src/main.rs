@@ -109,6 +109,29 @@ pub enum Command {
         #[arg(long)]
         reason: String,
     },
+    /// Pause a queue (every pipeline) or one pipeline: its jobs are not leased
+    /// until `resume`; jobs running go on.
+    Pause {
+        /// The queue.
+        queue: String,
+        /// Only this pipeline of the queue.
+        #[arg(long)]
+        pipeline: Option<String>,
+        /// Why (recorded).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Resume a paused queue or pipeline and wake its idle workers.
+    Resume {
+        /// The queue.
+        queue: String,
+        /// Only this pipeline of the queue.
+        #[arg(long)]
+        pipeline: Option<String>,
+        /// Why (recorded).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
     /// Start a new attempt of a FAILED, CANCELLED or STALE job.
     Retry {
         /// The job id.
@@ -605,6 +628,16 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
         Command::Cancel { job, queue, reason } => {
             commands::cancel(ctx, &job_id(&job)?, queue.as_deref(), &reason).await
         }
+        Command::Pause {
+            queue,
+            pipeline,
+            reason,
+        } => commands::pause(ctx, &queue, pipeline.as_deref(), &reason, false).await,
+        Command::Resume {
+            queue,
+            pipeline,
+            reason,
+        } => commands::pause(ctx, &queue, pipeline.as_deref(), &reason, true).await,
         Command::Retry {
             job,
             queue,

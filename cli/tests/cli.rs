@@ -800,6 +800,7 @@ async fn enqueue_one_job_idempotently() {
             resource_template: None,
             input_key_template: None,
             input_schema: None,
+            flow: None,
             version: String::new(),
         })
         .await

@@ -187,7 +187,7 @@ async fn cancel_a_group_and_wait_for_parents_from_the_command_line_and_the_dashb
     )
     .await
     .code(3);
-    let waiting: Vec<String> = redis_list(&srv, &q.waiting_key());
+    let waiting: Vec<String> = redis_list(&srv, &q.awaiting_key());
     assert_eq!(waiting, vec![child.clone()]);
     cli(&srv, &["show", &child])
         .await

@@ -37,6 +37,7 @@ fn spec(own_queue: &str) -> PipelineSpec {
             },
             "required": ["shop", "hour"]
         })),
+        flow: None,
         version: String::new(),
     };
     spec.version = spec.digest();

@@ -13,6 +13,7 @@
 --- @include "lib/attempts"
 --- @include "lib/retention"
 --- @include "lib/args"
+--- @include "lib/flow"
 --- @include "lib/groups"
 local bad = common_args('cancel')
 if bad then return bad end
@@ -22,7 +23,7 @@ local reason, who, res = ARGV[4], ARGV[5], ARGV[6]
 if reason == nil or reason == '' then return bad_arg('cancel', 'reason', reason) end
 if who == nil then return bad_arg('cancel', 'who', who) end
 if res == nil then return bad_arg('cancel', 'resource', res) end
-local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource', 'links')
+local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource', 'flow', 'links')
 local state, id = f[1], f[2]
 if not state then return { 'NOT_FOUND' } end
 if not may('cancel', state) then
@@ -41,13 +42,20 @@ if now_cancelled then
   redis.call('ZREM', k_delayed, id)
   if res ~= '' then
     redis.call('ZREM', KEYS[13], id)
-    if redis.call('EXISTS', KEYS[13]) == 0 then redis.call('SREM', K_PARKED, res) end
+    if redis.call('EXISTS', lock_key(res)) == 0 then
+      -- nobody holds the resource: this job may be the waiter a release handed
+      -- it to, so the next waiter gets it now
+      unpark_at(KEYS[13], res)
+    elseif redis.call('EXISTS', KEYS[13]) == 0 then
+      redis.call('SREM', K_PARKED, res)
+    end
   end
+  flow_forget(f[7], id)
   redis.call('HSET', jk, 'cancel_reason', reason, 'cancel_at', fmt(now), 'cancel_by', who)
   append_attempt(id, f[3], attempt_record(jk, 'CANCELLED', now, nil))
   make_terminal(jk, id, 'CANCELLED', now)
   emit(events, 'cancel', id, f[3], 'QUEUED', 'CANCELLED', who, reason)
-  if f[7] then links_moved(events, jk, id, 'CANCELLED', now) end
+  if f[8] then links_moved(events, jk, id, 'CANCELLED', now) end
   purge(now, 4)
   return { 'CANCELLED' }
 end

@@ -8,11 +8,12 @@
 --- @include "lib/time"
 --- @include "lib/events"
 --- @include "lib/locks"
+--- @include "lib/flow"
 --- @include "lib/attempts"
 --- @include "lib/quarantine"
 local jk, id, who = KEYS[10], ARGV[4], ARGV[5]
 if not redis.call('ZSCORE', K_QUARANTINE, id) then return { 'NOT_QUARANTINED' } end
-local f = read_job(jk, { 'state', 'attempt', 'pipeline', 'resource', 'input_key' })
+local f = read_job(jk, { 'state', 'attempt', 'pipeline', 'resource', 'input_key', 'flow' })
 for _, k in ipairs({ K_LEASES, K_STALE, K_DONE }) do redis.call('ZREM', k, id) end
 if f then
   local state, attempt, pipeline, res, ik = f[1], f[2], f[3], f[4], f[5]
@@ -23,6 +24,10 @@ if f then
   if res and res ~= '' and not name_problem(res) then
     redis.call('ZREM', parked_key(res), id)
     release_lock(res, id)
+  end
+  if type(f[6]) == 'string' then
+    flow_forget(f[6], id)
+    flow_release(f[6], id)
   end
   if ik and ik ~= '' and redis.call('HGET', K_INPUTS, ik) == id then redis.call('HDEL', K_INPUTS, ik) end
   local n = (not attempt_problem(attempt)) and tonumber(attempt) or 0

@@ -14,6 +14,7 @@
 --- @include "lib/wake"
 --- @include "lib/ready"
 --- @include "lib/locks"
+--- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/quarantine"
 local jk, id, who = KEYS[10], ARGV[4], ARGV[5]
@@ -56,6 +57,7 @@ local now = now_ms()
 local state, pipeline, res = f[1], f[3], f[5] or ''
 for _, k in ipairs({ K_LEASES, K_STALE, K_DONE }) do redis.call('ZREM', k, id) end
 release_lock(res, id)
+flow_release(redis.call('HGET', jk, 'flow'), id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
 redis.call('HDEL', jk, 'stale_at')
 redis.call('HSET', jk, 'state', 'QUEUED', 'step', '', 'updated_at', fmt(now))

@@ -10,6 +10,7 @@
 --- @include "lib/time"
 --- @include "lib/events"
 --- @include "lib/locks"
+--- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/retention"
@@ -25,7 +26,7 @@ if not TERMINAL[as] then return { 'BAD_ARG', 'resolved state' } end
 if reason == '' then return { 'BAD_ARG', 'reason' } end
 local refusal = refuse_unless(jk, 'resolve', as, nil)
 if refusal then return refusal end
-local f = redis.call('HMGET', jk, 'id', 'attempt', 'resource', 'links')
+local f = redis.call('HMGET', jk, 'id', 'attempt', 'resource', 'flow', 'links')
 local corrupt = corrupt_field({ id = f[1], attempt = f[2] }, { 'id', 'attempt' })
 if corrupt then return corrupt end
 if res ~= (f[3] or '') or (res ~= '' and (KEYS[12] ~= lock_key(res) or KEYS[13] ~= parked_key(res))) then
@@ -39,11 +40,12 @@ if not append_attempt(id, f[2], rec) then
 end
 redis.call('ZREM', K_STALE, id)
 release_lock_at(KEYS[12], KEYS[13], res, id)
+flow_release(f[4], id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
 make_terminal(jk, id, as, now, 'RESOLVED')
 local events = event_log(true)
 emit(events, 'resolve', id, f[2], 'STALE', as, who, reason)
-if f[4] then links_moved(events, jk, id, as, now) end
+if f[5] then links_moved(events, jk, id, as, now) end
 if as ~= 'SUCCEEDED' then
   redis.call('RPUSH', KEYS[11], id)
 end

@@ -15,6 +15,7 @@
 --- @include "lib/wake"
 --- @include "lib/ready"
 --- @include "lib/locks"
+--- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/args"
@@ -29,7 +30,8 @@ if reason == nil then return bad_arg('retry', 'reason', reason) end
 if res == nil then return bad_arg('retry', 'resource', res) end
 local refusal = refuse_unless(jk, 'retry', 'QUEUED', nil)
 if refusal then return refusal end
-local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource', 'links')
+local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource', 'flow',
+  'links')
 local corrupt = corrupt_field({ id = f[1], attempt = f[3], priority = f[4], created_at = f[6] },
   { 'id', 'attempt', 'priority', 'created_at' })
 if corrupt then return corrupt end
@@ -49,6 +51,7 @@ if from == 'STALE' then
   end
   redis.call('ZREM', K_STALE, id)
   release_lock_at(KEYS[13], KEYS[14], res, id)
+  flow_release(f[8], id)
 else
   redis.call('ZREM', K_DONE, id)
 end
@@ -70,6 +73,6 @@ if f[5] and f[5] ~= '' then redis.call('HSETNX', K_INPUTS, f[5], id) end
 redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[6]) or now), id)
 local events = event_log(true)
 emit(events, 'retry', id, next_attempt, from, 'QUEUED', who, mode .. ': ' .. reason)
-if f[8] then links_moved(events, jk, id, 'QUEUED', now) end
+if f[9] then links_moved(events, jk, id, 'QUEUED', now) end
 wake(k_wake)
 return { 'OK', next_attempt }

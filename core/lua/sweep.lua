@@ -7,7 +7,8 @@
 -- Concurrent sweeps are safe: each expired lease is handled by exactly one call.
 -- A job that cannot be read (wrong key type, unknown state, bad attempt,
 -- pipeline or resource) is moved to the quarantine instead (lib/quarantine).
--- Also re-readies jobs parked on a resource whose lock expired, and applies retention.
+-- Also hands a resource whose lock expired (or a flow gate below its limit) to its
+-- first waiting job, and applies retention.
 -- ARGV[4] batch  ARGV[5] '1' for a dry run (report only, change nothing)
 -- Reply: { requeued, cancelled, stale, unparked, purged, then per job: id, from, to }
 -- A malformed argument is an error reply. An expired job whose move needs a field
@@ -19,6 +20,7 @@
 --- @include "lib/wake"
 --- @include "lib/ready"
 --- @include "lib/locks"
+--- @include "lib/flow"
 --- @include "lib/moves"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
@@ -36,10 +38,12 @@ local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', fmt(now), 'LIMIT',
 local requeued, cancelled, stale, unparked, purged = 0, 0, 0, 0, 0
 local moves = {}
 local events = event_log(true)
+-- resources this call released: each was handed to its next waiter already
+local released = {}
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   local f, bad_key = read_job(jk, { 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
-    'priority', 'created_at', 'stale_lock', 'links' })
+    'priority', 'created_at', 'stale_lock', 'flow', 'links' })
   -- a job that cannot be read goes to the quarantine (lib/quarantine), not back to a ready set
   local why, field = bad_key, '(key)'
   if f then
@@ -59,7 +63,11 @@ for _, id in ipairs(expired) do
       if f then
         -- the old holder is refused from now on
         redis.call('HDEL', jk, 'token', 'lease_deadline')
-        if f[3] and f[3] ~= '' and not name_problem(f[3]) then release_lock(f[3], id) end
+        if f[3] and f[3] ~= '' and not name_problem(f[3]) then
+          release_lock(f[3], id)
+          released[f[3]] = true
+        end
+        if type(f[10]) == 'string' then flow_release(f[10], id) end
       end
       quarantine(events, id, why, field, 'leases', f and f[1], f and f[5], f and f[6])
     end
@@ -105,12 +113,16 @@ for _, id in ipairs(expired) do
     if to == 'CANCELLED' then
       append_attempt(id, f[5], attempt_record(jk, 'CANCELLED', now, { reason = why }))
       release_lock(res, id)
+      released[res] = true
+      flow_release(f[10], id)
       redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
       make_terminal(jk, id, 'CANCELLED', now)
       emit(events, 'sweep', id, f[5], 'LEASED', 'CANCELLED', worker, why .. '; cancel requested: ' .. cancel)
-      if f[10] then links_moved(events, jk, id, 'CANCELLED', now) end
+      if f[11] then links_moved(events, jk, id, 'CANCELLED', now) end
     elseif to == 'QUEUED' then
       release_lock(res, id)
+      released[res] = true
+      flow_release(f[10], id)
       redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
       redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
       redis.call('ZADD', ready_key(f[4]), ready_score(f[7], tonumber(f[8]) or now), id)
@@ -121,27 +133,35 @@ for _, id in ipairs(expired) do
       redis.call('HDEL', jk, 'token', 'lease_deadline')
       redis.call('HSET', jk, 'state', 'STALE', 'stale_at', fmt(now), 'updated_at', fmt(now))
       redis.call('ZADD', K_STALE, fmt(now), id)
+      if f[9] == 'release' then flow_release(f[10], id) else flow_keep(f[10], id) end
       if res ~= '' then
         if f[9] == 'release' then
           release_lock(res, id)
+          released[res] = true
         elseif redis.call('GET', lock_key(res)) == id then
           redis.call('PERSIST', lock_key(res))
         end
       end
       emit(events, 'sweep', id, f[5], 'RUNNING', 'STALE', worker, why)
-      if f[10] then links_moved(events, jk, id, 'STALE', now) end
+      if f[11] then links_moved(events, jk, id, 'STALE', now) end
     end
   end
 end
 
--- jobs parked on a resource whose lock expired without a release
+-- jobs parked on a resource whose lock expired without a release: the
+-- first waiter of each is handed it
 local resources = redis.call('SRANDMEMBER', K_PARKED, 16)
 for _, res in ipairs(resources) do
-  if redis.call('EXISTS', lock_key(res)) == 0 then
-    unparked = unparked + redis.call('ZCARD', parked_key(res))
-    if not dry then unpark(res) end
+  if not released[res] and redis.call('EXISTS', lock_key(res), handed_key(res)) == 0 then
+    if dry then
+      unparked = unparked + math.min(1, redis.call('ZCARD', parked_key(res)))
+    elseif unpark(res) then
+      unparked = unparked + 1
+    end
   end
 end
+-- and jobs waiting on a flow gate below its limit
+unparked = unparked + flow_sweep(dry)
 
 if not dry then purged = purge(now, batch) end
 local out = { requeued, cancelled, stale, unparked, purged }

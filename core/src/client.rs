@@ -19,8 +19,21 @@ pub fn job_for<P: Pipeline>(input: &P::Input) -> Result<NewJob> {
     let mut job = NewJob::new(P::NAME, input)?
         .max_attempts(max_attempts)
         .stale_lock(options.stale_lock);
-    if let Some(resource) = P::resource_key(input) {
-        job = job.resource(resource);
+    let resource = P::resource_key(input);
+    match crate::flow::FlowSpec::of(&options.flow) {
+        None => {
+            if let Some(resource) = resource {
+                job = job.resource(resource);
+            }
+        }
+        Some(flow) => {
+            let limiter = P::limiter_key(input);
+            let (resource, gates) = flow.gates(P::NAME, resource.as_deref(), limiter.as_deref())?;
+            if let Some(resource) = resource {
+                job = job.resource(resource);
+            }
+            job = job.flow(gates);
+        }
     }
     if let Some(key) = P::input_key(input) {
         job = job.input_key(key);

@@ -56,6 +56,7 @@ pub struct Contract {
     validator: Option<jsonschema::Validator>,
     resource: Option<KeyTemplate>,
     input_key: Option<KeyTemplate>,
+    limiter: Option<KeyTemplate>,
 }
 
 impl std::fmt::Debug for Contract {
@@ -93,11 +94,16 @@ impl Contract {
         };
         let resource = template(&spec.resource_template, "resource template")?;
         let input_key = template(&spec.input_key_template, "input key template")?;
+        let limiter = template(
+            &spec.flow.as_ref().and_then(|f| f.limiter_template.clone()),
+            "limiter template",
+        )?;
         Ok(Contract {
             spec,
             validator,
             resource,
             input_key,
+            limiter,
         })
     }
 
@@ -166,6 +172,17 @@ impl Contract {
             (Some(t), _) => job = job.input_key(render(t, "input key")?),
             (None, Some(k)) => job = job.input_key(k.clone()),
             (None, None) => {}
+        }
+        if let Some(flow) = &self.spec.flow {
+            let limiter = self
+                .limiter
+                .as_ref()
+                .map(|t| render(t, "limiter"))
+                .transpose()?;
+            let (resource, gates) =
+                flow.gates(&self.spec.name, job.resource.as_deref(), limiter.as_deref())?;
+            job.resource = resource;
+            job = job.flow(gates);
         }
         Ok(apply(job, options))
     }

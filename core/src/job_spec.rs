@@ -41,6 +41,9 @@ pub struct NewJob {
     pub depends_on: Vec<Dependency>,
     /// What a parent ending FAILED or CANCELLED does to this job.
     pub on_parent_failure: ParentFailure,
+    /// The flow-control gates its lease must pass (the `flow` field, see
+    /// [`crate::flow::FlowSpec::gates`]); `None` for a job under none.
+    pub flow: Option<String>,
 }
 
 impl NewJob {
@@ -67,6 +70,7 @@ impl NewJob {
             group: None,
             depends_on: Vec::new(),
             on_parent_failure: ParentFailure::Cancel,
+            flow: None,
         }
     }
 
@@ -132,6 +136,12 @@ impl NewJob {
         self
     }
 
+    /// Sets the flow-control gates (see [`crate::flow::FlowSpec::gates`]).
+    pub fn flow(mut self, flow: Option<String>) -> Self {
+        self.flow = flow;
+        self
+    }
+
     /// Sets the id.
     pub fn id(mut self, id: JobId) -> Self {
         self.id = Some(id);
@@ -150,6 +160,13 @@ impl NewJob {
         }
         if let Some(resource) = &self.resource {
             check_name("resource", resource)?;
+        }
+        if let Some(flow) = &self.flow {
+            if flow.is_empty() || flow.chars().any(|c| c == '{' || c == '}' || c.is_control()) {
+                return Err(Error::InvalidArgument(format!(
+                    "flow {flow:?} lists no gates"
+                )));
+            }
         }
         if let Some(key) = &self.input_key {
             if key.is_empty() {

@@ -44,12 +44,27 @@ pub struct Leased {
     pub now: Millis,
     /// Jobs this call found waiting for a locked resource and parked.
     pub parked: u64,
+    /// Jobs this call set aside by flow control, and paused pipelines it met.
+    pub waits: FlowWaits,
     /// Jobs this call leased whose fields could not be read (corrupted in
     /// Redis). They stay LEASED, untouched, until their lease expires and the
     /// sweeper requeues them; `leasehold show` names the bad field. Only the
     /// worker's batched calls report these: [`Queue::lease`](crate::Queue::lease)
     /// answers such a call with the error itself.
     pub unreadable: Vec<UnreadableLease>,
+}
+
+/// What a lease call set aside by flow control, by cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowWaits {
+    /// Jobs that found their resource at its limit (they wait for a slot).
+    pub resource_limit: u64,
+    /// Jobs that found their pipeline at max_running.
+    pub max_running: u64,
+    /// Jobs given a later start time by a rate limit (delayed until then).
+    pub rate: u64,
+    /// Served pipelines found paused (their jobs were left where they are).
+    pub paused: u64,
 }
 
 /// A job leased by a batched call whose fields could not be read.

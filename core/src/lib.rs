@@ -26,6 +26,7 @@ pub mod client;
 pub mod config;
 pub mod contract;
 pub mod error;
+pub mod flow;
 pub mod id;
 pub mod inspect;
 pub mod job_spec;
@@ -48,27 +49,28 @@ pub use client::{job_for, Client, Enqueue};
 pub use config::{QueueConfig, Retention};
 pub use contract::{Contract, EnqueueOptions};
 pub use error::{Error, Result};
+pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
 pub use id::JobId;
 pub use inspect::{
-    cancel_status, discover_queues, CancelOutcome, CancelStatus, Event, EventFollower, Inspector,
-    JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
+    cancel_status, discover_queues, CancelOutcome, CancelStatus, Event, EventFollower, GateStatus,
+    Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
     PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
 };
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;
 pub use lease::{
-    Cancelled, Finished, Lease, Leased, Outcome, Renewal, RetryMode, Started, SweepReport,
-    SweptJob, UnreadableLease,
+    Cancelled, Finished, FlowWaits, Lease, Leased, Outcome, Renewal, RetryMode, Started,
+    SweepReport, SweptJob, UnreadableLease,
 };
 pub use metrics::Metrics;
 pub use pipeline::{
-    queue_of, BoxFuture, CleanupContext, CleanupReason, Pipeline, PipelineOptions, PipelineSpec,
-    RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
+    queue_of, BoxFuture, CleanupContext, CleanupReason, Limiter, Pipeline, PipelineOptions,
+    PipelineSpec, RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
 pub use queue::{
     check_group_name, connect_pool, escape_bytes, Dependency, EnqueueStatus, Enqueued,
     GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupStatus, GroupView, NewGroup,
-    ParentFailure, QuarantineEntry, Queue,
+    ParentFailure, PauseChange, QuarantineEntry, Queue,
 };
 pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,

@@ -41,6 +41,15 @@ pub struct TransitionLabels {
     pub to: String,
 }
 
+/// Labels of a flow-control wait.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WaitLabels {
+    /// The queue.
+    pub queue: String,
+    /// `resource_limit`, `max_running`, `rate` or `paused`.
+    pub cause: String,
+}
+
 /// Labels of a step run.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StepLabels {
@@ -115,6 +124,9 @@ pub struct Metrics {
     pub sweeper_recoveries: Family<RecoveryLabels, Counter>,
     /// Jobs parked because their resource was locked.
     pub lock_waits: Family<QueueLabels, Counter>,
+    /// Jobs set aside by flow control, by cause (`resource_limit`,
+    /// `max_running`, `rate`), and lease calls that met a paused pipeline (`paused`).
+    pub flow_waits: Family<WaitLabels, Counter>,
     /// Jobs this process is running.
     pub jobs_active: Family<PipelineLabels, Gauge>,
     /// Jobs by state, as read from Redis (dashboard).
@@ -176,6 +188,12 @@ impl Metrics {
             "Jobs parked because their resource was locked",
             lock_waits.clone(),
         );
+        let flow_waits = Family::<WaitLabels, Counter>::default();
+        registry.register(
+            "flow_waits",
+            "Jobs set aside by flow control by cause (resource_limit, max_running, rate), and lease calls that met a paused pipeline (paused)",
+            flow_waits.clone(),
+        );
         let jobs_active = Family::<PipelineLabels, Gauge>::default();
         registry.register(
             "jobs_active",
@@ -212,6 +230,7 @@ impl Metrics {
             leases_lost,
             sweeper_recoveries,
             lock_waits,
+            flow_waits,
             jobs_active,
             jobs_by_state,
         }

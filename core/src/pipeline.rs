@@ -105,6 +105,8 @@ pub struct PipelineOptions {
     pub retry: RetryPolicy,
     /// What happens to the resource lock when a job goes STALE.
     pub stale_lock: StaleLock,
+    /// Flow control: resource limit, max running, rate (off by default).
+    pub flow: crate::flow::FlowOptions,
 }
 
 impl Default for PipelineOptions {
@@ -114,6 +116,7 @@ impl Default for PipelineOptions {
             lease_ttl: None,
             retry: RetryPolicy::default(),
             stale_lock: StaleLock::Hold,
+            flow: crate::flow::FlowOptions::default(),
         }
     }
 }
@@ -215,6 +218,47 @@ pub(crate) struct StepShared {
     pub(crate) worker: String,
     pub(crate) cancel: CancellationToken,
     pub(crate) cancel_reason: std::sync::Mutex<Option<String>>,
+    /// The job's queue and its pipeline's declared rate, for `limit` (none when detached).
+    pub(crate) limits: Option<(crate::queue::Queue, Option<crate::flow::Rate>)>,
+}
+
+/// A named rate limiter as a step uses it (see [`StepContext::limit`]).
+#[derive(Debug)]
+pub struct Limiter<'a> {
+    ctx: &'a StepContext,
+    name: String,
+    rate: Option<crate::flow::Rate>,
+}
+
+impl Limiter<'_> {
+    /// Uses `rate` instead of the pipeline's declared rate.
+    pub fn at(mut self, rate: crate::flow::Rate) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+
+    /// Takes `n` tokens, waiting (on Redis time) until the limiter allows
+    /// them; a cancel of the job ends the wait with an error.
+    pub async fn acquire(&self, n: u32) -> crate::error::Result<()> {
+        let Some((queue, declared)) = &self.ctx.shared.limits else {
+            return Err(crate::error::Error::InvalidArgument(
+                "a detached step context has no rate limiter".into(),
+            ));
+        };
+        let rate = self.rate.or(*declared).ok_or_else(|| {
+            crate::error::Error::InvalidArgument(format!(
+                "limiter {}: the pipeline declares no rate (use .at(rate))",
+                self.name
+            ))
+        })?;
+        tokio::select! {
+            r = queue.acquire_rate(&self.name, rate, n) => r,
+            () = self.ctx.cancelled() => Err(crate::error::Error::InvalidArgument(format!(
+                "limiter {}: the job was cancelled while waiting",
+                self.name
+            ))),
+        }
+    }
 }
 
 /// What a running step can see: its job, its fence for sinks, and its cancellation.
@@ -235,8 +279,35 @@ impl StepContext {
                 worker: "detached".into(),
                 cancel: CancellationToken::new(),
                 cancel_reason: std::sync::Mutex::new(None),
+                limits: None,
             }),
             step,
+        }
+    }
+
+    /// The rate limiter `name` (for example `shop-api:acme`), at the rate the
+    /// pipeline declares (`#[pipeline(rate = "10/s")]`): the same limiter that
+    /// rate-limits starts of jobs naming it, so a step that makes many calls
+    /// to one quota takes its tokens from it.
+    ///
+    /// ```no_run
+    /// # async fn step(ctx: &leasehold_core::StepContext) -> Result<(), leasehold_core::StepError> {
+    /// for page in 0..5 {
+    ///     ctx.limit("shop-api:acme")
+    ///         .acquire(1)
+    ///         .await
+    ///         .map_err(leasehold_core::StepError::retryable)?;
+    ///     // ... one call to the API
+    /// #   let _ = page;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn limit(&self, name: &str) -> Limiter<'_> {
+        Limiter {
+            ctx: self,
+            name: name.to_owned(),
+            rate: None,
         }
     }
 
@@ -390,6 +461,12 @@ pub trait Pipeline: Send + Sync + 'static {
     /// The input-key template as declared, published in the spec.
     const INPUT_KEY_TEMPLATE: Option<&'static str> = None;
 
+    /// The rate limiter's key, built from the input
+    /// (`#[pipeline(limiter = "shop-api:{shop}")]`).
+    fn limiter_key(_input: &Self::Input) -> Option<String> {
+        None
+    }
+
     /// The JSON Schema of the input type, published in the spec and checked on
     /// enqueues that do not come from Rust. `#[pipeline]` derives it when the
     /// input type implements `schemars::JsonSchema` (re-exported as
@@ -460,6 +537,9 @@ pub struct PipelineSpec {
     /// The input type's JSON Schema, when it has one.
     #[serde(default)]
     pub input_schema: Option<serde_json::Value>,
+    /// Flow control (resource limit, max running, rate), when declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<crate::flow::FlowSpec>,
     /// A digest of everything above: two workers publishing different versions
     /// of one pipeline run different builds (`status` reports it).
     #[serde(default)]
@@ -505,6 +585,7 @@ pub fn spec_of<P: Pipeline>() -> PipelineSpec {
         resource_template: P::RESOURCE_TEMPLATE.map(str::to_owned),
         input_key_template: P::INPUT_KEY_TEMPLATE.map(str::to_owned),
         input_schema: P::input_schema(),
+        flow: crate::flow::FlowSpec::of(&options.flow),
         version: String::new(),
     };
     spec.version = spec.digest();

@@ -180,6 +180,24 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
     } else {
         quote!(::leasehold::StaleLock::Hold)
     };
+    let flow = {
+        let f = &model.flow;
+        let resource_limit = option(f.resource_limit.map(|n| quote!(#n)));
+        let max_running = option(f.max_running.map(|n| quote!(#n)));
+        let rate = option(f.rate.as_ref().map(|l| quote!(#l)));
+        let limiter = option(f.limiter.as_ref().map(|t| {
+            let lit = &t.lit;
+            quote!(#lit)
+        }));
+        quote! {
+            ::leasehold::FlowOptions {
+                resource_limit: #resource_limit,
+                max_running: #max_running,
+                rate: #rate,
+                limiter: #limiter,
+            }
+        }
+    };
     let body = if full {
         let resource_key = model
             .resource
@@ -189,6 +207,11 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
             .input_key
             .as_ref()
             .map(|t| key_fn(&format_ident!("input_key"), t));
+        let limiter_key = model
+            .flow
+            .limiter
+            .as_ref()
+            .map(|t| key_fn(&format_ident!("limiter_key"), t));
         let templates = [
             ("RESOURCE_TEMPLATE", &model.resource),
             ("INPUT_KEY_TEMPLATE", &model.input_key),
@@ -214,7 +237,7 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
                 use ::leasehold::__private::schema::{WithSchema as _, WithoutSchema as _};
                 (&::leasehold::__private::schema::Probe::<#input>::NEW).input_schema()
             }
-            #resource_key #input_key #schedules #run_step #cleanup
+            #resource_key #input_key #limiter_key #schedules #run_step #cleanup
         }
     } else {
         quote! {
@@ -247,6 +270,7 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
                     lease_ttl: #lease_ttl,
                     retry: #pipeline_retry,
                     stale_lock: #stale_lock,
+                    flow: #flow,
                     ..::core::default::Default::default()
                 }
             }

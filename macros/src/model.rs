@@ -32,6 +32,8 @@ pub(crate) struct Model {
     pub release_on_stale: bool,
     pub resource: Option<Template>,
     pub input_key: Option<Template>,
+    /// Flow control: `resource_limit`, `max_running`, `rate`, `limiter`.
+    pub flow: Flow,
     /// `schedule(...)`, when declared.
     pub schedule: Option<crate::schedule::ScheduleDecl>,
     /// The job input type, from the first step's `&Input` parameter.
@@ -41,6 +43,17 @@ pub(crate) struct Model {
     /// Set when the impl has a problem rustc reports by itself (two methods of
     /// one name): generate nothing that would repeat it.
     pub degraded: bool,
+}
+
+/// The flow control a pipeline declares.
+#[derive(Default)]
+pub(crate) struct Flow {
+    pub resource_limit: Option<u32>,
+    pub max_running: Option<u32>,
+    /// `"10/s"`, checked.
+    pub rate: Option<LitStr>,
+    /// The named limiter's key template.
+    pub limiter: Option<Template>,
 }
 
 /// A step.
@@ -89,6 +102,10 @@ const PIPELINE_KEYS: &[&str] = &[
     "multiplier",
     "jitter",
     "on_stale",
+    "resource_limit",
+    "max_running",
+    "rate",
+    "limiter",
     "schedule",
 ];
 
@@ -118,6 +135,7 @@ pub(crate) fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> 
         release_on_stale: false,
         resource: None,
         input_key: None,
+        flow: Flow::default(),
         schedule: None,
         input: None,
         steps: Vec::new(),
@@ -230,6 +248,9 @@ fn check_impl(item: &ItemImpl, errors: &mut Errors) -> Option<Ident> {
 
 fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Errors) {
     let mut queue = None;
+    let mut resource_limit_at = None;
+    let mut limiter_at = None;
+    let mut rate_seen = false;
     for setting in options::known(settings, PIPELINE_KEYS, "option", errors) {
         if model.retry.read(&setting, errors) {
             continue;
@@ -248,6 +269,26 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
                 }
             }
             "resource" => model.resource = read_template(&setting, true, errors),
+            "resource_limit" => {
+                model.flow.resource_limit = errors.ok(setting.count("3"));
+                resource_limit_at = Some(setting.key.span());
+            }
+            "max_running" => model.flow.max_running = errors.ok(setting.count("2")),
+            "rate" => {
+                rate_seen = true;
+                if let Some(lit) = errors.ok(setting.string("\"10/s\"")) {
+                    match check_rate(&lit.value()) {
+                        Ok(()) => model.flow.rate = Some(lit),
+                        Err(why) => {
+                            errors.at(lit.span(), format!("bad rate {:?}: {why}", lit.value()))
+                        }
+                    }
+                }
+            }
+            "limiter" => {
+                model.flow.limiter = read_template(&setting, true, errors);
+                limiter_at = Some(setting.key.span());
+            }
             "input_key" => model.input_key = read_template(&setting, false, errors),
             "schedule" => model.schedule = crate::schedule::read(&setting, errors),
             "lease_ttl" => {
@@ -278,6 +319,42 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
         }
     }
     model.queue = queue.unwrap_or_else(|| model.name.clone());
+    if let (Some(span), None) = (resource_limit_at, &model.resource) {
+        errors.at(
+            span,
+            "`resource_limit` limits the holders of the job's resource: declare `resource = \"...\"` too",
+        );
+    }
+    if let (Some(span), false) = (limiter_at, rate_seen) {
+        errors.at(
+            span,
+            "`limiter` names a rate limiter: declare its `rate = \"10/s\"` too",
+        );
+    }
+}
+
+/// Checks a rate, `"<n>/s"`, `"<n>/m"` or `"<n>/h"` (the core's `Rate` reads the same).
+fn check_rate(text: &str) -> Result<(), String> {
+    let (count, unit) = text
+        .split_once('/')
+        .ok_or("write \"<n>/s\", \"<n>/m\" or \"<n>/h\", like \"10/s\"")?;
+    let count: u64 = count
+        .trim()
+        .parse()
+        .map_err(|_| "the count is not a whole number")?;
+    if count == 0 {
+        return Err("the count must be at least 1".into());
+    }
+    let per_ms: u64 = match unit.trim() {
+        "s" | "sec" | "second" => 1_000,
+        "m" | "min" | "minute" => 60_000,
+        "h" | "hour" => 3_600_000,
+        other => return Err(format!("unknown unit {other:?} (s, m or h)")),
+    };
+    if count > per_ms {
+        return Err("more than one start per millisecond".into());
+    }
+    Ok(())
 }
 
 /// Names used inside Redis keys: the same rule the core checks at run time.

@@ -1,9 +1,10 @@
 //! The commands: each reads through `leasehold_core::inspect` or acts through
 //! the `Queue` client (the same Lua scripts the workers use). One module per
 //! family: `views` read, `actions` act on one job, `enqueue` adds jobs,
-//! `upkeep` sweeps and purges, `groups` shows and acts on groups of jobs,
-//! `quarantine` lists, repairs and purges unreadable jobs, `schedules`
-//! lists, pauses, resumes and triggers schedules. (`main` dispatches; `dashboard` is a command of its own.)
+//! `upkeep` sweeps and purges, `flow` pauses and resumes queues and pipelines,
+//! `groups` shows and acts on groups of jobs, `quarantine` lists, repairs and
+//! purges unreadable jobs, `schedules` lists, pauses, resumes and triggers
+//! schedules. (`main` dispatches; `dashboard` is a command of its own.)
 
 /// `println!` for command output: a reader that closed the pipe ends the
 /// command quietly (see `out`) instead of panicking.
@@ -22,6 +23,7 @@ macro_rules! outp {
 
 mod actions;
 mod enqueue;
+mod flow;
 pub(crate) mod groups;
 pub(crate) mod quarantine;
 pub(crate) mod schedules;
@@ -34,6 +36,7 @@ use crate::{Failure, Outcome};
 
 pub(crate) use actions::{cancel, resolve, retry};
 pub(crate) use enqueue::enqueue;
+pub(crate) use flow::pause;
 pub(crate) use upkeep::{purge, sweep};
 pub(crate) use views::{events, jobs, locks, show, status, workers};
 

@@ -31,6 +31,7 @@ mod api;
 mod data;
 mod enqueue;
 mod error;
+mod flow;
 mod groups;
 mod html;
 mod pages;
@@ -238,6 +239,10 @@ pub(crate) fn router(app: Shared) -> Router {
         .route("/jobs/{queue}/{id}/resolve", post(actions::resolve_form))
         .route("/jobs/{queue}/{id}/repair", post(actions::repair_form))
         .route("/jobs/{queue}/{id}/purge", post(actions::purge_form))
+        .route("/queues/{queue}/pause", post(flow::pause_form))
+        .route("/queues/{queue}/resume", post(flow::resume_form))
+        .route("/api/queues/{queue}/pause", post(flow::pause_api))
+        .route("/api/queues/{queue}/resume", post(flow::resume_api))
         .route("/find", get(pages::find))
         .route("/workers", get(pages::workers))
         .route("/locks", get(pages::locks))

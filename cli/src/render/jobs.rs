@@ -32,6 +32,12 @@ pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
             if j.cancel_reason.is_some() && !j.state.is_terminal() {
                 state.push_str(" (cancel requested)");
             }
+            if let (leasehold_core::JobState::Queued, Some(w)) = (j.state, &j.waiting) {
+                state.push_str(&format!(
+                    " ({})",
+                    leasehold_core::flow::describe_wait(w, None)
+                ));
+            }
             t.row(vec![
                 j.id.to_string(),
                 j.queue.clone(),

@@ -42,6 +42,12 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
         );
     }
     kv("resource", opt(j.resource.as_deref()));
+    if let Some(flow) = &d.flow {
+        kv("flow control", flow.clone());
+    }
+    if let Some(why) = &d.waiting {
+        kv("waiting", why.clone());
+    }
     kv("priority", j.priority.to_string());
     kv("created", ago(j.created_at));
     kv("updated", ago(j.updated_at));

@@ -78,6 +78,16 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
                 text
             })
             .chain((s.parked > 0).then(|| format!("{} parked on locked resources", s.parked)))
+            .chain(s.gates.iter().map(|g| {
+                let what = match g.kind.as_str() {
+                    "slots" => format!("resource {} at limit {}/{}", g.name, g.held, g.limit),
+                    "running" => {
+                        format!("pipeline {} at max_running {}/{}", g.name, g.held, g.limit)
+                    }
+                    _ => format!("{} {}/{}", g.gate, g.held, g.limit),
+                };
+                format!("{} waiting: {what}", g.waiting)
+            }))
             .collect();
         let _ = writeln!(
             out,
@@ -88,6 +98,24 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
                 waiting.join("; ")
             }
         );
+        for p in &s.pauses {
+            let what = match &p.scope {
+                leasehold_core::PauseScope::Queue => "the whole queue".to_owned(),
+                leasehold_core::PauseScope::Pipeline(name) => format!("pipeline {name}"),
+            };
+            let _ = writeln!(
+                out,
+                "  PAUSED: {what} since {} ({} ago) by {}{}",
+                stamp(p.since),
+                human(s.now - p.since),
+                p.by,
+                if p.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", p.reason)
+                }
+            );
+        }
         if let Some(o) = &s.oldest_waiting {
             let _ = writeln!(
                 out,

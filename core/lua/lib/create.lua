@@ -3,7 +3,8 @@
 -- A job is given as 9 values of the run's ARGV (`argv`, passed in: a library
 -- file never reads ARGV itself) from offset `a` (argv[a + 1 .. a + 9]): id,
 -- input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
--- rerun ('1': create a new job even when the key's latest job SUCCEEDED).
+-- rerun ('1': create a new job even when the key's latest job SUCCEEDED); its
+-- flow-control gates (lib/flow) come apart, `flow` ('' or nil: none, and no field).
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -35,7 +36,7 @@ end
 -- or id already has a job), emitting `enqueue` with `why` (or the re-run's).
 -- Returns id, status ('created' | 'rerun' | 'existing' | 'succeeded'),
 -- previous id or '', and whether a job was created.
-local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why)
+local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why, flow)
   local id, input, input_key, resource = argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4]
   local priority, delay_ms, max_attempts, stale_lock = argv[a + 5], tonumber(argv[a + 6]), argv[a + 7], argv[a + 8]
   local rerun = argv[a + 9] == '1'
@@ -62,6 +63,7 @@ local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv,
     'stale_lock', stale_lock, 'created_at', fmt(now), 'updated_at', fmt(now), 'not_before', fmt(not_before),
     'attempt', '1', 'state', 'QUEUED', 'step', '', 'last_step', '', 'cleanup_needed', '0')
   if previous ~= '' then redis.call('HSET', jk, 'previous', previous) end
+  if flow and flow ~= '' then redis.call('HSET', jk, 'flow', flow) end
   if input_key ~= '' then redis.call('HSET', K_INPUTS, input_key, id) end
   if delay_ms > 0 then
     redis.call('ZADD', k_delayed, fmt(not_before), id)

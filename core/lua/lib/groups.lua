@@ -1,6 +1,6 @@
 -- groups: groups of jobs (counts per settled state, sealing, a completion job
 -- enqueued once) and dependencies between jobs (a dependent waits, QUEUED, in
--- the queue's waiting index instead of a ready set, until its parents
+-- the queue's awaiting index instead of a ready set, until its parents
 -- SUCCEEDED). A job that takes part in either has `links = '1'` in its hash;
 -- every script that moves a job reads that field with the fields it reads
 -- anyway and calls links_moved only when it is set, so jobs without links pay
@@ -20,7 +20,7 @@
 --   group:<g>:dependents set   jobs waiting for the group
 --   groups               zset  group name -> created at (ms)
 --   dependents:<id>      set   jobs waiting for job <id>
---   waiting              zset  dependent job id -> enqueued at (ms): QUEUED, not leasable
+--   awaiting             zset  dependent job id -> enqueued at (ms): QUEUED, not leasable
 -- Job fields: links '1'; group <g>; deps 'j:<id> g:<name> ...' (its parents);
 --   deps_left (parents not yet settled for it); on_parent_failure cancel | run;
 --   completes <g> (on a completion job).
@@ -35,7 +35,7 @@
 
 local function group_key(g) return BASE .. ':group:' .. g end
 local function dependents_key(id) return BASE .. ':dependents:' .. id end
-local function waiting_key() return BASE .. ':waiting' end
+local function awaiting_key() return BASE .. ':awaiting' end
 local function groups_key() return BASE .. ':groups' end
 
 -- Emits an event about group `g` (its id in the `job` field).
@@ -49,7 +49,7 @@ local links_moved -- defined below (the cascade of a cancelled dependent calls i
 -- Releases waiting job `id` (hash `jk`) into its ready (or delayed) set.
 local function release_waiting(events, jk, id, now, why)
   local d = redis.call('HMGET', jk, 'pipeline', 'priority', 'not_before', 'created_at', 'attempt')
-  redis.call('ZREM', waiting_key(), id)
+  redis.call('ZREM', awaiting_key(), id)
   if not d[1] then return end
   local nb = tonumber(d[3] or '') or 0
   if nb > now then
@@ -62,10 +62,10 @@ local function release_waiting(events, jk, id, now, why)
   wake(wake_key(d[1]))
 end
 
--- Cancels waiting job `id` (QUEUED in the waiting index) because a parent ended.
+-- Cancels waiting job `id` (QUEUED in the awaiting index) because a parent ended.
 local function cancel_waiting(events, jk, id, now, why)
   local d = redis.call('HMGET', jk, 'attempt')
-  redis.call('ZREM', waiting_key(), id)
+  redis.call('ZREM', awaiting_key(), id)
   redis.call('HSET', jk, 'cancel_reason', why, 'cancel_at', fmt(now), 'cancel_by', 'dependencies')
   append_attempt(id, d[1], attempt_record(jk, 'CANCELLED', now, { reason = why }))
   make_terminal(jk, id, 'CANCELLED', now)
@@ -82,7 +82,7 @@ local function notify_dependents(events, dk, label, outcome, now)
   for _, dep in ipairs(deps) do
     local djk = job_key(dep)
     local d = redis.call('HMGET', djk, 'state', 'on_parent_failure')
-    if d[1] == 'QUEUED' and redis.call('ZSCORE', waiting_key(), dep) then
+    if d[1] == 'QUEUED' and redis.call('ZSCORE', awaiting_key(), dep) then
       if outcome == 'SUCCEEDED' or d[2] == 'run' then
         if redis.call('HINCRBY', djk, 'deps_left', -1) <= 0 then
           release_waiting(events, djk, dep, now, 'parents settled (last: ' .. label .. ' ' .. outcome .. ')')
@@ -198,7 +198,7 @@ local function pending_parents(deps, run)
 end
 
 -- Makes job `id` (hash `jk`, QUEUED, in no ready set yet) wait for its
--- pending parents: returns true when it waits (in the waiting index).
+-- pending parents: returns true when it waits (in the awaiting index).
 local function wait_for_parents(jk, id, deps, run, now)
   local pending, _, _, keys = pending_parents(deps, run)
   if pending == 0 then return false end
@@ -207,7 +207,7 @@ local function wait_for_parents(jk, id, deps, run, now)
     if k[2] then redis.call('HSET', job_key(k[2]), 'links', '1') end
   end
   redis.call('HSET', jk, 'deps_left', pending)
-  redis.call('ZADD', waiting_key(), fmt(now), id)
+  redis.call('ZADD', awaiting_key(), fmt(now), id)
   return true
 end
 
@@ -217,7 +217,7 @@ end
 -- waits again for parents that are not SUCCEEDED.
 links_moved = function(events, jk, id, to, now)
   local f = redis.call('HMGET', jk, 'group', 'deps', 'on_parent_failure', 'pipeline')
-  if TERMINAL[to] then redis.call('ZREM', waiting_key(), id) end
+  if TERMINAL[to] then redis.call('ZREM', awaiting_key(), id) end
   if f[1] and f[1] ~= '' then group_child_moved(events, f[1], id, to, now) end
   if TERMINAL[to] then
     notify_dependents(events, dependents_key(id), id, to, now)

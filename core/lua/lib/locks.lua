@@ -1,34 +1,59 @@
 -- locks: per-resource locks (lock:<resource>, the holder's job id) and the jobs
 -- parked until a lock is released (parked:<resource>, a zset by ready score).
+-- A release hands the resource to the next waiter only (priority, then age):
+-- one job goes back to its ready set and one wake-up token to its pipeline's
+-- idle workers, whatever the number of waiters (no thundering herd, and a
+-- backfill of n jobs on one resource does O(n) work, not O(n^2)).
 --- @include "lib/keys"
 --- @include "lib/wake"
+--- @include "lib/moves"
 
--- Moves every job parked on `res` (sorted set `pk`) back to its ready set.
-local function unpark_at(pk, res)
-  local waiting = redis.call('ZRANGE', pk, 0, -1, 'WITHSCORES')
-  local woken = {}
-  for i = 1, #waiting, 2 do
-    local id = waiting[i]
-    local p = redis.call('HGET', job_key(id), 'pipeline')
-    if p then
-      redis.call('ZADD', ready_key(p), waiting[i + 1], id)
-      if not woken[p] then
-        woken[p] = true
-        wake(wake_key(p))
-      end
+-- Moves the first QUEUED job of waiting set `wk` (a zset by ready score) back
+-- to its ready set and wakes its pipeline's idle workers; entries of jobs that
+-- are no longer QUEUED (or gone) are dropped on the way, a few at most per call
+-- (the sweeper's pass over waiting resources gets the rest). Returns whether a
+-- job was handed the resource, whether the waiting set is now empty, and the
+-- job handed it.
+local function hand_off(wk)
+  for _ = 1, 4 do
+    local h = redis.call('ZPOPMIN', wk)
+    if not h[1] then return false, true end
+    local f = redis.call('HMGET', job_key(h[1]), 'state', 'pipeline')
+    if may('lease', f[1]) and f[2] then
+      redis.call('ZADD', ready_key(f[2]), h[2], h[1])
+      wake(wake_key(f[2]))
+      return true, redis.call('EXISTS', wk) == 0, h[1]
     end
   end
-  redis.call('DEL', pk)
-  redis.call('SREM', K_PARKED, res)
+  return false, false
+end
+
+-- How long the sweeper's pass leaves a resource alone after a release handed
+-- it to a waiter (that job is on its way to a worker through its ready set).
+local HANDED_MS = 30000
+
+-- The marker of a resource just handed to its next waiter (`handed:<res>`:
+-- that job's id, for HANDED_MS), so the sweeper's pass does not hand it on a
+-- second time meanwhile.
+local function handed_key(res) return BASE .. ':handed:' .. res end
+
+-- Hands `res` (parked set `pk`) to its next waiter; forgets the resource in
+-- the parked index once nobody waits. Returns whether a job was handed it.
+local function unpark_at(pk, res)
+  local handed, empty, id = hand_off(pk)
+  if empty then redis.call('SREM', K_PARKED, res) end
+  if handed and not empty then redis.call('SET', handed_key(res), id, 'PX', HANDED_MS) end
+  return handed
 end
 
 -- Same, for scripts that discover the resource through an index (sweep).
 local function unpark(res)
-  unpark_at(parked_key(res), res)
+  return unpark_at(parked_key(res), res)
 end
 
--- Releases `res` (lock key `lk`) if `id` holds it, then wakes the jobs waiting
--- for it (parked set `pk`). Single-job scripts receive `lk` and `pk` in KEYS.
+-- Releases `res` (lock key `lk`) if `id` holds it, then hands it to the next
+-- job waiting for it (parked set `pk`). Single-job scripts receive `lk` and
+-- `pk` in KEYS.
 local function release_lock_at(lk, pk, res, id)
   if res == nil or res == false or res == '' then return end
   if redis.call('GET', lk) == id then

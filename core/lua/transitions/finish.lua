@@ -23,6 +23,7 @@
 --- @include "lib/ready"
 --- @include "lib/indexes"
 --- @include "lib/locks"
+--- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/args"
@@ -111,6 +112,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   set('updated_at', now_s())
   set('step', '')
   release_lock_at(lk, pk, res, id)
+  flow_release(j.flow, id)
   unlease(batch.ix, id)
   if plain then
     redis.call('HDEL', jk, 'token', 'lease_deadline')

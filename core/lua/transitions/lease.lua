@@ -1,6 +1,11 @@
 -- lease: QUEUED -> LEASED for up to n jobs of the served pipelines, in one call.
 -- Promotes due delayed jobs first. A job whose resource is locked by another job
--- is parked on that resource (no polling) until the lock is released. A call
+-- is parked on that resource (no polling) until the lock is released. A job
+-- whose pipeline declares flow control (its `flow` field, lib/flow) waits in
+-- the waiting set of the concurrency gate at its limit, or in its delayed set
+-- until the start time a rate gate gave it. A pipeline whose ready set is
+-- headed by a pause marker (a member starting with '{', which no job id can:
+-- see pause.lua) is paused: its jobs stay where they are. A call
 -- that empties the ready sets deletes the wake-up tokens of the pipelines with
 -- no delayed job either: they were pushed for jobs that are now taken, and an
 -- idle worker woken by one would only find nothing.
@@ -12,6 +17,8 @@
 -- (lib/quarantine) with the reason and the field, and the call goes on with
 -- the rest of the batch: one bad job never strands the others.
 -- Reply: { next_due_ms or -1, now ms, jobs parked on a locked resource by this call,
+--          jobs set aside by this call at a resource limit, at max_running, by a
+--          rate limit, served pipelines found paused,
 --          then per leased job 10 values:
 --          id, token, fence, attempt, pipeline, input, resource, last_step, last_output, not_before }
 --- @include "lib/keys"
@@ -20,9 +27,10 @@
 --- @include "lib/ready"
 --- @include "lib/moves"
 --- @include "lib/quarantine"
+--- @include "lib/flow"
 
 -- The fields lease reads from a job hash (HMGET order).
-local LEASE_FIELDS = { 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before' }
+local LEASE_FIELDS = { 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before', 'flow' }
 
 -- The reason and field that make a QUEUED job of `pipeline` unleasable (its
 -- lease reply could not be read), or nil; `f` holds LEASE_FIELDS.
@@ -70,8 +78,12 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
     end
   end
 
-  local out = { -1, now_s(), 0 }
+  local out = { -1, now_s(), 0, 0, 0, 0, 0 }
   local taken, scanned, parked = 0, 0, 0
+  -- jobs set aside by flow control, by cause (a table only once one is); pipelines found paused
+  local waits, paused = nil, 0
+  -- jobs this call took a flow gate for (not yet in the lease index; a table only when used)
+  local fresh = nil
   local limit = n * 4 + 16
   -- jobs taken by this call: id, job key, HMGET fields
   local ids, jks, fields = {}, {}, {}
@@ -101,11 +113,26 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       last_out = redis.call('HGET', jk, 'out:' .. f[6]) or ''
       if not is_utf8(last_out) then why, field = 'not UTF-8', 'out:' .. f[6] end
     end
+    local gates = nil
+    if not why and f[8] then
+      gates = gates_of(f[8])
+      if not gates then why, field = 'not a flow spec', 'flow' end
+    end
     if why then
       quarantine(batch.events, id, why, field, 'ready:' .. served[p], f[1], f[3], worker)
       return
     end
-    f[8] = last_out
+    f[9] = last_out
+    if gates then
+      fresh = fresh or {}
+      local g = flow_blocker(gates, jk, now, fresh)
+      if g then
+        local cause = flow_wait(g, id, jk, score, delayed_keys[p], now)
+        waits = waits or { slots = 0, running = 0, rate = 0 }
+        waits[cause] = waits[cause] + 1
+        return
+      end
+    end
     local res = f[2] or ''
     if res ~= '' then
       local holder = redis.call('GET', lock_key(res))
@@ -117,12 +144,15 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       end
       redis.call('SET', lock_key(res), id, 'PX', lock_ttl)
     end
+    if gates then flow_take(gates, id, jk, now, fresh) end
     taken = taken + 1
     ids[taken], jks[taken], fields[taken] = id, jk, f
   end
 
-  -- whether every ready set was found empty
+  -- whether every ready set was found empty (or paused)
   local drained = false
+  -- the served pipelines found paused (several pipelines; a table only when one is)
+  local paused_p = nil
   while taken < n and scanned < limit do
     if pairs_n == 1 then
       -- one pipeline: pop as many as are still wanted at once
@@ -130,12 +160,31 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       local h = redis.call('ZPOPMIN', ready_keys[1], want)
       if #h < 2 * want then drained = true end
       if not h[1] then break end
+      if string.byte(h[1]) == 123 then
+        -- a pause marker heads the set: everything popped goes back
+        local back = {}
+        for i = 1, #h, 2 do
+          back[i] = h[i + 1]
+          back[i + 1] = h[i]
+        end
+        redis.call('ZADD', ready_keys[1], unpack(back))
+        paused = paused + 1
+        drained = true
+        break
+      end
       for i = 1, #h, 2 do consider(h[i], h[i + 1], 1) end
     else
       local best_key, best_id, best_score, best_p = nil, nil, nil, nil
       for p = 1, pairs_n do
         local h = redis.call('ZRANGE', ready_keys[p], 0, 0, 'WITHSCORES')
-        if h[1] then
+        if h[1] and string.byte(h[1]) == 123 then
+          -- paused (a pause marker heads its ready set): counted once per call
+          paused_p = paused_p or {}
+          if not paused_p[p] then
+            paused_p[p] = true
+            paused = paused + 1
+          end
+        elseif h[1] then
           local s = tonumber(h[2])
           if best_score == nil or s < best_score or (s == best_score and h[1] < best_id) then
             best_key, best_id, best_score, best_p = ready_keys[p], h[1], s, p
@@ -165,7 +214,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       index[2 * t] = id
       emit(batch.events, 'lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
       local last = f[6] or ''
-      local last_out = f[8]
+      local last_out = f[9]
       local o = #out
       out[o + 1] = id
       out[o + 2] = token
@@ -198,5 +247,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
   end
   if next_due then out[1] = fmt(next_due) end
   out[3] = parked
+  if waits then out[4], out[5], out[6] = waits.slots, waits.running, waits.rate end
+  out[7] = paused
   return out
 end

@@ -8,6 +8,7 @@
 --- @include "lib/wake"
 --- @include "lib/ready"
 --- @include "lib/locks"
+--- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/args"
@@ -16,18 +17,20 @@ local function release(batch, jk, k_ready, k_wake, lk, pk, token, res)
   local refusal = refuse_unless(jk, 'release', nil, token)
   if refusal then return refusal end
   local now = now_ms()
-  local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'priority', 'created_at', 'cancel_reason', 'links')
+  local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'priority', 'created_at', 'cancel_reason', 'flow',
+    'links')
   local corrupt = corrupt_field({ id = f[1], attempt = f[2], priority = f[4], created_at = f[5] },
     { 'id', 'attempt', 'priority', 'created_at' })
   if corrupt then return corrupt end
   local id = f[1]
   release_lock_at(lk, pk, res, id)
+  flow_release(f[7], id)
   redis.call('ZREM', K_LEASES, id)
   if f[6] and f[6] ~= '' then
     append_attempt(id, f[2], attempt_record(jk, 'CANCELLED', now, { reason = 'released by its worker with a cancel pending' }))
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
     make_terminal(jk, id, 'CANCELLED', now)
-    if f[7] then links_moved(batch.events, jk, id, 'CANCELLED', now) end
+    if f[8] then links_moved(batch.events, jk, id, 'CANCELLED', now) end
     emit(batch.events, 'release', id, f[2], 'LEASED', 'CANCELLED', f[3], 'released with a cancel pending: ' .. f[6])
     return { 'OK', 'CANCELLED' }
   end

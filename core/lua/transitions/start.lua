@@ -11,6 +11,7 @@
 --- @include "lib/time"
 --- @include "lib/events"
 --- @include "lib/locks"
+--- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/args"
@@ -31,6 +32,7 @@ local function start(batch, jk, lk, pk, token, step, res)
     local j = load_job(jk)
     append_attempt(id, j.attempt, record_of(j, 'CANCELLED', now, nil))
     release_lock_at(lk, pk, res, id)
+    flow_release(j.flow, id)
     redis.call('ZREM', K_LEASES, id)
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
     terminal_at(jk, id, j.input_key, 'CANCELLED', now)

@@ -35,7 +35,7 @@ pub(super) async fn timed<T>(
 }
 
 /// Escapes Redis glob metacharacters so `s` matches itself in `SCAN MATCH`.
-pub(super) fn escape_glob(s: &str) -> String {
+pub(crate) fn escape_glob(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {

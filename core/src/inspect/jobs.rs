@@ -4,11 +4,13 @@ use std::collections::HashSet;
 
 use deadpool_redis::redis;
 
+use super::LockInfo;
 use super::{
     cancel_status, Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, Page, CHUNK,
     MAX_EXAMINED,
 };
 use crate::error::Result;
+use crate::flow::{describe_wait, PauseScope};
 use crate::id::JobId;
 use crate::state::JobState;
 
@@ -65,6 +67,21 @@ impl Inspector {
             for r in &resources {
                 index_keys.push(keys.parked(r));
             }
+            // jobs waiting for a flow-control slot (of the resource asked for, or all)
+            let gates: Vec<String> = match &filter.resource {
+                Some(r) => vec![format!("slots:{r}")],
+                None => {
+                    self.timed(
+                        redis::cmd("SMEMBERS")
+                            .arg(format!("{}:waiting", keys.base()))
+                            .query_async(&mut conn),
+                    )
+                    .await?
+                }
+            };
+            for g in &gates {
+                index_keys.push(format!("{}:waiting:{g}", keys.base()));
+            }
         }
         if wants(JobState::Leased) || wants(JobState::Running) {
             index_keys.push(keys.leases());
@@ -79,7 +96,8 @@ impl Inspector {
             budget -= ids.len();
             truncated |= more;
             for id in ids {
-                if seen.insert(id.clone()) {
+                // a pause marker heading a ready set is not a job
+                if !id.starts_with('{') && seen.insert(id.clone()) {
                     live_ids.push(id);
                 }
             }
@@ -193,7 +211,19 @@ impl Inspector {
             }
             None => None,
         };
+        let (flow, waiting_field): (Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(self.keys().job(id.as_str()))
+            .arg("flow")
+            .arg("waiting")
+            .query_async(&mut conn)
+            .await?;
         drop(conn);
+        let waiting = if job.state == JobState::Queued {
+            self.why_waiting(&job, lock.as_ref(), waiting_field.as_deref(), now)
+                .await?
+        } else {
+            None
+        };
         let events = self.events_of(id, Some(job.created_at)).await?;
         let quarantine = self.queue().quarantine_entry(id.as_str()).await?;
         Ok(Some(JobDetail {
@@ -203,6 +233,52 @@ impl Inspector {
             lock,
             events,
             quarantine,
+            flow,
+            waiting,
         }))
+    }
+
+    /// Why QUEUED `job` is not running, in words (see [`JobDetail::waiting`]).
+    async fn why_waiting(
+        &self,
+        job: &crate::record::Job,
+        lock: Option<&LockInfo>,
+        waiting: Option<&str>,
+        now: i64,
+    ) -> Result<Option<String>> {
+        for p in self.queue().pauses().await? {
+            let hit = match &p.scope {
+                PauseScope::Queue => true,
+                PauseScope::Pipeline(name) => *name == job.pipeline,
+            };
+            if hit {
+                let what = match &p.scope {
+                    PauseScope::Queue => format!("queue {}", self.queue().name()),
+                    PauseScope::Pipeline(name) => format!("pipeline {name}"),
+                };
+                return Ok(Some(format!(
+                    "paused ({what}) since {} by {}{}",
+                    p.since,
+                    p.by,
+                    if p.reason.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", p.reason)
+                    }
+                )));
+            }
+        }
+        if let Some(l) = lock {
+            if let Some(h) = l.holder.as_ref().filter(|h| **h != job.id) {
+                return Ok(Some(format!("locked by job {h} (resource {})", l.resource)));
+            }
+        }
+        if let Some(w) = waiting {
+            return Ok(Some(describe_wait(w, Some(now))));
+        }
+        if job.not_before > now {
+            return Ok(Some(format!("delayed until {}", job.not_before)));
+        }
+        Ok(None)
     }
 }

@@ -44,7 +44,7 @@
 //! reader as [`Job::from_fields`](crate::Job::from_fields) uses.
 
 mod cancel;
-mod conn;
+pub(crate) mod conn;
 mod discover;
 mod events;
 mod follower;
@@ -64,8 +64,9 @@ pub use events::Event;
 pub use follower::EventFollower;
 pub use inspector::Inspector;
 pub use views::{
-    JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
-    PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
+    GateStatus, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting,
+    Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo,
+    Workers,
 };
 
 /// Most index entries one [`Inspector::list_jobs`] call reads before it stops

@@ -17,7 +17,7 @@ use crate::record::{AttemptRecord, Fields, Selected};
 use crate::state::JobState;
 
 /// The fields of a job hash a [`JobSummary`] is built from.
-const SUMMARY_FIELDS: [&str; 16] = [
+const SUMMARY_FIELDS: [&str; 18] = [
     "id",
     "pipeline",
     "state",
@@ -34,6 +34,8 @@ const SUMMARY_FIELDS: [&str; 16] = [
     "lease_deadline",
     "stale_at",
     "cancel_reason",
+    "waiting",
+    "flow",
 ];
 
 /// The summary of the job whose [`SUMMARY_FIELDS`] `row` holds.
@@ -47,7 +49,9 @@ fn summary(row: &Fields<'_, Selected<'_>>, queue: &str) -> Result<JobSummary> {
         attempt: row.parsed_required("attempt")?,
         step: row.non_empty("step")?,
         last_step: row.non_empty("last_step")?,
-        resource: row.non_empty("resource")?,
+        resource: row
+            .non_empty("resource")?
+            .or(slots_resource(row.non_empty("flow")?.as_deref())),
         input_key: row.non_empty("input_key")?,
         worker: row.non_empty("worker")?,
         fence: row.parsed("fence")?,
@@ -57,7 +61,17 @@ fn summary(row: &Fields<'_, Selected<'_>>, queue: &str) -> Result<JobSummary> {
         lease_deadline: row.parsed("lease_deadline")?,
         stale_at: row.parsed("stale_at")?,
         cancel_reason: row.non_empty("cancel_reason")?,
+        waiting: row.non_empty("waiting")?,
     })
+}
+
+/// The resource a flow text counts in slots (`slots:<N>:<resource>`), if any.
+pub(crate) fn slots_resource(flow: Option<&str>) -> Option<String> {
+    flow?
+        .split_whitespace()
+        .find_map(|g| g.strip_prefix("slots:"))
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(_, res)| res.to_owned())
 }
 
 /// The values of one `HMGET` reply as text, or the problem of the first

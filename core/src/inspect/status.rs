@@ -4,6 +4,7 @@
 use deadpool_redis::redis;
 use deadpool_redis::Connection;
 
+use super::GateStatus;
 use super::{
     Inspector, OldestWaiting, PipelineWaiting, QueueStatus, StateCounts, Unreadable, CHUNK,
     MAX_LEASES, STATUS_STALE_LIMIT, TERMINAL_SAMPLE,
@@ -32,7 +33,8 @@ impl Inspector {
 
         let mut pipe = redis::pipe();
         for p in &pipelines {
-            pipe.cmd("ZCARD").arg(keys.ready(p));
+            // from score 0: a pause marker (scores -1, -2) is not a job
+            pipe.cmd("ZCOUNT").arg(keys.ready(p)).arg(0).arg("+inf");
             pipe.cmd("ZCARD").arg(keys.delayed(p));
             pipe.cmd("ZCOUNT").arg(keys.delayed(p)).arg("-inf").arg(now);
         }
@@ -80,8 +82,12 @@ impl Inspector {
             parked += n.iter().sum::<u64>();
         }
 
+        let gates = self.gates_on(&mut conn).await?;
+        let flow_waiting: u64 = gates.iter().map(|g| g.waiting).sum();
         let mut counts = StateCounts {
-            queued: waiting.iter().map(|w| w.ready + w.delayed).sum::<u64>() + parked,
+            queued: waiting.iter().map(|w| w.ready + w.delayed).sum::<u64>()
+                + parked
+                + flow_waiting,
             stale: stale_total,
             terminal: terminal_total,
             quarantined: quarantined_total,
@@ -128,9 +134,21 @@ impl Inspector {
             counts.terminal_sampled += 1;
         }
 
+        let waiting_sets: Vec<String> = gates
+            .iter()
+            .map(|g| format!("{}:waiting:{}", keys.base(), g.gate))
+            .collect();
         let oldest_waiting = self
-            .oldest_waiting(&mut conn, now, &pipelines, &parked_resources, &mut bad)
+            .oldest_waiting(
+                &mut conn,
+                now,
+                &pipelines,
+                &parked_resources,
+                &waiting_sets,
+                &mut bad,
+            )
             .await?;
+        let pauses = self.queue().pauses().await?;
         drop(conn);
         let workers = self.workers().await?;
         let locks = self
@@ -153,6 +171,9 @@ impl Inspector {
             counts,
             pipelines: waiting,
             parked,
+            flow_waiting,
+            gates,
+            pauses,
             oldest_waiting,
             expired_leases,
             cleanups_waiting,
@@ -166,6 +187,42 @@ impl Inspector {
         })
     }
 
+    /// The flow-control gates with waiting jobs (the `waiting` index): limit,
+    /// holders, waiters.
+    async fn gates_on(&self, conn: &mut Connection) -> Result<Vec<GateStatus>> {
+        let base = self.keys().base().to_owned();
+        let mut names: Vec<String> = self
+            .timed(
+                redis::cmd("SMEMBERS")
+                    .arg(format!("{base}:waiting"))
+                    .query_async(conn),
+            )
+            .await?;
+        names.sort();
+        let mut out = Vec::new();
+        for chunk in names.chunks(CHUNK) {
+            let mut pipe = redis::pipe();
+            for g in chunk {
+                pipe.cmd("HGET").arg(format!("{base}:limits")).arg(g);
+                pipe.cmd("ZCARD").arg(format!("{base}:{g}"));
+                pipe.cmd("ZCARD").arg(format!("{base}:waiting:{g}"));
+            }
+            let values: Vec<Option<u64>> = self.timed(pipe.query_async(conn)).await?;
+            for (g, v) in chunk.iter().zip(values.chunks(3)) {
+                let (kind, name) = g.split_once(':').unwrap_or((g.as_str(), ""));
+                out.push(GateStatus {
+                    gate: g.clone(),
+                    kind: kind.to_owned(),
+                    name: name.to_owned(),
+                    limit: v.first().copied().flatten().unwrap_or(0),
+                    held: v.get(1).copied().flatten().unwrap_or(0),
+                    waiting: v.get(2).copied().flatten().unwrap_or(0),
+                });
+            }
+        }
+        Ok(out)
+    }
+
     /// The waiting job created first. Candidates: the head of every priority
     /// level of each ready and parked set (one bounded `ZRANGE` per level, of
     /// [`HEADS_PER_LEVEL`] jobs), and
@@ -176,6 +233,7 @@ impl Inspector {
         now: Millis,
         pipelines: &[String],
         parked_resources: &[String],
+        waiting_sets: &[String],
         bad: &mut Vec<Unreadable>,
     ) -> Result<Option<OldestWaiting>> {
         let keys = self.keys();
@@ -183,9 +241,11 @@ impl Inspector {
         let banded = pipelines
             .iter()
             .map(|p| keys.ready(p))
-            .chain(parked_resources.iter().map(|r| keys.parked(r)));
+            .chain(parked_resources.iter().map(|r| keys.parked(r)))
+            .chain(waiting_sets.iter().cloned());
         for key in banded {
-            let mut min = "-inf".to_owned();
+            // from score 0: a pause marker (scores -1, -2) is not a job
+            let mut min = "0".to_owned();
             // at most 256 priority levels
             for _ in 0..=256 {
                 let head: Vec<(String, f64)> = self

@@ -48,6 +48,11 @@ pub struct JobSummary {
     pub stale_at: Option<Millis>,
     /// The reason of a recorded cancel request.
     pub cancel_reason: Option<String>,
+    /// Why a QUEUED job of a flow-controlled pipeline waits, as its last lease
+    /// attempt recorded it (`slots wh 3/3`, `running p 2/2`, `rate api until <ms>`;
+    /// see [`crate::flow::describe_wait`]).
+    #[serde(default)]
+    pub waiting: Option<String>,
 }
 
 /// A key or field a listing could not read (a key of the wrong Redis type, a
@@ -254,6 +259,24 @@ pub struct LockInfo {
     pub claims: Vec<LockClaim>,
 }
 
+/// A flow-control gate that has waiting jobs: a resource at its limit
+/// (`slots`) or a pipeline at max_running (`running`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateStatus {
+    /// `<kind>:<name>`.
+    pub gate: String,
+    /// `slots` or `running`.
+    pub kind: String,
+    /// The resource or pipeline.
+    pub name: String,
+    /// Its limit, as the last waiting job declared it.
+    pub limit: u64,
+    /// Jobs holding a slot (a STALE holder keeps its slot).
+    pub held: u64,
+    /// Jobs waiting for a slot.
+    pub waiting: u64,
+}
+
 /// A STALE job waiting for an operator's decision (retry or resolve).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StaleJob {
@@ -280,6 +303,15 @@ pub struct QueueStatus {
     pub pipelines: Vec<PipelineWaiting>,
     /// QUEUED jobs parked on a locked resource.
     pub parked: u64,
+    /// QUEUED jobs waiting for a slot of a flow-control gate (resource limit, max_running).
+    #[serde(default)]
+    pub flow_waiting: u64,
+    /// The flow-control gates with waiting jobs.
+    #[serde(default)]
+    pub gates: Vec<GateStatus>,
+    /// The pauses in force.
+    #[serde(default)]
+    pub pauses: Vec<crate::flow::Pause>,
     /// The job waiting longest (by creation time), if any is waiting.
     pub oldest_waiting: Option<OldestWaiting>,
     /// Leases past their deadline that no sweep has handled yet (their worker is probably gone).
@@ -324,6 +356,14 @@ pub struct JobDetail {
     /// Why it is quarantined, if it is.
     #[serde(default)]
     pub quarantine: Option<QuarantineEntry>,
+    /// Its flow-control gates (the `flow` field: `slots:3:wh running:2:p rate:100:api`).
+    #[serde(default)]
+    pub flow: Option<String>,
+    /// Why a QUEUED job is not running, in words: paused, locked by job X,
+    /// resource at its limit, pipeline at max_running, rate limited until T,
+    /// delayed until T; `None` when it is ready (or not QUEUED).
+    #[serde(default)]
+    pub waiting: Option<String>,
 }
 
 /// A job's key as Redis holds it, for a job whose record cannot be read:

@@ -59,7 +59,8 @@ impl Queue {
                         .arg(millis(job.delay))
                         .arg(job.max_attempts)
                         .arg(job.stale_lock.as_str())
-                        .arg(if job.rerun { "1" } else { "0" });
+                        .arg(if job.rerun { "1" } else { "0" })
+                        .arg(job.flow.as_deref().unwrap_or(""));
                 }
                 if let Some((_, first)) = chunk.first() {
                     if first.has_links() {

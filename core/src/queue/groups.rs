@@ -469,9 +469,9 @@ impl Queue {
         format!("{}:groups", self.keys.base())
     }
 
-    /// The queue's waiting index: jobs QUEUED for their parents, not leasable.
-    pub fn waiting_key(&self) -> String {
-        format!("{}:waiting", self.keys.base())
+    /// The queue's awaiting index: jobs QUEUED for their parents, not leasable.
+    pub fn awaiting_key(&self) -> String {
+        format!("{}:awaiting", self.keys.base())
     }
 
     /// Creates a group; false when one of that name exists (it is left as it is).
@@ -653,7 +653,7 @@ impl Queue {
                     .arg(self.keys.job(id))
                     .arg("state")
                     .arg("pipeline");
-                pipe.cmd("ZSCORE").arg(self.waiting_key()).arg(id);
+                pipe.cmd("ZSCORE").arg(self.awaiting_key()).arg(id);
             }
             let replies: Vec<redis::Value> = self.timed(pipe.query_async(&mut conn)).await?;
             for (id, pair) in chunk.iter().zip(replies.chunks(2)) {
@@ -757,7 +757,7 @@ impl Queue {
                     .arg(self.keys.job(id.as_str()))
                     .arg("deps")
                     .cmd("ZSCORE")
-                    .arg(self.waiting_key())
+                    .arg(self.awaiting_key())
                     .arg(id.as_str())
                     .query_async(&mut conn),
             )

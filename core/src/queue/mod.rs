@@ -11,6 +11,7 @@
 //! - `schedules.rs`: schedules: registration, tick claims, pause and resume, reads.
 
 mod enqueue;
+mod flow;
 mod groups;
 mod holder;
 mod operator;
@@ -18,6 +19,7 @@ mod quarantine;
 mod records;
 mod schedules;
 
+pub use flow::PauseChange;
 pub use groups::{
     check_group_name, Dependency, GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupStatus,
     GroupView, NewGroup, ParentFailure,

@@ -25,7 +25,9 @@ impl Queue {
         let _: i64 = self
             .timed(conn.hset(self.keys.pipelines(), &spec.name, json))
             .await?;
-        Ok(())
+        drop(conn);
+        // a queue paused before this pipeline was known pauses it too
+        self.apply_queue_pause(&spec.name).await
     }
 
     /// The spec a worker published for `pipeline`, if any worker serving it ran.

@@ -366,7 +366,8 @@ impl Queue {
                 .arg(millis(job.delay))
                 .arg(job.max_attempts)
                 .arg(job.stale_lock.as_str())
-                .arg(if job.rerun { "1" } else { "0" });
+                .arg(if job.rerun { "1" } else { "0" })
+                .arg(job.flow.as_deref().unwrap_or(""));
         }
         let mut reply = Reply::new("schedule_tick", self.invoke(&inv).await?)?;
         let status = reply.text()?;

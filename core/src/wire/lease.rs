@@ -7,7 +7,7 @@ use super::call::ScriptCall;
 
 use crate::error::{Error, Result};
 use crate::id::JobId;
-use crate::lease::{Lease, Leased, UnreadableLease};
+use crate::lease::{FlowWaits, Lease, Leased, UnreadableLease};
 use crate::wire::keys::{check_name, QueueKeys};
 use crate::wire::reply::Reply;
 
@@ -57,13 +57,21 @@ impl LeaseRequest<'_> {
 /// Values per leased job in a lease reply.
 const LEASE_ENTRY: usize = 10;
 
-/// Reads a lease reply: next due time, Redis's clock, jobs parked, then ten
+/// Reads a lease reply: next due time, Redis's clock, jobs parked, jobs set
+/// aside by flow control (resource limit, max running, rate), pipelines found
+/// paused, then ten
 /// values per leased job. With `lenient`, a job whose values cannot be read is
 /// reported in [`Leased::unreadable`] instead of failing the whole reply.
 pub(crate) fn read_leased(reply: &mut Reply, ttl: Duration, lenient: bool) -> Result<Leased> {
     let next_due: i64 = reply.int()?;
     let now: i64 = reply.int()?;
     let parked: u64 = reply.int()?;
+    let waits = FlowWaits {
+        resource_limit: reply.int()?,
+        max_running: reply.int()?,
+        rate: reply.int()?,
+        paused: reply.int()?,
+    };
     let mut leases = Vec::new();
     let mut unreadable = Vec::new();
     while reply.remaining() > 0 {
@@ -83,6 +91,7 @@ pub(crate) fn read_leased(reply: &mut Reply, ttl: Duration, lenient: bool) -> Re
         next_due: (next_due >= 0).then_some(next_due),
         now,
         parked,
+        waits,
         unreadable,
     })
 }

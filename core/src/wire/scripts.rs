@@ -32,6 +32,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib/events", include_str!("../../lua/lib/events.lua")),
     ("lib/wake", include_str!("../../lua/lib/wake.lua")),
     ("lib/locks", include_str!("../../lua/lib/locks.lua")),
+    ("lib/flow", include_str!("../../lua/lib/flow.lua")),
     ("lib/moves", include_str!("../../lua/lib/moves.lua")),
     ("lib/jobs", include_str!("../../lua/lib/jobs.lua")),
     ("lib/attempts", include_str!("../../lua/lib/attempts.lua")),
@@ -73,6 +74,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("purge", include_str!("../../lua/purge.lua")),
     ("claim_cleanup", include_str!("../../lua/claim_cleanup.lua")),
     ("settle", include_str!("../../lua/settle.lua")),
+    ("pause", include_str!("../../lua/pause.lua")),
+    ("limit", include_str!("../../lua/limit.lua")),
     (
         "quarantine_repair",
         include_str!("../../lua/quarantine_repair.lua"),
@@ -270,7 +273,7 @@ pub fn library_source() -> &'static str {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 17] = [
+const SCRIPTS: [&str; 19] = [
     "enqueue",
     "renew",
     "cancel",
@@ -285,6 +288,8 @@ const SCRIPTS: [&str; 17] = [
     "group_create",
     "group_seal",
     "group_cancel",
+    "pause",
+    "limit",
     "schedule_register",
     "schedule_tick",
     "schedule_state",
@@ -344,6 +349,11 @@ pub(crate) static GROUP_SEAL: LazyLock<LuaScript> = script!("group_seal");
 /// group_cancel.lua: cancels a group and names its unsettled children.
 pub(crate) static GROUP_CANCEL: LazyLock<LuaScript> = script!("group_cancel");
 
+/// pause.lua: pauses or resumes a pipeline or a queue.
+pub(crate) static PAUSE: LazyLock<LuaScript> = script!("pause");
+/// limit.lua: takes tokens from a named rate limiter inside a step.
+pub(crate) static LIMIT: LazyLock<LuaScript> = script!("limit");
+
 /// schedule_register.lua: a worker writes a schedule's definition on start.
 pub(crate) static SCHEDULE_REGISTER: LazyLock<LuaScript> = script!("schedule_register");
 /// schedule_tick.lua: claims a schedule's due windows and enqueues their jobs.
@@ -352,7 +362,7 @@ pub(crate) static SCHEDULE_TICK: LazyLock<LuaScript> = script!("schedule_tick");
 pub(crate) static SCHEDULE_STATE: LazyLock<LuaScript> = script!("schedule_state");
 
 /// Every script, for preloading without functions.
-pub(crate) fn all() -> [&'static LuaScript; 17] {
+pub(crate) fn all() -> [&'static LuaScript; 19] {
     [
         &ENQUEUE,
         &RENEW,
@@ -368,6 +378,8 @@ pub(crate) fn all() -> [&'static LuaScript; 17] {
         &GROUP_CREATE,
         &GROUP_SEAL,
         &GROUP_CANCEL,
+        &PAUSE,
+        &LIMIT,
         &SCHEDULE_REGISTER,
         &SCHEDULE_TICK,
         &SCHEDULE_STATE,

@@ -60,6 +60,7 @@ impl ActiveJob {
         worker: &str,
         leased_at: Instant,
         metrics: Arc<Metrics>,
+        limits: Option<(crate::queue::Queue, Option<crate::flow::Rate>)>,
     ) -> Arc<Self> {
         let shared = Arc::new(StepShared {
             job: lease.job.clone(),
@@ -68,6 +69,7 @@ impl ActiveJob {
             worker: worker.to_owned(),
             cancel: CancellationToken::new(),
             cancel_reason: Mutex::new(None),
+            limits,
         });
         Arc::new(ActiveJob {
             lease: Arc::new(lease),
@@ -280,7 +282,7 @@ mod tests {
             ttl,
             not_before: 0,
         };
-        ActiveJob::new(lease, "q".into(), "w", leased_at, Arc::default())
+        ActiveJob::new(lease, "q".into(), "w", leased_at, Arc::default(), None)
     }
 
     #[test]

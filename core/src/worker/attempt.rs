@@ -100,12 +100,15 @@ pub(crate) async fn run(
     lease: Lease,
     leased_at: Instant,
 ) {
+    let name = queue.name().to_owned();
+    let rate = runner.options().flow.rate.and_then(|r| r.parse().ok());
     let active = ActiveJob::new(
         lease,
-        queue.name().to_owned(),
+        name,
         &shared.id,
         leased_at,
         shared.metrics.clone(),
+        Some((queue, rate)),
     );
     shared.active.insert(active.clone());
     let gauge = shared

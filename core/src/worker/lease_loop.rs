@@ -33,7 +33,7 @@ use super::shared::{RedisSource, Shared};
 use super::waiter::Waiter;
 use crate::error::Error;
 use crate::lease::Leased;
-use crate::metrics::{PipelineLabels, QueueLabels};
+use crate::metrics::{PipelineLabels, QueueLabels, WaitLabels};
 use crate::queue::Queue;
 use crate::settle::{HolderOp, LeaseRequest};
 
@@ -462,6 +462,23 @@ impl LeaseLoop {
                     queue: self.group.queue.name().to_owned(),
                 })
                 .inc_by(leased.parked);
+        }
+        let w = leased.waits;
+        for (cause, n) in [
+            ("resource_limit", w.resource_limit),
+            ("max_running", w.max_running),
+            ("rate", w.rate),
+            ("paused", w.paused),
+        ] {
+            if n > 0 {
+                metrics
+                    .flow_waits
+                    .get_or_create(&WaitLabels {
+                        queue: self.group.queue.name().to_owned(),
+                        cause: cause.to_owned(),
+                    })
+                    .inc_by(n);
+            }
         }
         for lease in leased.leases {
             let labels = PipelineLabels {

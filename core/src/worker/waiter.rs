@@ -19,6 +19,9 @@ pub(crate) struct Waiter {
     conn: Option<MultiplexedConnection>,
 }
 
+/// Waits up to this long are slept instead of blocking in Redis.
+const SLEEP_BELOW: Duration = Duration::from_millis(150);
+
 impl Waiter {
     /// A waiter on `keys`, connecting to `source` when it first waits.
     pub(crate) fn new(source: &RedisSource, keys: Vec<String>) -> Self {
@@ -55,6 +58,14 @@ impl Waiter {
     pub(crate) async fn wait(&mut self, wait: Duration) {
         let max_block = Duration::from_secs(60);
         let wait = wait.min(max_block);
+        // A short wait (a delayed job, a rate-limited start due in a moment) is
+        // slept here: Redis ends a blocking command's timeout only at its next
+        // cron tick (every 100 ms at the default hz), which would start such a
+        // job up to 100 ms late.
+        if wait <= SLEEP_BELOW {
+            tokio::time::sleep(wait).await;
+            return;
+        }
         if self.conn.is_none() {
             match self.connect(max_block).await {
                 Ok(c) => self.conn = Some(c),

@@ -259,6 +259,12 @@ pub(crate) async fn job(
                             dt { "Last completed" } dd { (opt(j.last_step.as_deref())) }
                             dt { "Input key" } dd.mono { (opt(j.input_key.as_deref())) }
                             dt { "Resource" } dd.mono { (opt(j.resource.as_deref())) }
+                            @if let Some(flow) = &d.flow {
+                                dt { "Flow control" } dd.mono { (flow) }
+                            }
+                            @if let Some(why) = &d.waiting {
+                                dt.warn { "Waiting" } dd.waiting { (why) }
+                            }
                             dt { "Priority" } dd { (j.priority) }
                             dt { "Created" } dd { (stamp(j.created_at)) " (" (when(d.now, j.created_at)) ")" }
                             dt { "Updated" } dd { (stamp(j.updated_at)) " (" (when(d.now, j.updated_at)) ")" }

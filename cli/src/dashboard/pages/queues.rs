@@ -63,6 +63,30 @@ fn queue_card(s: &QueueStatus, actions: bool) -> Markup {
                         " "
                     }
                     @if s.parked > 0 { span.pill { (s.parked) " parked on locked resources" } }
+                    @for g in &s.gates {
+                        " " span.pill.gate { (g.waiting) " waiting: "
+                            @match g.kind.as_str() {
+                                "slots" => { "resource " (g.name) " at limit " (g.held) "/" (g.limit) },
+                                "running" => { "pipeline " (g.name) " at max_running " (g.held) "/" (g.limit) },
+                                _ => { (g.gate) },
+                            } }
+                    }
+                }
+                @if !s.pauses.is_empty() {
+                    dt.warn { "Paused" }
+                    dd.warn.paused {
+                        @for p in &s.pauses {
+                            span.pill {
+                                @match &p.scope {
+                                    leasehold_core::PauseScope::Queue => "the whole queue",
+                                    leasehold_core::PauseScope::Pipeline(name) => { "pipeline " (name) },
+                                }
+                                " since " (human(s.now - p.since)) " ago by " (p.by)
+                                @if !p.reason.is_empty() { ": " (p.reason) }
+                            }
+                            " "
+                        }
+                    }
                 }
                 dt { "Live workers" }
                 dd.workers-count { (s.workers.len())
@@ -114,6 +138,31 @@ fn queue_card(s: &QueueStatus, actions: bool) -> Markup {
                 }
             }
             (quarantine_section(s, actions))
+            @if actions { (pause_forms(s)) }
+        }
+    }
+}
+
+/// Pause and resume forms of a queue (the whole queue, or the pipeline named).
+fn pause_forms(s: &QueueStatus) -> Markup {
+    let q = s.queue.as_str();
+    let form = |what: &str, label: &str| {
+        html! {
+            form class={ "action-" (what) } method="post" action=(format!("/queues/{}/{what}", crate::dashboard::html::path_segment(q))) {
+                input type="text" name="pipeline" placeholder="pipeline (all when empty)" maxlength="200";
+                input type="text" name="reason" placeholder="reason" maxlength="2000";
+                input type="text" name="operator" placeholder="operator" maxlength="64";
+                input type="password" name="token" placeholder="token" required;
+                button type="submit" { (label) }
+            }
+        }
+    };
+    html! {
+        details.flow-actions {
+            summary { "Pause / resume" }
+            p.note { "A paused queue or pipeline leases nothing; jobs already running go on. Both are recorded as events." }
+            (form("pause", "Pause"))
+            (form("resume", "Resume"))
         }
     }
 }

@@ -1,0 +1,209 @@
+//! Flow control an operator or a step drives: pausing and resuming a pipeline
+//! or the whole queue (`pause.lua`), the pauses in force, and the tokens of a
+//! named rate limiter a step takes (`limit.lua`).
+
+use std::time::Duration;
+
+use deadpool_redis::redis::{self, AsyncCommands as _};
+
+use crate::error::{Error, Result};
+use crate::flow::{Pause, PauseScope, Rate};
+use crate::queue::Queue;
+use crate::wire::keys::check_name;
+use crate::wire::reply::Reply;
+use crate::wire::scripts;
+
+/// What a pause or resume call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseChange {
+    /// Paused now.
+    Paused,
+    /// It was paused already (the marker is applied again to every pipeline given).
+    AlreadyPaused,
+    /// Resumed now.
+    Resumed,
+    /// It was not paused.
+    NotPaused,
+}
+
+/// The record of a pause, as `pause.lua` writes it.
+#[derive(serde::Deserialize)]
+struct PauseRecord {
+    since: i64,
+    by: String,
+    #[serde(default)]
+    reason: String,
+}
+
+impl Queue {
+    /// The queue's `paused` hash: what is paused, since when, by whom.
+    pub(crate) fn paused_key(&self) -> String {
+        format!("{}:paused", self.keys.base())
+    }
+
+    /// Pauses `scope` (a pipeline, or every pipeline of the queue): its jobs
+    /// are not leased until [`Queue::resume`]; jobs leased or running go on.
+    /// Recorded as a `pause` event.
+    pub async fn pause(&self, scope: &PauseScope, by: &str, reason: &str) -> Result<PauseChange> {
+        self.pause_call("pause", scope, by, reason).await
+    }
+
+    /// Resumes `scope` and wakes its idle workers. Recorded as a `resume` event.
+    pub async fn resume(&self, scope: &PauseScope, by: &str, reason: &str) -> Result<PauseChange> {
+        self.pause_call("resume", scope, by, reason).await
+    }
+
+    async fn pause_call(
+        &self,
+        action: &str,
+        scope: &PauseScope,
+        by: &str,
+        reason: &str,
+    ) -> Result<PauseChange> {
+        let (scope_name, name, pipelines) = match scope {
+            PauseScope::Pipeline(p) => {
+                check_name("pipeline name", p)?;
+                ("pipeline", p.clone(), vec![p.clone()])
+            }
+            PauseScope::Queue => (
+                "queue",
+                self.name().to_owned(),
+                self.known_pipelines().await?,
+            ),
+        };
+        let mut inv = self.invocation(&scripts::PAUSE);
+        for p in &pipelines {
+            inv.key(self.keys.ready(p)).key(self.keys.wake(p));
+        }
+        inv.arg(action)
+            .arg(scope_name)
+            .arg(&name)
+            .arg(by)
+            .arg(reason);
+        let mut reply = Reply::new("pause", self.invoke(&inv).await?)?;
+        let _ok = reply.text()?;
+        match reply.text()?.as_str() {
+            "PAUSED" => Ok(PauseChange::Paused),
+            "ALREADY_PAUSED" => Ok(PauseChange::AlreadyPaused),
+            "RESUMED" => Ok(PauseChange::Resumed),
+            "NOT_PAUSED" => Ok(PauseChange::NotPaused),
+            other => Err(Error::Protocol {
+                script: "pause",
+                detail: format!("unknown reply {other:?}"),
+            }),
+        }
+    }
+
+    /// Re-applies a queue pause in force to `pipeline` (a worker registering a
+    /// pipeline the pause did not know of). One `HEXISTS` when nothing is paused.
+    pub(crate) async fn apply_queue_pause(&self, pipeline: &str) -> Result<()> {
+        let mut conn = self.conn().await?;
+        let paused: bool = self.timed(conn.hexists(self.paused_key(), "queue")).await?;
+        if paused {
+            let mut inv = self.invocation(&scripts::PAUSE);
+            inv.key(self.keys.ready(pipeline))
+                .key(self.keys.wake(pipeline));
+            inv.arg("pause")
+                .arg("queue")
+                .arg(self.name())
+                .arg("worker")
+                .arg("");
+            self.invoke(&inv).await?;
+        }
+        Ok(())
+    }
+
+    /// The pipelines of the queue: those a worker registered, and those with
+    /// a ready or delayed set (found by `SCAN`).
+    async fn known_pipelines(&self) -> Result<Vec<String>> {
+        let mut conn = self.conn().await?;
+        let mut names: std::collections::BTreeSet<String> = self
+            .timed(conn.hkeys::<_, Vec<String>>(self.keys.pipelines()))
+            .await?
+            .into_iter()
+            .collect();
+        for kind in ["ready", "delayed"] {
+            let head = format!("{}:{kind}:", self.keys.base());
+            let pattern = format!("{}*", crate::inspect::conn::escape_glob(&head));
+            let mut cursor: u64 = 0;
+            loop {
+                let (next, keys): (u64, Vec<String>) = self
+                    .timed(
+                        redis::cmd("SCAN")
+                            .arg(cursor)
+                            .arg("MATCH")
+                            .arg(&pattern)
+                            .arg("COUNT")
+                            .arg(1000)
+                            .query_async(&mut conn),
+                    )
+                    .await?;
+                names.extend(
+                    keys.iter()
+                        .filter_map(|k| k.strip_prefix(&head))
+                        .filter(|p| check_name("pipeline name", p).is_ok())
+                        .map(str::to_owned),
+                );
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    /// The pauses in force (the queue's, then each pipeline's).
+    pub async fn pauses(&self) -> Result<Vec<Pause>> {
+        let mut conn = self.conn().await?;
+        let key = self.paused_key();
+        let raw: Vec<(String, String)> = self.timed(conn.hgetall(&key)).await?;
+        let mut out = Vec::new();
+        for (field, json) in raw {
+            let scope = if field == "queue" {
+                PauseScope::Queue
+            } else if let Some(p) = field.strip_prefix("pipeline:") {
+                PauseScope::Pipeline(p.to_owned())
+            } else {
+                return Err(Error::Corrupt {
+                    key,
+                    field,
+                    problem: "not 'queue' or 'pipeline:<name>'".into(),
+                });
+            };
+            let rec: PauseRecord = serde_json::from_str(&json).map_err(|e| Error::Corrupt {
+                key: key.clone(),
+                field: field.clone(),
+                problem: format!("not a pause record: {e}"),
+            })?;
+            out.push(Pause {
+                scope,
+                since: rec.since,
+                by: rec.by,
+                reason: rec.reason,
+            });
+        }
+        out.sort_by_key(|p| !matches!(p.scope, PauseScope::Queue));
+        Ok(out)
+    }
+
+    /// Takes `n` tokens from the rate limiter `name` (one per `rate` period),
+    /// waiting as long as the limiter says; the limiter is the one lease uses
+    /// for a rate gate of that name, so starts and in-step calls share it.
+    pub async fn acquire_rate(&self, name: &str, rate: Rate, n: u32) -> Result<()> {
+        check_name("rate limiter", name)?;
+        if n == 0 {
+            return Ok(());
+        }
+        loop {
+            let mut inv = self.invocation(&scripts::LIMIT);
+            inv.arg(name).arg(rate.period_ms()).arg(n);
+            let mut reply = Reply::new("limit", self.invoke(&inv).await?)?;
+            let wait: u64 = reply.int()?;
+            if wait == 0 {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+        }
+    }
+}
