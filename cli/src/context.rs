@@ -2,6 +2,7 @@
 //! queue settings, finding queues and jobs under the prefix, listing jobs
 //! across queues, and the Redis URL as messages show it.
 
+use leasehold_core::inspect::JobSearch;
 use leasehold_core::{
     discover_queues, Error, Inspector, JobFilter, JobId, JobPage, Page, Queue, QueueConfig,
 };
@@ -115,10 +116,42 @@ pub(crate) async fn list_jobs_across(
     if let [only] = inspectors {
         return only.list_jobs(filter, page).await;
     }
-    let need = Page {
+    let need = widened(page);
+    let mut pages = Vec::with_capacity(inspectors.len());
+    for inspector in inspectors {
+        pages.push(inspector.list_jobs(filter, need).await?);
+    }
+    Ok(merge_pages(pages, page))
+}
+
+/// [`Inspector::search_jobs`] over several queues, merged as [`list_jobs_across`] does.
+pub(crate) async fn search_jobs_across(
+    inspectors: &[Inspector],
+    search: &JobSearch,
+    page: Page,
+) -> Result<JobPage, Error> {
+    if let [only] = inspectors {
+        return only.search_jobs(search, page).await;
+    }
+    let need = widened(page);
+    let mut pages = Vec::with_capacity(inspectors.len());
+    for inspector in inspectors {
+        pages.push(inspector.search_jobs(search, need).await?);
+    }
+    Ok(merge_pages(pages, page))
+}
+
+/// The first `offset + limit` matches of each queue: enough to cut `page` from the merge.
+fn widened(page: Page) -> Page {
+    Page {
         offset: 0,
         limit: page.offset.saturating_add(page.limit),
-    };
+    }
+}
+
+/// Pages of several queues (each read with [`widened`]) as one `page`, newest change first.
+fn merge_pages(pages: Vec<JobPage>, page: Page) -> JobPage {
+    let need = widened(page);
     let mut merged = JobPage {
         jobs: Vec::new(),
         examined: 0,
@@ -127,8 +160,7 @@ pub(crate) async fn list_jobs_across(
         unreadable: Vec::new(),
         quarantined: 0,
     };
-    for inspector in inspectors {
-        let p = inspector.list_jobs(filter, need).await?;
+    for p in pages {
         merged.jobs.extend(p.jobs);
         merged.examined += p.examined;
         merged.has_more |= p.has_more;
@@ -148,7 +180,7 @@ pub(crate) async fn list_jobs_across(
         .skip(page.offset)
         .take(page.limit)
         .collect();
-    Ok(merged)
+    merged
 }
 
 /// `url` with any password replaced by `****`, for messages.

@@ -7,6 +7,7 @@
 //! Exit codes: 0 ok, 1 other error, 2 bad arguments, 3 unknown job,
 //! 4 refused move, 5 Redis unreachable, 6 Redis authentication failed.
 
+mod bulk;
 mod commands;
 mod context;
 mod dashboard;
@@ -211,6 +212,11 @@ pub enum Command {
     /// list them with why, requeue one once fixed, or delete one.
     #[command(subcommand)]
     Quarantine(QuarantineCommand),
+    /// Act on many jobs at once: retry the FAILED jobs of a pipeline, cancel the
+    /// QUEUED jobs of a pipeline or a backfill range, resolve STALE jobs with one
+    /// reason. Says how many jobs it touches first (--dry-run: only that).
+    #[command(subcommand)]
+    Bulk(BulkCommand),
     /// Groups of jobs (a backfill, or any set with a completion job): status and progress.
     Groups {
         /// Only this queue (default: every queue).
@@ -370,6 +376,81 @@ pub enum ParentFailureArg {
     Run,
 }
 
+/// `bulk` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BulkCommand {
+    /// Retry the FAILED jobs of a queue (a new attempt each).
+    Retry {
+        /// The queue.
+        #[arg(long)]
+        queue: String,
+        /// Only jobs of this pipeline.
+        #[arg(long)]
+        pipeline: Option<String>,
+        /// Only jobs whose last attempt failed with this error kind (e.g. `timeout`).
+        #[arg(long)]
+        error_kind: Option<String>,
+        /// Only jobs that ended at or after this time (RFC 3339; a date or time without offset is UTC).
+        #[arg(long, value_parser = time::parse_instant)]
+        since: Option<jiff::Timestamp>,
+        /// Only jobs that ended before this time.
+        #[arg(long, value_parser = time::parse_instant)]
+        until: Option<jiff::Timestamp>,
+        /// Start the new attempts from the first step instead of after the last completed one.
+        #[arg(long)]
+        from_start: bool,
+        /// Why (recorded with each job).
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Only say how many jobs it would touch.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Cancel the QUEUED jobs of a queue: of a pipeline, or of a backfill range
+    /// (jobs whose input window starts within --from .. --to).
+    Cancel {
+        /// The queue.
+        #[arg(long)]
+        queue: String,
+        /// Only jobs of this pipeline.
+        #[arg(long)]
+        pipeline: Option<String>,
+        /// Only jobs whose input window starts at or after this (RFC 3339).
+        #[arg(long, value_parser = time::parse_instant)]
+        from: Option<jiff::Timestamp>,
+        /// Only jobs whose input window starts before this.
+        #[arg(long, value_parser = time::parse_instant)]
+        to: Option<jiff::Timestamp>,
+        /// Why (recorded with each job).
+        #[arg(long)]
+        reason: String,
+        /// Only say how many jobs it would touch.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Resolve STALE jobs with one outcome and reason: the ids given, or every
+    /// STALE job of the queue (of --pipeline).
+    Resolve {
+        /// The jobs (default: every STALE job of the queue or pipeline).
+        jobs: Vec<String>,
+        /// The queue.
+        #[arg(long)]
+        queue: String,
+        /// Only jobs of this pipeline.
+        #[arg(long)]
+        pipeline: Option<String>,
+        /// The outcome recorded for each.
+        #[arg(long = "as", value_enum)]
+        outcome: ResolveAs,
+        /// Why (recorded with each job).
+        #[arg(long)]
+        reason: String,
+        /// Only say how many jobs it would touch.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
 /// `quarantine` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum QuarantineCommand {
@@ -409,12 +490,23 @@ pub struct JobsArgs {
     /// Only jobs of this pipeline.
     #[arg(long)]
     pub pipeline: Option<String>,
-    /// Only jobs with this resource.
+    /// Only jobs with this resource (found through the search index unless
+    /// --worker is given).
     #[arg(long)]
     pub resource: Option<String>,
     /// Only jobs whose current or last attempt ran on this worker.
     #[arg(long)]
     pub worker: Option<String>,
+    /// Only jobs whose input key starts with this (search index).
+    #[arg(long)]
+    pub input_key: Option<String>,
+    /// Only jobs whose input window (`<start>/<end>`) starts with this, e.g.
+    /// `2026-05-06` or `2026-05-06T13` (search index).
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Only jobs whose id starts with this (search index).
+    #[arg(long)]
+    pub id_prefix: Option<String>,
     /// Most jobs to print.
     #[arg(long, default_value_t = 50)]
     pub limit: usize,
@@ -681,6 +773,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
             dry_run,
             batch,
         } => commands::sweep(ctx, queue, dry_run, batch).await,
+        Command::Bulk(cmd) => commands::bulk(ctx, cmd).await,
         Command::Purge { queue, batch } => commands::purge(ctx, queue, batch).await,
         Command::Groups { queue } => commands::groups::list(ctx, queue).await,
         Command::Group(GroupCommand::Show { name, queue, watch }) => {

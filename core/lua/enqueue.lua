@@ -28,6 +28,7 @@
 --- @include "lib/create"
 --- @include "lib/flow"
 --- @include "lib/groups"
+--- @include "lib/search"
 local bad = common_args('enqueue')
 if bad then return bad end
 local k_ready, k_delayed, k_wake = KEYS[10], KEYS[11], KEYS[12]
@@ -54,9 +55,10 @@ end
 local out = {}
 local events = event_log(true)
 local created = 0
+local sb = search_batch()
 for i = 1, n do
   local id, status, previous, made = create_job(events, KEYS[12 + i], k_ready, k_delayed, queue, pipeline,
-    ARGV, 6 + (i - 1) * 10, '', ARGV[6 + (i - 1) * 10 + 10])
+    ARGV, 6 + (i - 1) * 10, '', ARGV[6 + (i - 1) * 10 + 10], sb)
   if made then created = created + 1 end
   -- a dependent waits for its parents in the waiting index, in no ready set (lib/groups)
   if made and links and link_new_job(KEYS[12 + i], id, lg, ld, lp, now_ms()) then
@@ -68,5 +70,6 @@ for i = 1, n do
   out[#out + 1] = previous
 end
 -- a delayed job wakes a worker too, so that it learns the new next-due time
+flush_search(sb)
 if created > 0 then wake(k_wake, created) end
 return out

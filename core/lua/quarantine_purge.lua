@@ -1,6 +1,6 @@
 -- quarantine_purge (operator): deletes a quarantined job (lib/quarantine): its
 -- key whatever its type, its attempt records, its quarantine entry and record,
--- any index entry left, its input key's claim and its lock if it held it.
+-- any index entry left (its search index members too), its input key's claim and its lock if it held it.
 -- KEYS[10] job
 -- ARGV[4] job id  ARGV[5] who
 -- Reply: {'OK'} | {'NOT_QUARANTINED'}
@@ -11,9 +11,10 @@
 --- @include "lib/flow"
 --- @include "lib/attempts"
 --- @include "lib/quarantine"
+--- @include "lib/search"
 local jk, id, who = KEYS[10], ARGV[4], ARGV[5]
 if not redis.call('ZSCORE', K_QUARANTINE, id) then return { 'NOT_QUARANTINED' } end
-local f = read_job(jk, { 'state', 'attempt', 'pipeline', 'resource', 'input_key', 'flow' })
+local f = read_job(jk, { 'state', 'attempt', 'pipeline', 'resource', 'input_key', 'flow', 'window' })
 for _, k in ipairs({ K_LEASES, K_STALE, K_DONE }) do redis.call('ZREM', k, id) end
 if f then
   local state, attempt, pipeline, res, ik = f[1], f[2], f[3], f[4], f[5]
@@ -30,6 +31,8 @@ if f then
     flow_release(f[6], id)
   end
   if ik and ik ~= '' and redis.call('HGET', K_INPUTS, ik) == id then redis.call('HDEL', K_INPUTS, ik) end
+  unsearch(search_members(id, type(ik) == 'string' and ik or '', search_resource(type(res) == 'string' and res or '', f[6]),
+    type(f[7]) == 'string' and f[7] or ''))
   local n = (not attempt_problem(attempt)) and tonumber(attempt) or 0
   if n > 0 then
     local fields = {}

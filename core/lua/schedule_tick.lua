@@ -36,6 +36,7 @@
 --- @include "lib/args"
 --- @include "lib/wake"
 --- @include "lib/create"
+--- @include "lib/search"
 --- @include "lib/schedule"
 --- @include "lib/flow"
 --- @include "gen/moves"
@@ -88,6 +89,7 @@ local h = redis.call('HMGET', K_SCHEDULE, 'digest', 'cursor', 'paused', 'last_jo
 if not h[1] then return { 'UNREGISTERED' } end
 local now = now_ms()
 local events = event_log(true)
+local sb = search_batch()
 local out = {}
 local created = 0
 
@@ -95,7 +97,7 @@ local created = 0
 local function enqueue_window(i, outcome)
   local a = 16 + (i - 1) * 12
   local why = 'schedule ' .. name .. ' window ' .. ARGV[a + 1] .. '..' .. ARGV[a + 2]
-  local id, status, _, made = create_job(events, KEYS[15 + i], k_ready, k_delayed, queue, pipeline, ARGV, a + 2, why, ARGV[a + 12])
+  local id, status, _, made = create_job(events, KEYS[15 + i], k_ready, k_delayed, queue, pipeline, ARGV, a + 2, why, ARGV[a + 12], sb)
   if made then created = created + 1 end
   return outcome, id, status
 end
@@ -104,6 +106,7 @@ if mode == 'trigger' then
   local outcome, id, status = enqueue_window(1, 'triggered')
   record_tick(K_TICKS, outcome, ARGV[17], ARGV[18], id, '', by, status)
   redis.call('HINCRBY', K_SCHEDULE, 'triggered', 1)
+  flush_search(sb)
   if created > 0 then wake(k_wake, created) end
   return { 'OK', h[2] or '', h[6] or '', fmt(now), ARGV[17], outcome, id, status }
 end
@@ -197,4 +200,5 @@ end
 if created > 0 then wake(k_wake, created) end
 local reply = { status_reply, cursor, new_next, fmt(now) }
 for _, v in ipairs(out) do reply[#reply + 1] = v end
+flush_search(sb)
 return reply

@@ -30,6 +30,7 @@
 --- @include "lib/indexes"
 --- @include "lib/events"
 --- @include "lib/retention"
+--- @include "lib/stats"
 --- @include "transitions/start"
 --- @include "transitions/checkpoint"
 --- @include "transitions/finish"
@@ -52,9 +53,10 @@ if n_lease > 0 and n_pipelines == 0 then return bad_arg('settle', 'pipeline coun
 -- so the kept count stays at keep_count under any load, and a backlog shrinks
 -- by at least the jobs ended per call; no call deletes more than PURGE_MAX.
 local PURGE_MIN, PURGE_MAX = 8, 256
--- The call's index writes (applied once, before the lease) and events (the
--- stream is trimmed once, at the end), handed to every transition.
-local batch = { ix = index_batch(), events = event_log(false) }
+-- The call's index writes (applied once, before the lease), events (the
+-- stream is trimmed once, at the end) and outcome counts (lib/stats: one
+-- HINCRBY per pipeline and outcome, at the end), handed to every transition.
+local batch = { ix = index_batch(), events = event_log(false), stats = stats_batch() }
 local out = {}
 -- jobs the call's operations ended (for the retention budget)
 local ended = 0
@@ -183,4 +185,5 @@ else
 end
 purge(now_ms(), math.min(PURGE_MAX, math.max(PURGE_MIN, 2 * ended)))
 trim_events(batch.events)
+flush_stats(batch.stats)
 return out

@@ -8,7 +8,9 @@
 -- A job that cannot be read (wrong key type, unknown state, bad attempt,
 -- pipeline or resource) is moved to the quarantine instead (lib/quarantine).
 -- Also hands a resource whose lock expired (or a flow gate below its limit) to its
--- first waiting job, and applies retention.
+-- first waiting job, and applies retention. Counts STALE and CANCELLED moves per
+-- pipeline in this minute's counters and, once a minute, samples the waiting
+-- jobs (lib/stats).
 -- ARGV[4] batch  ARGV[5] '1' for a dry run (report only, change nothing)
 -- Reply: { requeued, cancelled, stale, unparked, purged, then per job: id, from, to }
 -- A malformed argument is an error reply. An expired job whose move needs a field
@@ -28,6 +30,7 @@
 --- @include "lib/quarantine"
 --- @include "lib/args"
 --- @include "lib/groups"
+--- @include "lib/stats"
 local bad = common_args('sweep')
 if bad then return bad end
 local batch, dry = int_value(ARGV[4], 1), flag_value(ARGV[5])
@@ -40,6 +43,7 @@ local moves = {}
 local events = event_log(true)
 -- resources this call released: each was handed to its next waiter already
 local released = {}
+local st = stats_batch()
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   local f, bad_key = read_job(jk, { 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
@@ -118,6 +122,7 @@ for _, id in ipairs(expired) do
       redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
       make_terminal(jk, id, 'CANCELLED', now)
       emit(events, 'sweep', id, f[5], 'LEASED', 'CANCELLED', worker, why .. '; cancel requested: ' .. cancel)
+      count_outcome(st, f[4], 'cancelled')
       if f[11] then links_moved(events, jk, id, 'CANCELLED', now) end
     elseif to == 'QUEUED' then
       release_lock(res, id)
@@ -143,6 +148,7 @@ for _, id in ipairs(expired) do
         end
       end
       emit(events, 'sweep', id, f[5], 'RUNNING', 'STALE', worker, why)
+      count_outcome(st, f[4], 'stale')
       if f[11] then links_moved(events, jk, id, 'STALE', now) end
     end
   end
@@ -163,7 +169,11 @@ end
 -- and jobs waiting on a flow gate below its limit
 unparked = unparked + flow_sweep(dry)
 
-if not dry then purged = purge(now, batch) end
+if not dry then
+  purged = purge(now, batch)
+  flush_stats(st)
+  sample_waiting(now)
+end
 local out = { requeued, cancelled, stale, unparked, purged }
 for _, v in ipairs(moves) do out[#out + 1] = v end
 return out

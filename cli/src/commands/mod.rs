@@ -1,7 +1,7 @@
 //! The commands: each reads through `leasehold_core::inspect` or acts through
 //! the `Queue` client (the same Lua scripts the workers use). One module per
 //! family: `views` read, `actions` act on one job, `enqueue` adds jobs,
-//! `upkeep` sweeps and purges, `flow` pauses and resumes queues and pipelines,
+//! `upkeep` sweeps and purges, `bulk` acts on many jobs at once, `flow` pauses and resumes queues and pipelines,
 //! `groups` shows and acts on groups of jobs, `quarantine` lists, repairs and
 //! purges unreadable jobs, `schedules` lists, pauses, resumes and triggers
 //! schedules. (`main` dispatches; `dashboard` is a command of its own.)
@@ -22,6 +22,7 @@ macro_rules! outp {
 }
 
 mod actions;
+mod bulk;
 mod enqueue;
 mod flow;
 pub(crate) mod groups;
@@ -35,6 +36,7 @@ use serde::Serialize;
 use crate::{Failure, Outcome};
 
 pub(crate) use actions::{cancel, resolve, retry};
+pub(crate) use bulk::bulk;
 pub(crate) use enqueue::enqueue;
 pub(crate) use flow::pause;
 pub(crate) use upkeep::{purge, sweep};

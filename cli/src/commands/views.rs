@@ -43,6 +43,52 @@ pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
         Some(StateArg::State(s)) => Some(s),
         None => None,
     };
+    let searched = args.input_key.is_some()
+        || args.window.is_some()
+        || args.id_prefix.is_some()
+        || (args.resource.is_some() && args.worker.is_none());
+    if searched {
+        if args.worker.is_some() {
+            return Err(Failure::Usage(
+                "--worker does not go with --input-key, --window or --id-prefix".into(),
+            ));
+        }
+        let search = leasehold_core::inspect::JobSearch {
+            input_key: args.input_key,
+            resource: args.resource,
+            window: args.window,
+            id_prefix: args.id_prefix,
+            state,
+            pipeline: args.pipeline,
+            ..Default::default()
+        };
+        let names = ctx.queues(&one(args.queue)).await?;
+        let inspectors = names
+            .iter()
+            .map(|q| ctx.inspector(q))
+            .collect::<Outcome<Vec<_>>>()?;
+        let page = crate::context::search_jobs_across(
+            &inspectors,
+            &search,
+            Page {
+                offset: args.offset,
+                limit: args.limit,
+            },
+        )
+        .await
+        .map_err(|e| ctx.fail(e))?;
+        if ctx.json {
+            return print_json(&page);
+        }
+        let mut text = render::jobs(&page, args.offset);
+        if page.truncated {
+            text.push_str(&format!(
+                "a criterion matched more than {} index entries: narrow it\n",
+                leasehold_core::inspect::SEARCH_CAP
+            ));
+        }
+        return out(&text);
+    }
     let filter = JobFilter {
         state,
         pipeline: args.pipeline,

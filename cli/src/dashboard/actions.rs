@@ -2,9 +2,12 @@
 //! the same `Queue` scripts as the command line (each recorded as an event with
 //! `by` = `dashboard:<operator>`).
 //!
-//! The token comes in an `Authorization: Bearer` header or a `token` field and
-//! is compared in constant time. No cookie or session exists, so a page on
-//! another site cannot make a browser act: it would have to know the token.
+//! A request may act with the token, in an `Authorization: Bearer` header or a
+//! `token` field (compared in constant time), or with a logged-in session whose
+//! CSRF value the session layer checked (`session`): then the operator is the
+//! name given at login. A page on another site cannot make a browser act: it
+//! knows neither the token nor the session's CSRF value, and the cookie is
+//! `SameSite=Strict`.
 
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap};
@@ -17,7 +20,7 @@ use subtle::ConstantTimeEq;
 use super::data::{job_id, Res};
 use super::error::{ApiError, DashError, PageError};
 use super::html::path_segment;
-use super::{App, Shared};
+use super::{session, App, Shared};
 use crate::failure::is_refusal;
 use crate::wording;
 use crate::ResolveAs;
@@ -68,14 +71,16 @@ fn presented<'a>(headers: &'a HeaderMap, field: Option<&'a str>) -> Option<&'a s
 }
 
 /// Lets the request act, or says why not: 403 without a configured token, 401
-/// for a missing or wrong one.
+/// for a missing or wrong one (a logged-in session whose CSRF value was checked
+/// needs none).
 pub(super) fn authorise(app: &App, headers: &HeaderMap, field: Option<&str>) -> Res<()> {
     let Some(token) = &app.token else {
         return Err(DashError::Disabled);
     };
     match presented(headers, field) {
+        None if session::current().checked => Ok(()),
         None => Err(DashError::Unauthorized(
-            "this action needs the dashboard token (Authorization: Bearer, or the token field)"
+            "this action needs a login (/login) or the dashboard token (Authorization: Bearer, or the token field)"
                 .into(),
         )),
         Some(given) if token.matches(given) => Ok(()),
@@ -85,8 +90,8 @@ pub(super) fn authorise(app: &App, headers: &HeaderMap, field: Option<&str>) -> 
     }
 }
 
-/// `dashboard:<operator>`, the operator name cleaned of control characters and cut short.
-pub(super) fn by(operator: Option<&str>) -> String {
+/// An operator name cleaned of control characters and cut short; `None` when empty.
+pub(super) fn operator_name(operator: Option<&str>) -> Option<String> {
     let name: String = operator
         .unwrap_or("")
         .chars()
@@ -94,10 +99,18 @@ pub(super) fn by(operator: Option<&str>) -> String {
         .take(MAX_OPERATOR)
         .collect();
     let name = name.trim();
-    format!(
-        "dashboard:{}",
-        if name.is_empty() { "operator" } else { name }
-    )
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
+/// `dashboard:<operator>`: the name given at login when the request acts
+/// through its session, else `operator` (cleaned), else `operator`.
+pub(super) fn by(operator: Option<&str>) -> String {
+    let cur = session::current();
+    let name = match (&cur.operator, cur.checked) {
+        (Some(logged_in), true) => operator_name(Some(logged_in)),
+        _ => operator_name(operator),
+    };
+    format!("dashboard:{}", name.as_deref().unwrap_or("operator"))
 }
 
 fn reason(text: Option<&str>, required: bool) -> Res<String> {

@@ -197,36 +197,10 @@ impl App {
         Ok(events)
     }
 
-    /// Reads every queue's counts into the `leasehold_jobs` gauges and encodes the registry.
+    /// Every queue's status as Prometheus text (see `metrics`).
     pub(crate) async fn scrape(&self) -> Res<String> {
         let _one_at_a_time = self.scrape.lock().await;
-        let mut rows = Vec::new();
-        for s in self.overview().await? {
-            let c = &s.counts;
-            for (state, n) in [
-                (JobState::Queued, c.queued),
-                (JobState::Leased, c.leased),
-                (JobState::Running, c.running),
-                (JobState::Stale, c.stale),
-                (JobState::Succeeded, c.succeeded),
-                (JobState::Failed, c.failed),
-                (JobState::Cancelled, c.cancelled),
-            ] {
-                rows.push((s.queue.clone(), state, n));
-            }
-        }
-        let gauges = &self.metrics.jobs_by_state;
-        // queues that vanished lose their series
-        gauges.clear();
-        for (queue, state, n) in rows {
-            gauges
-                .get_or_create(&leasehold_core::metrics::StateLabels {
-                    queue,
-                    state: state.as_str().to_owned(),
-                })
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
-        }
-        Ok(self.metrics.encode())
+        Ok(super::metrics::encode(&self.overview().await?))
     }
 }
 

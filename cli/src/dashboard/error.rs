@@ -18,6 +18,8 @@ pub(crate) enum DashError {
     Unauthorized(String),
     /// 403: actions are disabled (no token configured).
     Disabled,
+    /// 403: a form posted with a session but without its CSRF token.
+    Csrf(String),
     /// 404: no such job or page.
     NotFound(String),
     /// 409: the state model refuses the move.
@@ -52,7 +54,7 @@ impl DashError {
         match self {
             DashError::BadRequest(_) => StatusCode::BAD_REQUEST,
             DashError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            DashError::Disabled => StatusCode::FORBIDDEN,
+            DashError::Disabled | DashError::Csrf(_) => StatusCode::FORBIDDEN,
             DashError::NotFound(_) => StatusCode::NOT_FOUND,
             DashError::Refused(_) => StatusCode::CONFLICT,
             DashError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -66,6 +68,7 @@ impl DashError {
             DashError::BadRequest(_) => "bad_request",
             DashError::Unauthorized(_) => "unauthorized",
             DashError::Disabled => "actions_disabled",
+            DashError::Csrf(_) => "csrf",
             DashError::NotFound(_) => "not_found",
             DashError::Refused(_) => "refused",
             DashError::Unavailable(_) => "redis_unavailable",
@@ -78,6 +81,7 @@ impl DashError {
         match self {
             DashError::BadRequest(m)
             | DashError::Unauthorized(m)
+            | DashError::Csrf(m)
             | DashError::NotFound(m)
             | DashError::Refused(m)
             | DashError::Unavailable(m)
@@ -92,6 +96,7 @@ impl DashError {
             DashError::BadRequest(_) => "Bad request",
             DashError::Unauthorized(_) => "Not authorised",
             DashError::Disabled => "Actions disabled",
+            DashError::Csrf(_) => "Form expired",
             DashError::NotFound(_) => "Not found",
             DashError::Refused(_) => "Refused",
             DashError::Unavailable(_) => "Redis unavailable",
@@ -167,7 +172,8 @@ pub(super) fn error_page(e: &DashError) -> Markup {
         DashError::Unavailable(_) => Some(
             "The dashboard keeps running and shows data again as soon as Redis answers; this page retries by itself.",
         ),
-        DashError::Unauthorized(_) => Some("Go back, type the dashboard token into the form, and submit again."),
+        DashError::Unauthorized(_) => Some("Log in with the dashboard token (or go back, type it into the form) and submit again."),
+        DashError::Csrf(_) => Some("Go back, reload the page (its forms carry this session's check value) and submit again."),
         _ => None,
     };
     layout(

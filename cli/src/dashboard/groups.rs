@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::actions::{authorise, by, ActionBody};
 use super::data::Res;
 use super::error::{ApiError, DashError, PageError};
-use super::html::{badge, job_url, path_segment, Nav};
+use super::html::{auth_fields, badge, job_url, path_segment, Nav};
 use super::{App, Shared};
 
 fn group_url(queue: &str, name: &str) -> String {
@@ -134,14 +134,12 @@ pub(super) async fn group_page(
             @if actions {
                 h2 { "Actions" }
                 form method="post" action=(action_url("cancel")) {
-                    input type="password" name="token" placeholder="token";
-                    input type="text" name="operator" placeholder="operator";
+                    (auth_fields())
                     input type="text" name="reason" placeholder="reason (required)";
                     button type="submit" { "Cancel the group" }
                 }
                 form method="post" action=(action_url("retry")) {
-                    input type="password" name="token" placeholder="token";
-                    input type="text" name="operator" placeholder="operator";
+                    (auth_fields())
                     input type="text" name="reason" placeholder="reason";
                     button type="submit" { "Retry its failed children" }
                 }

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use leasehold_core::{Job, JobState, Millis};
 use maud::{html, Markup, DOCTYPE};
 
+use super::session;
 use crate::time::{human, stamp};
 
 /// Which navigation entry is current.
@@ -29,6 +30,12 @@ pub(super) enum Nav {
     Groups,
     /// `/schedules`.
     Schedules,
+    /// `/charts`.
+    Charts,
+    /// `/search`.
+    Search,
+    /// `/bulk`.
+    Bulk,
     /// No entry (error and find pages).
     None,
 }
@@ -89,6 +96,20 @@ pub(super) fn opt(s: Option<&str>) -> &str {
     s.filter(|s| !s.is_empty()).unwrap_or("-")
 }
 
+/// The fields every form that acts carries: the session's CSRF value when
+/// logged in, else the operator's name and the token.
+pub(super) fn auth_fields() -> Markup {
+    let cur = session::current();
+    html! {
+        @if let Some(csrf) = &cur.csrf {
+            input type="hidden" name="csrf" value=(csrf);
+        } @else {
+            input type="text" name="operator" placeholder="operator" maxlength="64" autocomplete="username";
+            input type="password" name="token" placeholder="token" required autocomplete="current-password";
+        }
+    }
+}
+
 /// The whole page around `body`.
 pub(super) fn layout(
     title: &str,
@@ -97,6 +118,7 @@ pub(super) fn layout(
     footer: &str,
     body: Markup,
 ) -> Markup {
+    let cur = session::current();
     let item = |href: &str, label: &str, me: Nav| {
         html! { a href=(href) class=[(nav == me).then_some("active")] { (label) } }
     };
@@ -121,9 +143,11 @@ pub(super) fn layout(
                         (item("/events", "Events", Nav::Events))
                         (item("/groups", "Groups", Nav::Groups))
                         (item("/schedules", "Schedules", Nav::Schedules))
+                        (item("/charts", "Charts", Nav::Charts))
+                        (item("/bulk", "Bulk", Nav::Bulk))
                     }
-                    form.find action="/find" method="get" {
-                        input type="search" name="id" placeholder="job id" aria-label="job id";
+                    form.find action="/search" method="get" {
+                        input type="search" name="q" placeholder="id, input key, resource, window" aria-label="search jobs";
                         button type="submit" { "Find" }
                     }
                     @if let Some(enabled) = actions_enabled {
@@ -131,6 +155,15 @@ pub(super) fn layout(
                             title=(if enabled { "cancel, retry and resolve need the dashboard token" } else { "start the dashboard with --token to enable actions" }) {
                             (if enabled { "actions: token required" } else { "read-only" })
                         }
+                    }
+                    @if let Some(op) = &cur.operator {
+                        span.who #session-user { "logged in as " strong { (op) } }
+                        form.logout method="post" action="/logout" {
+                            (auth_fields())
+                            button type="submit" #logout { "Log out" }
+                        }
+                    } @else if actions_enabled == Some(true) {
+                        a.login #login-link href="/login" { "Log in" }
                     }
                     label.live-toggle {
                         input #live-toggle type="checkbox" checked;

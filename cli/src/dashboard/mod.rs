@@ -12,14 +12,18 @@
 //! * Enqueue: `POST /api/queues/{queue}/pipelines/{pipeline}/jobs`, one job or
 //!   a batch under the pipeline's published contract, with the same token as
 //!   the actions (see `enqueue`).
+//! * `/charts` (jobs per minute and waiting jobs over the last hour or day,
+//!   drawn with the vendored uPlot; `charts`), `/search` (find jobs by input
+//!   key, resource, input window, id prefix; `search`) and `/bulk` (bulk retry,
+//!   cancel, resolve with a confirm page showing the count; `bulk`).
 //! * Actions (cancel, retry, resolve; a schedule's pause, resume and
-//!   trigger, in `schedule_actions`): `POST` only, and only with the token the
+//!   trigger, in `schedule_actions`; bulk actions): `POST` only, by a logged-in
+//!   operator (`/login` with the token once: a session cookie, every form
+//!   carrying the session's CSRF value; see `session`) or with the token the
 //!   dashboard was started with (`Authorization: Bearer` or a `token` form or
-//!   JSON field, compared in constant time). No cookies are used, so a
-//!   cross-site form cannot act: it does not know the token. Without a
-//!   configured token every action answers 403.
-//! * `/metrics`: Prometheus text, with `leasehold_jobs{queue,state}` read from
-//!   Redis on each scrape.
+//!   JSON field, compared in constant time). Without a configured token every
+//!   action answers 403.
+//! * `/metrics`: Prometheus text read from Redis on each scrape (see `metrics`).
 //!
 //! Binding to a non-loopback address needs a token (exit 2 otherwise). While
 //! bound to loopback, requests must name a loopback host (or an `--allow-host`)
@@ -28,14 +32,19 @@
 
 mod actions;
 mod api;
+mod bulk;
+mod charts;
 mod data;
 mod enqueue;
 mod error;
 mod flow;
 mod groups;
 mod html;
+mod metrics;
 mod pages;
 mod schedule_actions;
+mod search;
+mod session;
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
@@ -50,13 +59,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use clap::Args;
-use leasehold_core::{Metrics, Queue, QueueConfig};
+use leasehold_core::{Queue, QueueConfig};
 use tokio::sync::Mutex;
 
 use crate::context::Ctx;
 use crate::{Failure, Outcome};
 
 pub(crate) use actions::Token;
+pub(crate) use session::CookieSecure;
 
 /// `dashboard` options.
 #[derive(Debug, Args)]
@@ -77,6 +87,13 @@ pub struct DashboardArgs {
     /// name of a reverse proxy in front of the dashboard).
     #[arg(long)]
     pub allow_host: Vec<String>,
+    /// How long a login lasts, in hours.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=720))]
+    pub session_hours: u64,
+    /// When the session cookie is marked Secure: auto (behind an https proxy
+    /// that sets X-Forwarded-Proto, or on a non-loopback address), always, never.
+    #[arg(long, value_enum, default_value_t = CookieSecure::Auto)]
+    pub cookie_secure: CookieSecure,
 }
 
 /// How long the list of discovered queues is reused.
@@ -96,10 +113,10 @@ pub(crate) struct App {
     pub discovered: Mutex<Option<(Instant, Vec<String>)>>,
     /// The action token, if configured.
     pub token: Option<Token>,
-    /// The Prometheus registry `/metrics` serves.
-    pub metrics: Metrics,
-    /// Serialises scrapes (each rewrites the job gauges).
+    /// Serialises scrapes (each reads every queue's status).
     pub scrape: Mutex<()>,
+    /// The logged-in operators.
+    pub sessions: session::Sessions,
     /// Accepted `Host` names; `None`: any.
     pub hosts: Option<BTreeSet<String>>,
 }
@@ -290,7 +307,20 @@ pub(crate) fn router(app: Shared) -> Router {
         .route("/static/app.css", get(app_css))
         .route("/static/app.js", get(app_js))
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
+        .route("/login", get(session::login_get).post(session::login_post))
+        .route("/logout", post(session::logout))
+        .route("/charts", get(charts::charts_page))
+        .route("/api/history", get(charts::history_api))
+        .route("/search", get(search::search_page))
+        .route("/api/search", get(search::search_api))
+        .route("/bulk", get(bulk::bulk_page).post(bulk::bulk_form))
+        .route("/api/bulk", post(bulk::bulk_api))
+        .route("/static/uplot.min.js", get(charts::uplot_js))
+        .route("/static/uplot.min.css", get(charts::uplot_css))
+        .route("/static/uplot.LICENSE", get(charts::uplot_license))
+        .route("/static/charts.js", get(charts::charts_js))
         .fallback(error::not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), session::layer))
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .with_state(app)
 }
@@ -338,8 +368,12 @@ pub(crate) async fn run(ctx: &Ctx, args: DashboardArgs) -> Outcome {
         pinned: args.queue.clone(),
         discovered: Mutex::new(None),
         token,
-        metrics: Metrics::new(),
         scrape: Mutex::new(()),
+        sessions: session::Sessions::new(
+            Duration::from_secs(args.session_hours * 3600),
+            args.cookie_secure,
+            !loopback,
+        ),
         hosts,
     });
     let shown = if bound.is_ipv6() {

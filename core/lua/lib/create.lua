@@ -5,11 +5,14 @@
 -- input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
 -- rerun ('1': create a new job even when the key's latest job SUCCEEDED); its
 -- flow-control gates (lib/flow) come apart, `flow` ('' or nil: none, and no field).
+-- A created job's input window (lib/search) is kept in its `window` field, and
+-- its search index members are added to `sb` (written once per call by the caller).
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
 --- @include "lib/ready"
 --- @include "lib/args"
+--- @include "lib/search"
 
 local STALE_LOCKS = { hold = true, release = true }
 -- each job's checked values: offset in its 9, name, check
@@ -36,7 +39,7 @@ end
 -- or id already has a job), emitting `enqueue` with `why` (or the re-run's).
 -- Returns id, status ('created' | 'rerun' | 'existing' | 'succeeded'),
 -- previous id or '', and whether a job was created.
-local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why, flow)
+local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why, flow, sb)
   local id, input, input_key, resource = argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4]
   local priority, delay_ms, max_attempts, stale_lock = argv[a + 5], tonumber(argv[a + 6]), argv[a + 7], argv[a + 8]
   local rerun = argv[a + 9] == '1'
@@ -58,10 +61,17 @@ local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv,
   if existing then return existing, status, '', false end
   local now = now_ms()
   local not_before = now + delay_ms
-  redis.call('HSET', jk, 'id', id, 'queue', queue, 'pipeline', pipeline, 'input', input,
+  local fields = { 'id', id, 'queue', queue, 'pipeline', pipeline, 'input', input,
     'input_key', input_key, 'resource', resource, 'priority', priority, 'max_attempts', max_attempts,
     'stale_lock', stale_lock, 'created_at', fmt(now), 'updated_at', fmt(now), 'not_before', fmt(not_before),
-    'attempt', '1', 'state', 'QUEUED', 'step', '', 'last_step', '', 'cleanup_needed', '0')
+    'attempt', '1', 'state', 'QUEUED', 'step', '', 'last_step', '', 'cleanup_needed', '0' }
+  local window = input_window(input)
+  if window then
+    fields[#fields + 1] = 'window'
+    fields[#fields + 1] = window
+  end
+  redis.call('HSET', jk, unpack(fields))
+  search_add(sb, id, input_key, search_resource(resource, flow), window)
   if previous ~= '' then redis.call('HSET', jk, 'previous', previous) end
   if flow and flow ~= '' then redis.call('HSET', jk, 'flow', flow) end
   if input_key ~= '' then redis.call('HSET', K_INPUTS, input_key, id) end

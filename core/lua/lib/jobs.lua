@@ -7,7 +7,7 @@
 -- The job fields the transitions read, fetched with one HMGET.
 local JOB_FIELDS = { 'state', 'token', 'id', 'attempt', 'max_attempts', 'worker', 'fence', 'priority',
   'input_key', 'cancel_reason', 'cancel_at', 'cancel_by', 'leased_at', 'started_at', 'steps', 'cleanup_needed',
-  'flow', 'links' }
+  'flow', 'links', 'pipeline' }
 
 -- Reads the job's fields into a table by name (false for a missing field).
 local function load_job(jk)

@@ -1,14 +1,19 @@
 -- retention: deleting terminal jobs (and their attempt records) beyond the
--- queue's retention policy, oldest first, a bounded number per call.
+-- queue's retention policy, oldest first, a bounded number per call, with
+-- their search index members (lib/search).
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/attempts"
+--- @include "lib/search"
 
--- Deletes job `jk` (`id`) and its attempt records. A job key of another type
--- (overwritten by hand) is deleted too: reading it must not fail the call.
-local function delete_job(jk, id)
-  local attempt = redis.pcall('HGET', jk, 'attempt')
-  local n = type(attempt) == 'string' and tonumber(attempt) or 0
+-- Deletes job `jk` (`id`) and its attempt records, and adds its search index
+-- members to `members`. A job key of another type (overwritten by hand) is
+-- deleted too: reading it must not fail the call.
+local function delete_job(jk, id, members)
+  local f = redis.pcall('HMGET', jk, 'attempt', 'input_key', 'resource', 'window', 'flow')
+  if type(f) ~= 'table' or f.err then f = {} end
+  for _, m in ipairs(search_members(id, f[2], search_resource(f[3], f[5]), f[4])) do members[#members + 1] = m end
+  local n = type(f[1]) == 'string' and tonumber(f[1]) or 0
   if n > 0 then
     local fields = {}
     for i = 1, math.min(n, 1000) do fields[i] = attempt_field(id, i) end
@@ -20,7 +25,9 @@ end
 -- Deletes the jobs `ids` and their `done` entries (one ZREM per 1000); returns how many.
 local function delete_done(ids)
   if #ids == 0 then return 0 end
-  for _, id in ipairs(ids) do delete_job(job_key(id), id) end
+  local members = {}
+  for _, id in ipairs(ids) do delete_job(job_key(id), id, members) end
+  unsearch(members)
   for i = 1, #ids, 1000 do
     redis.call('ZREM', K_DONE, unpack(ids, i, math.min(i + 999, #ids)))
   end

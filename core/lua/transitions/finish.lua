@@ -16,6 +16,7 @@
 -- Reply: {'OK', outcome} | {'RETRY', next attempt, not_before ms} | refusal
 --        | {'CORRUPT', problem, field}: a field it reads is malformed (nothing written).
 -- Every field the chosen path reads is checked before the first write.
+-- Counts the outcome in `batch.stats` (lib/stats: `retried` for a new attempt).
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -28,6 +29,7 @@
 --- @include "lib/attempts"
 --- @include "lib/args"
 --- @include "lib/groups"
+--- @include "lib/stats"
 local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
     reason, res, interrupted, last_step, last_output)
   if not TERMINAL[outcome] then return { 'BAD_ARG', 'outcome' } end
@@ -144,6 +146,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     if interrupted then why = 'new attempt after a worker shutdown' end
     emit(batch.events, 'retry', id, next_attempt, 'FAILED', 'QUEUED', worker, why)
     wake(k_wake)
+    count_outcome(batch.stats, j.pipeline, 'retried')
     return { 'RETRY', next_attempt, fmt(not_before) }
   end
   if cleanup then set('cleanup_needed', '1') end
@@ -152,5 +155,6 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   free_input_key(j.input_key, id, outcome, now)
   index_done(batch.ix, now_s(), id)
   if j.links then links_moved(batch.events, jk, id, outcome, now) end
+  count_outcome(batch.stats, j.pipeline, string.lower(outcome))
   return { 'OK', outcome }
 end

@@ -14,6 +14,8 @@
 //! | locks | the resources of LEASED, RUNNING and STALE jobs and the `parked` set; `GET`/`PTTL` of their lock keys |
 //! | workers | the `workers` set and each member's registration key |
 //! | quarantined jobs | the `quarantine` zset and `quarantine:why` hash |
+//! | search (input key, resource, window, id prefix) | `ZRANGEBYLEX` of the `search` index per criterion (at most [`SEARCH_CAP`]), one `HMGET` per match |
+//! | charts | one `HGETALL` per minute of the `stats:<minute>` counters |
 //! | a job's events | the event stream, backwards from its end, in pages, stopping at the job's `enqueue` event or creation time |
 //!
 //! `SCAN` is used only where no index exists, and costs time proportional to
@@ -48,11 +50,13 @@ pub(crate) mod conn;
 mod discover;
 mod events;
 mod follower;
+mod history;
 mod inspector;
 mod jobs;
 mod locks;
 mod quarantine;
 mod rows;
+mod search;
 mod stale;
 mod status;
 mod views;
@@ -62,7 +66,9 @@ pub use cancel::{cancel_status, CancelOutcome, CancelStatus};
 pub use discover::discover_queues;
 pub use events::Event;
 pub use follower::EventFollower;
+pub use history::{History, Minute, MinuteCounts, HISTORY_MAX_MINUTES};
 pub use inspector::Inspector;
+pub use search::{JobSearch, SEARCH_CAP};
 pub use views::{
     GateStatus, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting,
     Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo,

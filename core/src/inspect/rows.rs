@@ -17,7 +17,7 @@ use crate::record::{AttemptRecord, Fields, Selected};
 use crate::state::JobState;
 
 /// The fields of a job hash a [`JobSummary`] is built from.
-const SUMMARY_FIELDS: [&str; 18] = [
+const SUMMARY_FIELDS: [&str; 19] = [
     "id",
     "pipeline",
     "state",
@@ -36,6 +36,7 @@ const SUMMARY_FIELDS: [&str; 18] = [
     "cancel_reason",
     "waiting",
     "flow",
+    "window",
 ];
 
 /// The summary of the job whose [`SUMMARY_FIELDS`] `row` holds.
@@ -62,6 +63,7 @@ fn summary(row: &Fields<'_, Selected<'_>>, queue: &str) -> Result<JobSummary> {
         stale_at: row.parsed("stale_at")?,
         cancel_reason: row.non_empty("cancel_reason")?,
         waiting: row.non_empty("waiting")?,
+        window: row.non_empty("window")?,
     })
 }
 

@@ -53,6 +53,10 @@ pub struct JobSummary {
     /// see [`crate::flow::describe_wait`]).
     #[serde(default)]
     pub waiting: Option<String>,
+    /// The input window the job processes, `<start>/<end>` (its input's
+    /// `window` object, or its `from` and `to` fields), as enqueue recorded it.
+    #[serde(default)]
+    pub window: Option<String>,
 }
 
 /// A key or field a listing could not read (a key of the wrong Redis type, a

@@ -106,6 +106,14 @@ impl QueueKeys {
     pub fn done(&self) -> String {
         format!("{}:done", self.base)
     }
+    /// Hash: the counters of one minute (`ms / 60000`) for the charts (lib/stats).
+    pub fn stats(&self, minute: i64) -> String {
+        format!("{}:stats:{minute}", self.base)
+    }
+    /// Sorted set (lex, every score 0): the search index of jobs (lib/search).
+    pub fn search(&self) -> String {
+        format!("{}:search", self.base)
+    }
     /// Sorted set: STALE job id → time it went STALE (ms).
     pub fn stale(&self) -> String {
         format!("{}:stale", self.base)

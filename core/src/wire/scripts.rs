@@ -45,6 +45,8 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../../lua/lib/quarantine.lua"),
     ),
     ("lib/groups", include_str!("../../lua/lib/groups.lua")),
+    ("lib/stats", include_str!("../../lua/lib/stats.lua")),
+    ("lib/search", include_str!("../../lua/lib/search.lua")),
     (
         "transitions/start",
         include_str!("../../lua/transitions/start.lua"),

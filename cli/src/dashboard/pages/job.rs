@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::events::events_table;
 use super::Page;
 use crate::dashboard::error::{DashError, PageError, DISABLED};
-use crate::dashboard::html::{badge, job_url, jobs_url, opt, timeline, when, Nav};
+use crate::dashboard::html::{auth_fields, badge, job_url, jobs_url, opt, timeline, when, Nav};
 use crate::dashboard::{App, Shared};
 use crate::time::{human, stamp};
 use crate::wording::{self, attempt_error, holder_state, lock_ttl, resolution};
@@ -160,10 +160,7 @@ fn attempts_table(d: &JobDetail) -> Markup {
 fn action_forms(app: &App, d: &JobDetail) -> Markup {
     let j = &d.job;
     let action = |what: &str| format!("{}/{what}", job_url(&j.queue, j.id.as_str()));
-    let who = html! {
-        label { "Operator " input type="text" name="operator" placeholder="your name" maxlength="64" autocomplete="username"; }
-        label { "Token " input type="password" name="token" required autocomplete="current-password"; }
-    };
+    let who = auth_fields();
     let can_cancel = matches!(
         j.state,
         JobState::Queued | JobState::Leased | JobState::Running

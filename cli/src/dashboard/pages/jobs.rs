@@ -10,12 +10,12 @@ use crate::dashboard::html::{badge, job_url, opt, query, when, Nav};
 use crate::dashboard::Shared;
 
 /// One page of jobs as a table.
-fn jobs_table(page: &JobPage, now: Millis) -> Markup {
+pub(crate) fn jobs_table(page: &JobPage, now: Millis) -> Markup {
     html! {
         table.grid.jobs {
             thead { tr {
                 th { "Job" } th { "Queue" } th { "Pipeline" } th { "State" } th { "Attempt" } th { "Step" }
-                th { "Last done" } th { "Resource" } th { "Worker" } th { "Created" } th { "Updated" }
+                th { "Last done" } th { "Resource" } th { "Window" } th { "Worker" } th { "Created" } th { "Updated" }
             } }
             tbody {
                 @for j in &page.jobs {
@@ -29,6 +29,7 @@ fn jobs_table(page: &JobPage, now: Millis) -> Markup {
                         td { (opt(j.step.as_deref())) }
                         td { (opt(j.last_step.as_deref())) }
                         td.mono { (opt(j.resource.as_deref())) }
+                        td.mono.window { (opt(j.window.as_deref())) }
                         td.mono { (opt(j.worker.as_deref())) }
                         td { (when(now, j.created_at)) }
                         td { (when(now, j.updated_at)) }

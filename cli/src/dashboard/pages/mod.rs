@@ -19,7 +19,7 @@ use super::App;
 
 pub(super) use events::events;
 pub(super) use job::{find, job};
-pub(super) use jobs::jobs;
+pub(super) use jobs::{jobs, jobs_table};
 pub(super) use locks::locks;
 pub(super) use queues::overview;
 pub(super) use schedules::{schedules, schedules_api};
@@ -45,7 +45,7 @@ impl App {
     }
 
     /// Redis `TIME` (ms).
-    async fn now(&self) -> Res<Millis> {
+    pub(super) async fn now(&self) -> Res<Millis> {
         leasehold_core::Inspector::new(self.base.clone())
             .now()
             .await

@@ -7,7 +7,7 @@ use maud::{html, Markup};
 
 use super::locks::locks_table;
 use super::Page;
-use crate::dashboard::html::{job_url, jobs_url, opt, Nav};
+use crate::dashboard::html::{auth_fields, job_url, jobs_url, opt, Nav};
 use crate::dashboard::Shared;
 use crate::time::human;
 
@@ -151,8 +151,7 @@ fn pause_forms(s: &QueueStatus) -> Markup {
             form class={ "action-" (what) } method="post" action=(format!("/queues/{}/{what}", crate::dashboard::html::path_segment(q))) {
                 input type="text" name="pipeline" placeholder="pipeline (all when empty)" maxlength="200";
                 input type="text" name="reason" placeholder="reason" maxlength="2000";
-                input type="text" name="operator" placeholder="operator" maxlength="64";
-                input type="password" name="token" placeholder="token" required;
+                (auth_fields())
                 button type="submit" { (label) }
             }
         }
@@ -175,8 +174,7 @@ fn quarantine_section(s: &QueueStatus, actions: bool) -> Markup {
     let form = |id: &str, what: &str, label: &str| {
         html! {
             form class={ "action-" (what) } method="post" action=(format!("{}/{what}", job_url(q, id))) {
-                input type="text" name="operator" placeholder="operator" maxlength="64";
-                input type="password" name="token" placeholder="token" required;
+                (auth_fields())
                 button type="submit" { (label) }
             }
         }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::Page;
 use crate::dashboard::data::Res;
 use crate::dashboard::error::ApiError;
-use crate::dashboard::html::{badge, job_url, path_segment, when, Nav};
+use crate::dashboard::html::{auth_fields, badge, job_url, path_segment, when, Nav};
 use crate::dashboard::{App, Shared};
 use crate::time::{human, stamp};
 
@@ -81,10 +81,7 @@ fn forms(row: &ScheduleRow, enabled: bool) -> Markup {
         path_segment(&row.queue),
         path_segment(&row.schedule.name)
     );
-    let fields = html! {
-        input type="password" name="token" placeholder="token" required;
-        input type="text" name="operator" placeholder="operator";
-    };
+    let fields = auth_fields();
     html! {
         @if enabled {
             div.actions {

@@ -1,0 +1,153 @@
+//! `bulk retry|cancel|resolve`: one action on many jobs of a queue (see
+//! `crate::bulk`): the count first (all of `--dry-run`), then the action in
+//! batches with a count line on stderr after each, then what was done.
+
+use leasehold_core::{Inspector, RetryMode};
+use serde_json::json;
+
+use super::print_json;
+use crate::bulk::{self, BulkAction, Selection};
+use crate::context::Ctx;
+use crate::{job_id, BulkCommand, Failure, Outcome};
+
+/// `bulk ...`.
+pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
+    let (queue, action, sel, reason, dry_run) = match cmd {
+        BulkCommand::Retry {
+            queue,
+            pipeline,
+            error_kind,
+            since,
+            until,
+            from_start,
+            reason,
+            dry_run,
+        } => {
+            let mode = if from_start {
+                RetryMode::FromStart
+            } else {
+                RetryMode::Resume
+            };
+            let sel = Selection {
+                pipeline,
+                error_kind,
+                since: since.map(|t| t.as_millisecond()),
+                until: until.map(|t| t.as_millisecond()),
+                ..Default::default()
+            };
+            (queue, BulkAction::Retry(mode), sel, reason, dry_run)
+        }
+        BulkCommand::Cancel {
+            queue,
+            pipeline,
+            from,
+            to,
+            reason,
+            dry_run,
+        } => {
+            if pipeline.is_none() && from.is_none() && to.is_none() {
+                return Err(Failure::Usage(
+                    "bulk cancel needs --pipeline or a range (--from, --to)".into(),
+                ));
+            }
+            let sel = Selection {
+                pipeline,
+                window_from: from.map(|t| t.to_string()),
+                window_to: to.map(|t| t.to_string()),
+                ..Default::default()
+            };
+            (queue, BulkAction::Cancel, sel, reason, dry_run)
+        }
+        BulkCommand::Resolve {
+            jobs,
+            queue,
+            pipeline,
+            outcome,
+            reason,
+            dry_run,
+        } => {
+            let ids = jobs
+                .iter()
+                .map(|j| job_id(j))
+                .collect::<Outcome<Vec<_>>>()?;
+            let sel = Selection {
+                pipeline,
+                ids,
+                ..Default::default()
+            };
+            (
+                queue,
+                BulkAction::Resolve(outcome.state()),
+                sel,
+                reason,
+                dry_run,
+            )
+        }
+    };
+    if matches!(action, BulkAction::Cancel | BulkAction::Resolve(_)) && reason.trim().is_empty() {
+        return Err(Failure::Usage("--reason must not be empty".into()));
+    }
+    let inspector: Inspector = ctx.inspector(&queue)?;
+    let plan = bulk::select(&inspector, action, &sel)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    let n = plan.jobs.len();
+    let state = action.from_state();
+    let more = if plan.truncated {
+        format!(
+            " (more match: at most {} per run; run it again)",
+            bulk::MAX_JOBS
+        )
+    } else {
+        String::new()
+    };
+    if dry_run {
+        if ctx.json {
+            return print_json(&json!({"dry_run": true, "plan": plan}));
+        }
+        outln!(
+            "bulk {} would touch {n} {state} jobs of queue {queue}{more}",
+            action.name()
+        );
+        for id in plan.jobs.iter().take(20) {
+            outln!("  {id}");
+        }
+        if n > 20 {
+            outln!("  … and {} more", n - 20);
+        }
+        return Ok(());
+    }
+    eprintln!(
+        "bulk {}: {n} {state} jobs of queue {queue}{more}",
+        action.name()
+    );
+    let report = bulk::run(
+        &inspector,
+        action,
+        &plan,
+        &ctx.by,
+        &reason,
+        |done, total| {
+            eprintln!("bulk {}: {done}/{total}", action.name());
+        },
+    )
+    .await
+    .map_err(|e| ctx.fail(e))?;
+    if ctx.json {
+        return print_json(&json!({
+            "queue": queue, "action": action.name(), "matched": n, "done": report.done,
+            "refused": report.refused.iter().map(|(id, why)| json!({"job": id, "why": why})).collect::<Vec<_>>(),
+            "by": ctx.by,
+        }));
+    }
+    outln!(
+        "bulk {}: {} of {n} jobs done by {}",
+        action.name(),
+        report.done,
+        ctx.by
+    );
+    for (id, why) in &report.refused {
+        outln!("  refused {id}: {why}");
+    }
+    Ok(())
+}

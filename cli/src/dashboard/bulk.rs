@@ -1,0 +1,354 @@
+//! `/bulk`: bulk actions from the dashboard (see `crate::bulk`). `GET /bulk`
+//! shows the three forms; with `action` and `queue` it is the confirm page: how
+//! many jobs the action would touch (a dry run) and the form that runs it.
+//! `POST /bulk` (session with CSRF value, or the token) selects again and runs
+//! it in batches through the same scripts as the single actions, each job
+//! recorded with `by` = `dashboard:<operator>`. `POST /api/bulk` takes the same
+//! fields as JSON (`"dry_run": true` answers the plan only).
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::{Form, Json};
+use leasehold_core::{JobId, RetryMode};
+use maud::{html, Markup};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::actions::{authorise, by};
+use super::data::{job_id, Res};
+use super::error::{ApiError, DashError, PageError};
+use super::html::{auth_fields, job_url, Nav};
+use super::Shared;
+use crate::bulk::{self, BulkAction, Plan, Selection};
+use crate::time::parse_instant;
+
+/// The fields of a bulk action (query string, form or JSON).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct BulkParams {
+    queue: Option<String>,
+    /// `retry`, `cancel` or `resolve`.
+    action: Option<String>,
+    pipeline: Option<String>,
+    error_kind: Option<String>,
+    /// Ended at or after (RFC 3339).
+    since: Option<String>,
+    /// Ended before.
+    until: Option<String>,
+    /// Input window starts at or after (RFC 3339).
+    from: Option<String>,
+    /// Input window starts before.
+    to: Option<String>,
+    /// Job ids, separated by spaces, commas or new lines.
+    ids: Option<String>,
+    /// Resolve: `failed`, `cancelled` or `succeeded`.
+    #[serde(rename = "as")]
+    outcome: Option<String>,
+    /// Retry: `resume` (default) or `from_start`.
+    mode: Option<String>,
+    reason: Option<String>,
+    token: Option<String>,
+    operator: Option<String>,
+    /// JSON only: answer the plan, change nothing.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+fn given(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+fn instant(name: &str, v: &Option<String>) -> Res<Option<leasehold_core::Millis>> {
+    given(v)
+        .map(|s| {
+            parse_instant(&s)
+                .map(|t| t.as_millisecond())
+                .map_err(|e| DashError::BadRequest(format!("{name}: {e}")))
+        })
+        .transpose()
+}
+
+fn window_bound(name: &str, v: &Option<String>) -> Res<Option<String>> {
+    given(v)
+        .map(|s| {
+            parse_instant(&s)
+                .map(|t| t.to_string())
+                .map_err(|e| DashError::BadRequest(format!("{name}: {e}")))
+        })
+        .transpose()
+}
+
+impl BulkParams {
+    /// The queue, action and selection; `None` when no action is asked yet.
+    fn parse(&self) -> Res<Option<(String, BulkAction, Selection)>> {
+        let Some(name) = given(&self.action) else {
+            return Ok(None);
+        };
+        let queue = given(&self.queue)
+            .ok_or_else(|| DashError::BadRequest("a bulk action needs a queue".into()))?;
+        let action = match name.as_str() {
+            "retry" => BulkAction::Retry(match given(&self.mode).as_deref() {
+                None | Some("resume") => RetryMode::Resume,
+                Some("from_start") => RetryMode::FromStart,
+                Some(m) => {
+                    return Err(DashError::BadRequest(format!(
+                        "retry mode {m:?} is not resume or from_start"
+                    )))
+                }
+            }),
+            "cancel" => BulkAction::Cancel,
+            "resolve" => BulkAction::Resolve(match given(&self.outcome).as_deref() {
+                Some("failed") => leasehold_core::JobState::Failed,
+                Some("cancelled") => leasehold_core::JobState::Cancelled,
+                Some("succeeded") => leasehold_core::JobState::Succeeded,
+                other => {
+                    return Err(DashError::BadRequest(format!(
+                        "resolve needs as = failed, cancelled or succeeded (got {other:?})"
+                    )))
+                }
+            }),
+            other => {
+                return Err(DashError::BadRequest(format!(
+                    "bulk action {other:?} is not retry, cancel or resolve"
+                )))
+            }
+        };
+        let ids = self
+            .ids
+            .as_deref()
+            .unwrap_or("")
+            .split([',', ' ', '\n', '\r', '\t'])
+            .filter(|s| !s.is_empty())
+            .map(job_id)
+            .collect::<Res<Vec<JobId>>>()?;
+        let sel = Selection {
+            pipeline: given(&self.pipeline),
+            error_kind: given(&self.error_kind),
+            since: instant("since", &self.since)?,
+            until: instant("until", &self.until)?,
+            window_from: window_bound("from", &self.from)?,
+            window_to: window_bound("to", &self.to)?,
+            ids,
+        };
+        if action == BulkAction::Cancel
+            && sel.pipeline.is_none()
+            && sel.window_from.is_none()
+            && sel.window_to.is_none()
+            && sel.ids.is_empty()
+        {
+            return Err(DashError::BadRequest(
+                "bulk cancel needs a pipeline, a range (from, to) or ids".into(),
+            ));
+        }
+        Ok(Some((queue, action, sel)))
+    }
+
+    /// The hidden fields repeating the selection in the confirm form.
+    fn hidden(&self) -> Markup {
+        let fields = [
+            ("queue", &self.queue),
+            ("action", &self.action),
+            ("pipeline", &self.pipeline),
+            ("error_kind", &self.error_kind),
+            ("since", &self.since),
+            ("until", &self.until),
+            ("from", &self.from),
+            ("to", &self.to),
+            ("ids", &self.ids),
+            ("as", &self.outcome),
+            ("mode", &self.mode),
+        ];
+        html! {
+            @for (name, v) in fields {
+                @if let Some(v) = given(v) { input type="hidden" name=(name) value=(v); }
+            }
+        }
+    }
+}
+
+fn reason_of(action: BulkAction, p: &BulkParams) -> Res<String> {
+    let reason = given(&p.reason).unwrap_or_default();
+    if reason.chars().count() > 2000 {
+        return Err(DashError::BadRequest(
+            "the reason is longer than 2000 characters".into(),
+        ));
+    }
+    if reason.is_empty() && !matches!(action, BulkAction::Retry(_)) {
+        return Err(DashError::BadRequest(format!(
+            "a bulk {} needs a reason",
+            action.name()
+        )));
+    }
+    Ok(reason)
+}
+
+impl super::App {
+    async fn bulk_plan(&self, queue: &str, action: BulkAction, sel: &Selection) -> Res<Plan> {
+        bulk::select(&self.inspector(queue)?, action, sel)
+            .await
+            .map_err(|e| self.fail(e))
+    }
+
+    async fn bulk_run(
+        &self,
+        queue: &str,
+        action: BulkAction,
+        sel: &Selection,
+        reason: &str,
+        who: &str,
+    ) -> Res<(Plan, bulk::Report)> {
+        let inspector = self.inspector(queue)?;
+        let plan = bulk::select(&inspector, action, sel)
+            .await
+            .map_err(|e| self.fail(e))?;
+        let report = bulk::run(&inspector, action, &plan, who, reason, |done, total| {
+            eprintln!(
+                "leasehold dashboard: bulk {} on {queue}: {done}/{total} by {who}",
+                action.name()
+            );
+        })
+        .await
+        .map_err(|e| self.fail(e))?;
+        Ok((plan, report))
+    }
+}
+
+fn forms() -> Markup {
+    html! {
+        section.card {
+            h2 { "Retry FAILED jobs" }
+            form.bulk-retry method="get" action="/bulk" {
+                input type="hidden" name="action" value="retry";
+                label { "Queue " input type="text" name="queue" required; }
+                label { "Pipeline " input type="text" name="pipeline"; }
+                label { "Error kind " input type="text" name="error_kind" placeholder="e.g. timeout"; }
+                label { "Ended since " input type="text" name="since" placeholder="2026-05-06T00:00Z"; }
+                label { "until " input type="text" name="until"; }
+                label { "Mode " select name="mode" { option value="resume" { "resume" } option value="from_start" { "from start" } } }
+                button type="submit" { "Preview" }
+            }
+        }
+        section.card {
+            h2 { "Cancel QUEUED jobs" }
+            form.bulk-cancel method="get" action="/bulk" {
+                input type="hidden" name="action" value="cancel";
+                label { "Queue " input type="text" name="queue" required; }
+                label { "Pipeline " input type="text" name="pipeline"; }
+                label { "Backfill range: windows from " input type="text" name="from" placeholder="2026-05-06"; }
+                label { "to " input type="text" name="to" placeholder="2026-05-07"; }
+                button type="submit" { "Preview" }
+            }
+        }
+        section.card {
+            h2 { "Resolve STALE jobs" }
+            form.bulk-resolve method="get" action="/bulk" {
+                input type="hidden" name="action" value="resolve";
+                label { "Queue " input type="text" name="queue" required; }
+                label { "Pipeline " input type="text" name="pipeline"; }
+                label { "Job ids (all STALE when empty) " textarea name="ids" rows="2" {} }
+                label { "As " select name="as" { option value="failed" { "FAILED" } option value="cancelled" { "CANCELLED" } option value="succeeded" { "SUCCEEDED" } } }
+                button type="submit" { "Preview" }
+            }
+        }
+    }
+}
+
+/// `GET /bulk`: the forms, or the confirm page of the action asked for.
+pub(super) async fn bulk_page(
+    State(app): State<Shared>,
+    Query(p): Query<BulkParams>,
+) -> Result<Response, PageError> {
+    let Some((queue, action, sel)) = p.parse()? else {
+        let body = html! {
+            h1 { "Bulk actions" }
+            p.note { "Each shows how many jobs it touches before it runs, then acts job by job through the same scripts as the single actions (every job gets its own event, with your name)." }
+            (forms())
+        };
+        return Ok(app.page("Bulk actions", Nav::Bulk, body).into_response());
+    };
+    let plan = app.bulk_plan(&queue, action, &sel).await?;
+    let n = plan.jobs.len();
+    let state = action.from_state();
+    let enabled = app.token.is_some();
+    let body = html! {
+        h1 { "Bulk " (action.name()) }
+        p.summary #bulk-count data-count=(n) {
+            "This will " (action.name()) " " strong { (n) } " " (state.as_str()) " jobs of queue " (queue) "."
+            @if plan.truncated { " More match: at most " (bulk::MAX_JOBS) " per run; run it again afterwards." }
+        }
+        @if n > 0 {
+            ul.bulk-jobs {
+                @for id in plan.jobs.iter().take(50) { li { a.mono href=(job_url(&queue, id.as_str())) { (id) } } }
+                @if n > 50 { li { "… and " (n - 50) " more" } }
+            }
+            @if enabled {
+                form.bulk-confirm method="post" action="/bulk" {
+                    (p.hidden())
+                    label { "Reason " textarea name="reason" rows="2" maxlength="2000" required[!matches!(action, BulkAction::Retry(_))] {} }
+                    (auth_fields())
+                    button type="submit" { (action.name()) " " (n) " jobs" }
+                }
+            } @else {
+                p.note { (super::error::DISABLED) }
+            }
+        }
+        p { a href="/bulk" { "back" } }
+    };
+    Ok(app.page("Bulk", Nav::Bulk, body).into_response())
+}
+
+/// `POST /bulk` (form): runs the action.
+pub(super) async fn bulk_form(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    Form(p): Form<BulkParams>,
+) -> Result<Response, PageError> {
+    authorise(&app, &headers, p.token.as_deref())?;
+    let (queue, action, sel) = p
+        .parse()?
+        .ok_or_else(|| DashError::BadRequest("no bulk action given".into()))?;
+    let reason = reason_of(action, &p)?;
+    let who = by(p.operator.as_deref());
+    let (plan, report) = app.bulk_run(&queue, action, &sel, &reason, &who).await?;
+    let body = html! {
+        h1 { "Bulk " (action.name()) " done" }
+        p.summary #bulk-done data-done=(report.done) {
+            (report.done) " of " (plan.jobs.len()) " jobs of queue " (queue) " done by " (who) "."
+        }
+        @if !report.refused.is_empty() {
+            h2 { "Refused (their state changed)" }
+            ul { @for (id, why) in &report.refused { li { a.mono href=(job_url(&queue, id.as_str())) { (id) } ": " (why) } } }
+        }
+        p { a href="/bulk" { "More bulk actions" } " · " a href=(format!("/events?queue={}", super::html::path_segment(&queue))) { "Events" } }
+    };
+    Ok(app.page("Bulk done", Nav::Bulk, body).into_response())
+}
+
+/// `POST /api/bulk` (JSON, the same fields; `dry_run`).
+pub(super) async fn bulk_api(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    Json(p): Json<BulkParams>,
+) -> Result<Json<Value>, ApiError> {
+    authorise(&app, &headers, p.token.as_deref())?;
+    let (queue, action, sel) = p
+        .parse()?
+        .ok_or_else(|| DashError::BadRequest("no bulk action given".into()))?;
+    if p.dry_run {
+        let plan = app.bulk_plan(&queue, action, &sel).await?;
+        return Ok(Json(
+            json!({"dry_run": true, "count": plan.jobs.len(), "plan": plan}),
+        ));
+    }
+    let reason = reason_of(action, &p)?;
+    let who = by(p.operator.as_deref());
+    let (plan, report) = app.bulk_run(&queue, action, &sel, &reason, &who).await?;
+    Ok(Json(json!({
+        "queue": queue, "action": action.name(), "matched": plan.jobs.len(), "done": report.done,
+        "refused": report.refused.iter().map(|(id, why)| json!({"job": id, "why": why})).collect::<Vec<_>>(),
+        "by": who,
+    })))
+}

@@ -1,0 +1,273 @@
+//! `GET /charts`: jobs processed, failed and STALE per minute, and the waiting
+//! jobs with the oldest one's age, for the last hour or day, per queue and
+//! pipeline, drawn in the browser by uPlot (vendored under `assets/uplot/`, MIT,
+//! served by the dashboard itself: no CDN) from `GET /api/history`, which reads
+//! the per-minute counters the scripts keep (`Inspector::history`).
+//! The page also lists the totals of the range as a table (no script needed).
+
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use leasehold_core::inspect::History;
+use maud::html;
+use serde::{Deserialize, Serialize};
+
+use super::data::Res;
+use super::error::{ApiError, DashError, PageError};
+use super::html::{query, Nav};
+use super::Shared;
+
+const UPLOT_JS: &str = include_str!("assets/uplot/uPlot.iife.min.js");
+const UPLOT_CSS: &str = include_str!("assets/uplot/uPlot.min.css");
+const UPLOT_LICENSE: &str = include_str!("assets/uplot/LICENSE");
+const CHARTS_JS: &str = include_str!("assets/charts.js");
+
+/// `?queue&pipeline&range` of `/charts` and `/api/history`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct ChartParams {
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only this pipeline.
+    pub pipeline: Option<String>,
+    /// `hour` (default) or `day`.
+    pub range: Option<String>,
+}
+
+fn given(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+impl ChartParams {
+    /// The range's name and its minutes.
+    fn range(&self) -> Res<(&'static str, usize)> {
+        match self.range.as_deref().map(str::trim) {
+            None | Some("") | Some("hour") => Ok(("hour", 60)),
+            Some("day") => Ok(("day", 1440)),
+            Some(other) => Err(DashError::BadRequest(format!(
+                "range {other:?} is not hour or day"
+            ))),
+        }
+    }
+}
+
+/// One pipeline's series: one value per minute, `null` where not sampled.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(super) struct Series {
+    /// Jobs that ended SUCCEEDED per minute.
+    pub succeeded: Vec<u64>,
+    /// Jobs that ended FAILED per minute.
+    pub failed: Vec<u64>,
+    /// Jobs made STALE per minute.
+    pub stale: Vec<u64>,
+    /// Jobs that ended CANCELLED per minute.
+    pub cancelled: Vec<u64>,
+    /// Automatic retries per minute.
+    pub retried: Vec<u64>,
+    /// Waiting jobs when sampled.
+    pub waiting: Vec<Option<u64>>,
+    /// Age of the oldest ready job when sampled (s).
+    pub oldest_s: Vec<Option<f64>>,
+}
+
+/// One queue's charts.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct QueueChart {
+    /// Queue.
+    pub queue: String,
+    /// Minute starts (s since the epoch), oldest first.
+    pub t: Vec<i64>,
+    /// Pipelines with any data in the range, in name order.
+    pub pipelines: Vec<String>,
+    /// Their series.
+    pub series: std::collections::BTreeMap<String, Series>,
+}
+
+/// `/api/history`'s answer.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Charts {
+    /// `hour` or `day`.
+    pub range: String,
+    /// Seconds per point.
+    pub step_s: u32,
+    /// Per queue.
+    pub queues: Vec<QueueChart>,
+}
+
+/// `h` as series per pipeline (only `pipeline` when given).
+fn columns(h: &History, pipeline: Option<&str>) -> QueueChart {
+    let mut names: std::collections::BTreeSet<String> = h
+        .minutes
+        .iter()
+        .flat_map(|m| m.pipelines.keys().cloned())
+        .collect();
+    if let Some(p) = pipeline {
+        names.retain(|n| n == p);
+    }
+    let mut series = std::collections::BTreeMap::new();
+    for name in &names {
+        let mut s = Series::default();
+        for m in &h.minutes {
+            let c = m.pipelines.get(name).cloned().unwrap_or_default();
+            s.succeeded.push(c.succeeded);
+            s.failed.push(c.failed);
+            s.stale.push(c.stale);
+            s.cancelled.push(c.cancelled);
+            s.retried.push(c.retried);
+            // a sampled minute without the pipeline: nothing waited
+            s.waiting.push(c.waiting.or(m.sampled.then_some(0)));
+            s.oldest_s.push(
+                c.oldest_ms
+                    .map(|ms| ms as f64 / 1000.0)
+                    .or(m.sampled.then_some(0.0)),
+            );
+        }
+        series.insert(name.clone(), s);
+    }
+    QueueChart {
+        queue: h.queue.clone(),
+        t: h.minutes.iter().map(|m| m.at / 1000).collect(),
+        pipelines: names.into_iter().collect(),
+        series,
+    }
+}
+
+impl super::App {
+    /// The charts asked for.
+    async fn charts(&self, p: &ChartParams) -> Res<Charts> {
+        let (range, minutes) = p.range()?;
+        let queue = given(&p.queue);
+        let pipeline = given(&p.pipeline);
+        let names = match &queue {
+            Some(q) => vec![q.clone()],
+            None => self.queues().await?,
+        };
+        let mut queues = Vec::new();
+        for q in names {
+            let h = self
+                .inspector(&q)?
+                .history(minutes)
+                .await
+                .map_err(|e| self.fail(e))?;
+            queues.push(columns(&h, pipeline.as_deref()));
+        }
+        Ok(Charts {
+            range: range.to_owned(),
+            step_s: 60,
+            queues,
+        })
+    }
+}
+
+/// `GET /api/history?queue&pipeline&range=hour|day`.
+pub(super) async fn history_api(
+    State(app): State<Shared>,
+    Query(p): Query<ChartParams>,
+) -> Result<Json<Charts>, ApiError> {
+    Ok(Json(app.charts(&p).await?))
+}
+
+/// `GET /charts`.
+pub(super) async fn charts_page(
+    State(app): State<Shared>,
+    Query(p): Query<ChartParams>,
+) -> Result<Response, PageError> {
+    let charts = app.charts(&p).await?;
+    let queues = app.queues().await?;
+    let queue = given(&p.queue).unwrap_or_default();
+    let pipeline = given(&p.pipeline).unwrap_or_default();
+    let range = charts.range.clone();
+    let src = format!(
+        "/api/history{}",
+        query(&[
+            ("queue", &queue),
+            ("pipeline", &pipeline),
+            ("range", &range)
+        ])
+    );
+    let link = |r: &str| {
+        format!(
+            "/charts{}",
+            query(&[("queue", &queue), ("pipeline", &pipeline), ("range", r)])
+        )
+    };
+    let body = html! {
+        link rel="stylesheet" href="/static/uplot.min.css";
+        script src="/static/uplot.min.js" defer {}
+        script src="/static/charts.js" defer {}
+        h1 { "Charts: the last " (range) }
+        form.filters method="get" action="/charts" {
+            label { "Queue " select name="queue" {
+                option value="" selected[queue.is_empty()] { "all" }
+                @for name in &queues { option value=(name) selected[*name == queue] { (name) } }
+            } }
+            label { "Pipeline " input type="text" name="pipeline" value=(pipeline); }
+            label { "Range " select name="range" {
+                option value="hour" selected[range == "hour"] { "last hour" }
+                option value="day" selected[range == "day"] { "last day" }
+            } }
+            button type="submit" { "Show" }
+            " " a href=(link("hour")) { "hour" } " · " a href=(link("day")) { "day" }
+        }
+        p.note { "Per minute, from counters the scripts keep in Redis for 25 hours: jobs that ended SUCCEEDED (processed), FAILED, or were made STALE; the waiting jobs and the oldest one's age are sampled once a minute by a worker's sweep." }
+        div #charts data-src=(src) {}
+        table.grid.chart-totals {
+            thead { tr { th { "Queue" } th { "Pipeline" } th { "Processed" } th { "Failed" } th { "STALE" } th { "Cancelled" } th { "Retried" } th { "Waiting (last sample)" } } }
+            tbody {
+                @for q in &charts.queues {
+                    @for name in &q.pipelines {
+                        @let s = &q.series[name];
+                        tr data-queue=(q.queue) data-pipeline=(name) {
+                            td { (q.queue) } td { (name) }
+                            td.processed { (s.succeeded.iter().sum::<u64>()) }
+                            td.failed { (s.failed.iter().sum::<u64>()) }
+                            td.stale { (s.stale.iter().sum::<u64>()) }
+                            td { (s.cancelled.iter().sum::<u64>()) }
+                            td { (s.retried.iter().sum::<u64>()) }
+                            td { (s.waiting.iter().rev().find_map(|w| *w).map(|w| w.to_string()).unwrap_or_else(|| "-".into())) }
+                        }
+                    }
+                }
+            }
+        }
+        @if charts.queues.iter().all(|q| q.pipelines.is_empty()) {
+            p.note #no-history { "Nothing recorded in this range yet." }
+        }
+        p.note { "Charts drawn with " a href="/static/uplot.LICENSE" { "uPlot (MIT)" } ", served by this dashboard." }
+    };
+    Ok(app.page("Charts", Nav::Charts, body).into_response())
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `/static/uplot.min.js`.
+pub(super) async fn uplot_js() -> Response {
+    asset("text/javascript; charset=utf-8", UPLOT_JS)
+}
+
+/// `/static/uplot.min.css`.
+pub(super) async fn uplot_css() -> Response {
+    asset("text/css; charset=utf-8", UPLOT_CSS)
+}
+
+/// `/static/uplot.LICENSE`.
+pub(super) async fn uplot_license() -> Response {
+    asset("text/plain; charset=utf-8", UPLOT_LICENSE)
+}
+
+/// `/static/charts.js`.
+pub(super) async fn charts_js() -> Response {
+    asset("text/javascript; charset=utf-8", CHARTS_JS)
+}

@@ -1,0 +1,138 @@
+//! `GET /metrics`: what the dashboard computes for its pages, as Prometheus
+//! (OpenMetrics) text, read from Redis at each scrape into a fresh registry
+//! (so a queue that vanished loses its series). Names follow Prometheus'
+//! conventions: the unit in the name (`_seconds`), gauges without `_total`
+//! (these are all gauges: counts as of now), `HELP` and `TYPE` for each.
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `leasehold_jobs` | queue, state | jobs per state (terminal states: among the newest sampled) |
+//! | `leasehold_terminal_jobs` | queue | terminal jobs kept (the retention index) |
+//! | `leasehold_waiting_jobs` | queue, pipeline | ready + delayed jobs |
+//! | `leasehold_oldest_waiting_age_seconds` | queue | age of the job waiting longest (0: none) |
+//! | `leasehold_parked_jobs` | queue | QUEUED jobs parked on a locked resource |
+//! | `leasehold_flow_waiting_jobs` | queue | QUEUED jobs waiting for a flow-control slot |
+//! | `leasehold_stale_jobs` | queue | STALE jobs waiting for an operator |
+//! | `leasehold_live_workers` | queue | workers whose registration is live |
+//! | `leasehold_expired_leases` | queue | leases past their deadline no sweep has handled |
+//! | `leasehold_quarantined_jobs` | queue | jobs set aside as unreadable |
+
+use std::sync::atomic::AtomicU64;
+
+use leasehold_core::metrics::{PipelineLabels, QueueLabels, StateLabels};
+use leasehold_core::{JobState, QueueStatus};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+fn gauge(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The OpenMetrics text of `statuses`.
+pub(super) fn encode(statuses: &[QueueStatus]) -> String {
+    let jobs = Family::<StateLabels, Gauge>::default();
+    let terminal = Family::<QueueLabels, Gauge>::default();
+    let waiting = Family::<PipelineLabels, Gauge>::default();
+    let oldest = Family::<QueueLabels, Gauge<f64, AtomicU64>>::default();
+    let parked = Family::<QueueLabels, Gauge>::default();
+    let flow = Family::<QueueLabels, Gauge>::default();
+    let stale = Family::<QueueLabels, Gauge>::default();
+    let workers = Family::<QueueLabels, Gauge>::default();
+    let expired = Family::<QueueLabels, Gauge>::default();
+    let quarantined = Family::<QueueLabels, Gauge>::default();
+    for s in statuses {
+        let q = QueueLabels {
+            queue: s.queue.clone(),
+        };
+        let c = &s.counts;
+        for (state, n) in [
+            (JobState::Queued, c.queued),
+            (JobState::Leased, c.leased),
+            (JobState::Running, c.running),
+            (JobState::Stale, c.stale),
+            (JobState::Succeeded, c.succeeded),
+            (JobState::Failed, c.failed),
+            (JobState::Cancelled, c.cancelled),
+        ] {
+            jobs.get_or_create(&StateLabels {
+                queue: s.queue.clone(),
+                state: state.as_str().to_owned(),
+            })
+            .set(gauge(n));
+        }
+        terminal.get_or_create(&q).set(gauge(c.terminal));
+        for p in &s.pipelines {
+            waiting
+                .get_or_create(&PipelineLabels {
+                    queue: s.queue.clone(),
+                    pipeline: p.pipeline.clone(),
+                })
+                .set(gauge(p.ready + p.delayed));
+        }
+        let age = s.oldest_waiting.as_ref().map_or(0, |o| o.age_ms.max(0));
+        oldest.get_or_create(&q).set(age as f64 / 1000.0);
+        parked.get_or_create(&q).set(gauge(s.parked));
+        flow.get_or_create(&q).set(gauge(s.flow_waiting));
+        stale.get_or_create(&q).set(gauge(c.stale));
+        workers.get_or_create(&q).set(gauge(s.workers.len() as u64));
+        expired.get_or_create(&q).set(gauge(s.expired_leases));
+        quarantined.get_or_create(&q).set(gauge(c.quarantined));
+    }
+    let mut r = Registry::default();
+    r.register(
+        "leasehold_jobs",
+        "Jobs per state (terminal states counted among the newest sampled terminal jobs)",
+        jobs,
+    );
+    r.register(
+        "leasehold_terminal_jobs",
+        "Terminal jobs kept by retention",
+        terminal,
+    );
+    r.register(
+        "leasehold_waiting_jobs",
+        "QUEUED jobs ready or delayed, per pipeline",
+        waiting,
+    );
+    r.register(
+        "leasehold_oldest_waiting_age_seconds",
+        "Age of the job waiting longest (0 when none waits)",
+        oldest,
+    );
+    r.register(
+        "leasehold_parked_jobs",
+        "QUEUED jobs parked on a locked resource",
+        parked,
+    );
+    r.register(
+        "leasehold_flow_waiting_jobs",
+        "QUEUED jobs waiting for a flow-control slot",
+        flow,
+    );
+    r.register(
+        "leasehold_stale_jobs",
+        "STALE jobs waiting for an operator's decision",
+        stale,
+    );
+    r.register(
+        "leasehold_live_workers",
+        "Workers whose registration is live",
+        workers,
+    );
+    r.register(
+        "leasehold_expired_leases",
+        "Leases past their deadline that no sweep has handled yet",
+        expired,
+    );
+    r.register(
+        "leasehold_quarantined_jobs",
+        "Jobs set aside as unreadable",
+        quarantined,
+    );
+    let mut out = String::new();
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &r) {
+        eprintln!("leasehold dashboard: cannot encode metrics: {e}");
+    }
+    out
+}
