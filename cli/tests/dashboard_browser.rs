@@ -1,13 +1,17 @@
 //! The dashboard in a real browser: headless Chromium driven through
 //! chromedriver (WebDriver, with `fantoccini`), against a private Redis where a
 //! real in-process `Worker` runs a `#[pipeline]`; one job's `load` step runs
-//! until it is cancelled. The test reads the queue overview (and sees it
-//! refresh itself when a job is enqueued), the job list and the job's
-//! timeline as the browser shows them, cancels the long job through
-//! the page's form (token, operator, reason, click), waits for the page to
-//! show CANCELLED, checks Redis, and saves a screenshot to
-//! `target/dashboard-screenshot.png` (the overview and the job while running
-//! go to `target/dashboard-overview.png` and `target/dashboard-running.png`).
+//! until it is cancelled. The operator logs in once (token and name on the
+//! login page: a session cookie) and visits EVERY page logged in, with a
+//! screenshot of each in `target/dashboard-screenshots/` (`<page>.png`): the
+//! queue overview (refreshing itself when a job is enqueued), the job list, the
+//! running job's timeline, workers, locks, events, groups and a group, the
+//! schedules, the charts (drawn by uPlot), the search, the bulk forms and a
+//! bulk confirm page, and the login page. A form whose CSRF value was tampered
+//! with is refused (403, nothing done); the long job is cancelled through the
+//! page's form (reason, click: no token typed), recorded as the name given at
+//! login; the page shows CANCELLED by itself; Redis agrees; logging out ends
+//! the session.
 //!
 //! Needs `chromium` and `chromedriver` on PATH (Debian: `apt-get install
 //! chromium chromium-driver`; `.ci/run` installs them). Without them the test
@@ -176,6 +180,35 @@ async fn wait_text(b: &Browser, css: &str, what: &str, pred: impl Fn(&str) -> bo
     }
 }
 
+/// Saves a screenshot of the page as `<dir>/<name>.png`.
+async fn shot(b: &Browser, dir: &Path, name: &str) {
+    std::fs::write(dir.join(format!("{name}.png")), b.screenshot().await.unwrap()).unwrap();
+}
+
+/// Fills in and submits the login form of the page shown.
+async fn login(b: &Browser, name: &str, token: &str) {
+    b.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("form.login"))
+        .await
+        .unwrap();
+    for (field, value) in [("operator", name), ("token", token)] {
+        let input = b
+            .find(Locator::Css(&format!("form.login input[name={field}]")))
+            .await
+            .unwrap();
+        // a browser may keep what was typed into the form it showed before
+        input.clear().await.unwrap();
+        input.send_keys(value).await.unwrap();
+    }
+    b.find(Locator::Css("form.login button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
 async fn wait_for_job(q: &Queue, id: &JobId, what: &str, cond: impl Fn(&leasehold::Job) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -279,11 +312,25 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
     let (mut driver_proc, driver_url) = chromedriver(&driver).await;
     let profile = tempfile::tempdir().unwrap();
     let b = browser(&driver_url, &chromium, profile.path()).await;
-    let shots = target_dir();
+    let shots = target_dir().join("dashboard-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
+
+    // log in once: a wrong token is refused, then token and name
+    b.goto(&dash.url("/login")).await.unwrap();
+    login(&b, "e2e", "not-the-token").await;
+    let refused = text(&b, "#login-error").await;
+    assert!(refused.contains("Wrong token"), "{refused}");
+    login(&b, "e2e", TOKEN).await;
+    let cookie = b.get_named_cookie("leasehold_session").await.unwrap();
+    assert_eq!(cookie.http_only(), Some(true));
+    assert_eq!(
+        cookie.same_site().map(|s| s.to_string()).as_deref(),
+        Some("Strict")
+    );
 
     // the overview: counts per state and the live worker
     b.goto(&dash.url("/")).await.unwrap();
+    assert!(text(&b, "#session-user").await.contains("e2e"));
     let tile =
         |state: &str| format!("section.queue[data-queue=orders] .tile[data-state={state}] .n");
     assert_eq!(text(&b, &tile("SUCCEEDED")).await, "2");
@@ -307,11 +354,7 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
         t.starts_with("updated")
     })
     .await;
-    std::fs::write(
-        shots.join("dashboard-overview.png"),
-        b.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    shot(&b, &shots, "overview").await;
 
     // the job list
     b.goto(&dash.url("/jobs?queue=orders")).await.unwrap();
@@ -345,6 +388,7 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
         2,
         "{states:?}"
     );
+    shot(&b, &shots, "jobs").await;
 
     // follow the link to the running job: its timeline
     b.find(Locator::Css(&format!("table.jobs tr[data-job='{slow}'] a")))
@@ -366,30 +410,44 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
         lease.contains(&worker_id) && lease.contains("shop:gamma"),
         "{lease}"
     );
-    std::fs::write(
-        shots.join("dashboard-running.png"),
-        b.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    shot(&b, &shots, "job-running").await;
 
-    // cancel through the form: reason, operator, token, click
+    // a tampered CSRF value is refused and changes nothing
     let form = "form.action-cancel";
+    b.execute(
+        "document.querySelector('form.action-cancel input[name=csrf]').value = 'forged';",
+        vec![],
+    )
+    .await
+    .unwrap();
+    b.find(Locator::Css(&format!("{form} textarea[name=reason]")))
+        .await
+        .unwrap()
+        .send_keys("forged")
+        .await
+        .unwrap();
+    b.find(Locator::Css(&format!("{form} button[type=submit]")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let refused = text(&b, "section.error").await;
+    assert!(refused.contains("403") && refused.contains("CSRF"), "{refused}");
+    shot(&b, &shots, "csrf-refused").await;
+    let job = q.job(&slow).await.unwrap().unwrap();
+    assert!(job.cancel.is_none() && job.state == JobState::Running, "{job:?}");
+
+    // cancel through the form: reason, click (logged in: no token typed)
+    b.goto(&dash.url(&format!("/jobs/orders/{slow}"))).await.unwrap();
+    assert!(b
+        .find(Locator::Css(&format!("{form} input[name=token]")))
+        .await
+        .is_err());
     b.find(Locator::Css(&format!("{form} textarea[name=reason]")))
         .await
         .unwrap()
         .send_keys("wrong window <b>gamma</b>")
-        .await
-        .unwrap();
-    b.find(Locator::Css(&format!("{form} input[name=operator]")))
-        .await
-        .unwrap()
-        .send_keys("e2e")
-        .await
-        .unwrap();
-    b.find(Locator::Css(&format!("{form} input[name=token]")))
-        .await
-        .unwrap()
-        .send_keys(TOKEN)
         .await
         .unwrap();
     b.find(Locator::Css(&format!("{form} button[type=submit]")))
@@ -420,11 +478,7 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
             && cancel.contains("wrong window <b>gamma</b>"),
         "{cancel}"
     );
-    std::fs::write(
-        shots.join("dashboard-screenshot.png"),
-        b.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    shot(&b, &shots, "job-cancelled").await;
 
     // Redis agrees
     let job = q.job(&slow).await.unwrap().unwrap();
@@ -444,6 +498,74 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
             && e.reason.ends_with("wrong window <b>gamma</b>")),
         "{events:?}"
     );
+
+    // every other page, logged in
+    let group_body = json!({"name": "backfill-may"});
+    let created = http()
+        .post(dash.url("/api/groups/orders"))
+        .bearer_auth(TOKEN)
+        .json(&group_body)
+        .send()
+        .await
+        .unwrap();
+    assert!(created.status().is_success(), "{created:?}");
+    for (name, path, css) in [
+        ("workers", "/workers".to_owned(), "main h1"),
+        ("locks", "/locks".to_owned(), "main h1"),
+        ("events", "/events?queue=orders".to_owned(), "main h1"),
+        ("groups", "/groups".to_owned(), "main h1"),
+        ("group", "/groups/orders/backfill-may".to_owned(), "main h1"),
+        ("schedules", "/schedules".to_owned(), "main h1"),
+        ("search", "/search?q=shop:gamma".to_owned(), "#search-results table.jobs"),
+        ("bulk", "/bulk".to_owned(), "form.bulk-retry"),
+        (
+            "bulk-confirm",
+            "/bulk?action=retry&queue=orders".to_owned(),
+            "#bulk-count",
+        ),
+        ("login", "/login".to_owned(), "#logged-in"),
+        ("charts", "/charts?queue=orders".to_owned(), "#charts canvas"),
+    ] {
+        b.goto(&dash.url(&path)).await.unwrap();
+        b.wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{path}: no {css}: {e}"));
+        let who = text(&b, "#session-user").await;
+        assert!(who.contains("e2e"), "{path} is not logged in: {who}");
+        shot(&b, &shots, name).await;
+    }
+    // the charts drew the pipeline that ran (2 processed, 1 cancelled)
+    assert_eq!(
+        b.find(Locator::Css("#charts"))
+            .await
+            .unwrap()
+            .attr("data-drawn")
+            .await
+            .unwrap()
+            .as_deref()
+            .map(|n| n != "0"),
+        Some(true)
+    );
+    let found = text(&b, "table.chart-totals tr[data-pipeline=orders_sync] td.processed").await;
+    assert_eq!(found, "2");
+    // the search finds the job by its resource, with its window column
+    b.goto(&dash.url("/search?q=shop:gamma")).await.unwrap();
+    let row = text(&b, &format!("#search-results tr[data-job='{slow}']")).await;
+    assert!(row.contains("CANCELLED"), "{row}");
+    // the bulk confirm page counts the FAILED jobs (none) and says so
+    b.goto(&dash.url("/bulk?action=retry&queue=orders")).await.unwrap();
+    assert!(text(&b, "#bulk-count").await.contains("0 FAILED jobs"));
+
+    // log out: the session ends
+    b.goto(&dash.url("/")).await.unwrap();
+    b.find(Locator::Css("#logout")).await.unwrap().click().await.unwrap();
+    let notice = text(&b, "p.notice").await;
+    assert_eq!(notice, "Logged out.");
+    assert!(b.find(Locator::Css("#session-user")).await.is_err());
+    b.find(Locator::Css("#login-link")).await.expect("a login link again");
+    shot(&b, &shots, "logged-out").await;
 
     b.close().await.unwrap();
     let _ = driver_proc.kill().await;

@@ -35,8 +35,8 @@
           scales: { n: {}, s: {} },
           series: [
             {},
-            { label: "waiting jobs", stroke: "#2c6fbb", width: 2, scale: "n", spanGaps: true },
-            { label: "oldest waiting (s)", stroke: "#8e44ad", width: 2, scale: "s", spanGaps: true }
+            { label: "waiting jobs", stroke: "#2c6fbb", width: 2, scale: "n", spanGaps: true, points: { show: true } },
+            { label: "oldest waiting (s)", stroke: "#8e44ad", width: 2, scale: "s", spanGaps: true, points: { show: true } }
           ],
           axes: [{}, { scale: "n" }, { scale: "s", side: 1, grid: { show: false } }]
         }, [q.t, s.waiting, s.oldest_s], box);
