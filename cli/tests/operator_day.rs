@@ -453,6 +453,27 @@ async fn counters_search_bulk_metrics_and_the_session() {
         assert!(metrics.contains(line), "no {line:?} in\n{metrics}");
     }
     assert!(!metrics.contains("_total"), "gauges only:\n{metrics}");
+    // the example alert rules and Grafana dashboard use only metrics that exist:
+    // the dashboard's (above) or the workers' (documented in operations.md)
+    let ops = include_str!("../../docs/operations.md");
+    for (file, text) in [
+        ("docs/alerts.yml", include_str!("../../docs/alerts.yml")),
+        ("docs/grafana/leasehold.json", include_str!("../../docs/grafana/leasehold.json")),
+    ] {
+        let mut rest = text;
+        while let Some(at) = rest.find("leasehold_") {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[at + name.len()..];
+            let base = name.trim_end_matches("_bucket");
+            assert!(
+                metrics.contains(&format!("# TYPE {base} ")) || ops.contains(&format!("`{base}`")),
+                "{file} uses {name}, which neither the dashboard nor a worker exports"
+            );
+        }
+    }
 
     // ---- 4. the session ----
     let bad = c
