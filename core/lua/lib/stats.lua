@@ -49,7 +49,7 @@ end
 local function oldest_ready(k, now)
   local oldest, lo = nil, 0
   for _ = 1, SAMPLE_LEVELS do
-    local head = redis.call('ZRANGEBYSCORE', k, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local head = redis.call('ZRANGEBYSCORE', k, fmt(lo), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if #head == 0 then break end
     local score = tonumber(head[2]) or 0
     local level = math.floor(score / PRIORITY_SPAN)
