@@ -182,7 +182,11 @@ async fn wait_text(b: &Browser, css: &str, what: &str, pred: impl Fn(&str) -> bo
 
 /// Saves a screenshot of the page as `<dir>/<name>.png`.
 async fn shot(b: &Browser, dir: &Path, name: &str) {
-    std::fs::write(dir.join(format!("{name}.png")), b.screenshot().await.unwrap()).unwrap();
+    std::fs::write(
+        dir.join(format!("{name}.png")),
+        b.screenshot().await.unwrap(),
+    )
+    .unwrap();
 }
 
 /// Fills in and submits the login form of the page shown.
@@ -433,13 +437,21 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
         .await
         .unwrap();
     let refused = text(&b, "section.error").await;
-    assert!(refused.contains("403") && refused.contains("CSRF"), "{refused}");
+    assert!(
+        refused.contains("403") && refused.contains("CSRF"),
+        "{refused}"
+    );
     shot(&b, &shots, "csrf-refused").await;
     let job = q.job(&slow).await.unwrap().unwrap();
-    assert!(job.cancel.is_none() && job.state == JobState::Running, "{job:?}");
+    assert!(
+        job.cancel.is_none() && job.state == JobState::Running,
+        "{job:?}"
+    );
 
     // cancel through the form: reason, click (logged in: no token typed)
-    b.goto(&dash.url(&format!("/jobs/orders/{slow}"))).await.unwrap();
+    b.goto(&dash.url(&format!("/jobs/orders/{slow}")))
+        .await
+        .unwrap();
     assert!(b
         .find(Locator::Css(&format!("{form} input[name=token]")))
         .await
@@ -516,7 +528,11 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
         ("groups", "/groups".to_owned(), "main h1"),
         ("group", "/groups/orders/backfill-may".to_owned(), "main h1"),
         ("schedules", "/schedules".to_owned(), "main h1"),
-        ("search", "/search?q=shop:gamma".to_owned(), "#search-results table.jobs"),
+        (
+            "search",
+            "/search?q=shop:gamma".to_owned(),
+            "#search-results table.jobs",
+        ),
         ("bulk", "/bulk".to_owned(), "form.bulk-retry"),
         (
             "bulk-confirm",
@@ -524,7 +540,11 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
             "#bulk-count",
         ),
         ("login", "/login".to_owned(), "#logged-in"),
-        ("charts", "/charts?queue=orders".to_owned(), "#charts canvas"),
+        (
+            "charts",
+            "/charts?queue=orders".to_owned(),
+            "#charts canvas",
+        ),
     ] {
         b.goto(&dash.url(&path)).await.unwrap();
         b.wait()
@@ -548,23 +568,36 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
             .map(|n| n != "0"),
         Some(true)
     );
-    let found = text(&b, "table.chart-totals tr[data-pipeline=orders_sync] td.processed").await;
+    let found = text(
+        &b,
+        "table.chart-totals tr[data-pipeline=orders_sync] td.processed",
+    )
+    .await;
     assert_eq!(found, "2");
     // the search finds the job by its resource, with its window column
     b.goto(&dash.url("/search?q=shop:gamma")).await.unwrap();
     let row = text(&b, &format!("#search-results tr[data-job='{slow}']")).await;
     assert!(row.contains("CANCELLED"), "{row}");
     // the bulk confirm page counts the FAILED jobs (none) and says so
-    b.goto(&dash.url("/bulk?action=retry&queue=orders")).await.unwrap();
+    b.goto(&dash.url("/bulk?action=retry&queue=orders"))
+        .await
+        .unwrap();
     assert!(text(&b, "#bulk-count").await.contains("0 FAILED jobs"));
 
     // log out: the session ends
     b.goto(&dash.url("/")).await.unwrap();
-    b.find(Locator::Css("#logout")).await.unwrap().click().await.unwrap();
+    b.find(Locator::Css("#logout"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let notice = text(&b, "p.notice").await;
     assert_eq!(notice, "Logged out.");
     assert!(b.find(Locator::Css("#session-user")).await.is_err());
-    b.find(Locator::Css("#login-link")).await.expect("a login link again");
+    b.find(Locator::Css("#login-link"))
+        .await
+        .expect("a login link again");
     shot(&b, &shots, "logged-out").await;
 
     b.close().await.unwrap();

@@ -458,7 +458,10 @@ async fn counters_search_bulk_metrics_and_the_session() {
     let ops = include_str!("../../docs/operations.md");
     for (file, text) in [
         ("docs/alerts.yml", include_str!("../../docs/alerts.yml")),
-        ("docs/grafana/leasehold.json", include_str!("../../docs/grafana/leasehold.json")),
+        (
+            "docs/grafana/leasehold.json",
+            include_str!("../../docs/grafana/leasehold.json"),
+        ),
     ] {
         let mut rest = text;
         while let Some(at) = rest.find("leasehold_") {
