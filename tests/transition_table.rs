@@ -953,11 +953,16 @@ async fn judge(
 
 /// Every key of the queue, around `action`; for a lease, all but the wake-up
 /// lists: those hold hints, not state, and a lease that finds a pipeline's
-/// ready set empty (a refused lease included) deletes its stale tokens.
+/// ready set empty (a refused lease included) deletes its stale tokens; for a
+/// sweep, all but the per-minute counters: the first sweep of a minute samples
+/// the waiting jobs into them whatever it moves (telemetry, not state).
 fn state_keys(srv: &RedisServer, action: Action) -> BTreeMap<String, String> {
     let mut keys = srv.dump(PATTERN);
     if action == Action::Lease {
         keys.retain(|k, _| !k.contains(":wake:"));
+    }
+    if action == Action::Sweep {
+        keys.retain(|k, _| !k.contains(":stats:"));
     }
     keys
 }

@@ -1,8 +1,9 @@
 //! `GET /search`: find jobs by what they processed (`Inspector::search_jobs`,
 //! through the queue's search index). The header's box sends free text `q`:
 //! an exact job id opens that job; otherwise each term (split at commas and
-//! spaces) must be a prefix of the job's id, input key, resource or input
-//! window, so "shop:a, 2026-05-06" finds shop A's jobs of that day. The page's
+//! spaces) must be a prefix of the job's input key, resource or input window
+//! (or of its id, for 6 or more hex digits and dashes), so "shop:a, 2026-05-06"
+//! finds shop A's jobs of that day. The page's
 //! form takes the fields one by one too. `GET /api/search` answers the same as
 //! a `JobPage`.
 
@@ -150,7 +151,7 @@ pub(super) async fn search_page(
             } }
             button type="submit" { "Search" }
         }
-        p.note { "Each text term must start the job's id, input key, resource or input window (" code { "<start>/<end>" } "). Found through the queue's search index, written at enqueue." }
+        p.note { "Each text term must start the job's input key, resource or input window (" code { "<start>/<end>" } "), or its id (6 or more hex digits and dashes). Found through the queue's search index, written at enqueue; an id prefix scans the job keys." }
         @match &page {
             None => { p { "Give a term or a field." } }
             Some(page) => {

@@ -1,9 +1,10 @@
 -- search: the queue's lookup index of jobs (`search`, a zset derived from
 -- KEYS[1], every score 0, read by lexicographic range): one member per job and
 -- field it can be found by, `<tag>\0<value>\0<id>` with tag `k` (input key),
--- `r` (resource), `w` (input window, `<start>/<end>`) and `i` (`i\0<id>`: the id
--- alone). Written by enqueue (one ZADD per call, lib/create) and cleaned by
--- retention (one ZREM per purge, lib/retention).
+-- `r` (resource) and `w` (input window, `<start>/<end>`). A job with none of
+-- them (a plain job) has no member and costs nothing. Written by enqueue (one
+-- ZADD per call, lib/create) and cleaned by retention (one ZREM per purge,
+-- lib/retention).
 --- @include "lib/keys"
 
 -- The input window of a job's input text: its `window` object's `start` and
@@ -33,7 +34,7 @@ end
 
 -- The index members of job `id` with these fields ('' or nil: none).
 local function search_members(id, input_key, resource, window)
-  local m = { 'i\0' .. id }
+  local m = {}
   if input_key and input_key ~= '' then m[#m + 1] = 'k\0' .. input_key .. '\0' .. id end
   if resource and resource ~= '' then m[#m + 1] = 'r\0' .. resource .. '\0' .. id end
   if window and window ~= '' then m[#m + 1] = 'w\0' .. window .. '\0' .. id end
@@ -53,14 +54,14 @@ local function search_add(sb, id, input_key, resource, window)
   end
 end
 
--- Writes the batch (one ZADD per 1000 members).
+-- Writes the batch (one ZADD per 1000 members; none when it is empty).
 local function flush_search(sb)
   for i = 1, #sb, 2000 do
     redis.call('ZADD', BASE .. ':search', unpack(sb, i, math.min(i + 1999, #sb)))
   end
 end
 
--- Removes members (a list of them, one ZREM per 1000).
+-- Removes members (a list of them, one ZREM per 1000; none when it is empty).
 local function unsearch(members)
   for i = 1, #members, 1000 do
     redis.call('ZREM', BASE .. ':search', unpack(members, i, math.min(i + 999, #members)))

@@ -1,12 +1,17 @@
-//! Finding jobs by what they processed: input key, resource, input window and
-//! id prefix, through the queue's search index (`<base>:search`, a sorted set
-//! read by lexicographic range, written by `enqueue` and cleaned by retention;
-//! see `core/lua/lib/search.lua` and `docs/redis-keys.md`).
+//! Finding jobs by what they processed: input key, resource and input window,
+//! through the queue's search index (`<base>:search`, a sorted set read by
+//! lexicographic range, written by `enqueue` and cleaned by retention; see
+//! `core/lua/lib/search.lua` and `docs/redis-keys.md`), and by id prefix.
 //!
-//! Each criterion is one `ZRANGEBYLEX` (a free-text term is four: it may be a
-//! prefix of any of the fields), at most [`SEARCH_CAP`] entries each; the jobs
-//! that match every criterion are then read with one `HMGET` each. The cost is
-//! proportional to the matches, not to the jobs kept.
+//! Each index criterion is one `ZRANGEBYLEX` (a free-text term is three: it may
+//! be a prefix of any of the fields), at most [`SEARCH_CAP`] entries each; the
+//! jobs that match every criterion are then read with one `HMGET` each, so the
+//! cost is proportional to the matches, not to the jobs kept. An id prefix is
+//! not indexed (it would cost every job memory): it is a `SCAN` of the queue's
+//! job keys (`MATCH <base>:job:<prefix>*`), whose cost is proportional to the
+//! keys in the database (about a second per million keys); a free-text term
+//! that looks like the start of an id (6 or more hex digits and dashes) is
+//! looked up that way too.
 
 use std::collections::HashSet;
 
@@ -95,6 +100,23 @@ fn between(tag: u8, from: Option<&str>, to: Option<&str>) -> LexRange {
     (min, max)
 }
 
+/// Whether a free-text term may be the start of a (generated) job id.
+fn looks_like_id_start(t: &str) -> bool {
+    t.len() >= 6 && t.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+}
+
+/// `prefix` with the glob characters of `SCAN MATCH` escaped.
+fn glob_escaped(prefix: &str) -> String {
+    let mut out = String::with_capacity(prefix.len());
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The job id of an index member: the text after its last NUL.
 fn member_id(member: &[u8]) -> Option<String> {
     let at = member.iter().rposition(|b| *b == 0)?;
@@ -102,6 +124,50 @@ fn member_id(member: &[u8]) -> Option<String> {
 }
 
 impl Inspector {
+    /// Ids of the queue's jobs starting with `prefix` (a `SCAN` of the job
+    /// keys), at most [`SEARCH_CAP`]: ids, keys read, and whether it stopped at the cap.
+    async fn ids_starting(
+        &self,
+        conn: &mut deadpool_redis::Connection,
+        prefix: &str,
+    ) -> Result<(Vec<String>, usize, bool)> {
+        let head = format!("{}:job:", self.keys().base());
+        let pattern = format!("{}{}*", glob_escaped(&head), glob_escaped(prefix));
+        let mut cursor: u64 = 0;
+        let mut ids = Vec::new();
+        let mut read = 0usize;
+        loop {
+            let (next, keys): (u64, Vec<Vec<u8>>) = self
+                .timed(
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(conn),
+                )
+                .await?;
+            read += keys.len();
+            for k in keys {
+                if let Some(id) = k
+                    .strip_prefix(head.as_bytes())
+                    .and_then(|id| String::from_utf8(id.to_vec()).ok())
+                {
+                    ids.push(id);
+                }
+            }
+            if ids.len() >= SEARCH_CAP {
+                ids.truncate(SEARCH_CAP);
+                return Ok((ids, read, true));
+            }
+            if next == 0 {
+                return Ok((ids, read, false));
+            }
+            cursor = next;
+        }
+    }
+
     /// The jobs matching `search`, newest change first, paged (see the module
     /// documentation for the cost). `truncated` says a criterion matched more
     /// than [`SEARCH_CAP`] index entries (narrow it); `examined` counts the
@@ -112,41 +178,49 @@ impl Inspector {
                 "a search needs an input key, resource, window, id prefix or term".into(),
             ));
         }
-        let mut criteria: Vec<Vec<LexRange>> = Vec::new();
+        // each criterion: index ranges whose members match, and an id prefix
+        // looked up by SCAN; a job matches it when any of them finds it
+        let mut criteria: Vec<(Vec<LexRange>, Option<&str>)> = Vec::new();
         if let Some(p) = &search.id_prefix {
-            criteria.push(vec![prefix_range(b'i', p)]);
+            criteria.push((Vec::new(), Some(p.as_str())));
         }
         if let Some(k) = &search.input_key {
-            criteria.push(vec![prefix_range(b'k', k)]);
+            criteria.push((vec![prefix_range(b'k', k)], None));
         }
         if let Some(r) = &search.resource {
-            criteria.push(vec![exact_range(b'r', r)]);
+            criteria.push((vec![exact_range(b'r', r)], None));
         }
         if let Some(w) = &search.window {
-            criteria.push(vec![prefix_range(b'w', w)]);
+            criteria.push((vec![prefix_range(b'w', w)], None));
         }
         if search.window_from.is_some() || search.window_to.is_some() {
-            criteria.push(vec![between(
+            let range = between(
                 b'w',
                 search.window_from.as_deref(),
                 search.window_to.as_deref(),
-            )]);
+            );
+            criteria.push((vec![range], None));
         }
         for t in &search.terms {
-            criteria.push(
-                [b'i', b'k', b'r', b'w']
-                    .into_iter()
-                    .map(|tag| prefix_range(tag, t))
-                    .collect(),
-            );
+            let ranges = [b'k', b'r', b'w']
+                .into_iter()
+                .map(|tag| prefix_range(tag, t))
+                .collect();
+            criteria.push((ranges, looks_like_id_start(t).then_some(t.as_str())));
         }
         let key = self.keys().search();
         let mut conn = self.conn().await?;
         let mut truncated = false;
         let mut examined = 0usize;
         let mut found: Option<HashSet<String>> = None;
-        for ranges in &criteria {
+        for (ranges, scan) in &criteria {
             let mut ids = HashSet::new();
+            if let Some(prefix) = scan {
+                let (by_id, read, capped) = self.ids_starting(&mut conn, prefix).await?;
+                examined += read;
+                truncated |= capped;
+                ids.extend(by_id);
+            }
             for (min, max) in ranges {
                 let members: Vec<Vec<u8>> = self
                     .timed(
@@ -220,7 +294,9 @@ mod tests {
             member_id(b"w\02026-05-06T00:00:00Z/\0abc"),
             Some("abc".into())
         );
-        assert_eq!(member_id(b"i\0abc"), Some("abc".into()));
+        assert!(looks_like_id_start("01a22c15-bb8a") && !looks_like_id_start("shop:a"));
+        assert!(!looks_like_id_start("01a2"));
+        assert_eq!(glob_escaped("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
         let (min, max) = between(b'w', Some("2026-05-06"), Some("2026-05-07"));
         assert_eq!(min[0], b'[');
         assert_eq!(max[0], b'(');
