@@ -1,6 +1,7 @@
 -- quarantine_purge (operator): deletes a quarantined job (lib/quarantine): its
 -- key whatever its type, its attempt records, its quarantine entry and record,
--- any index entry left, its input key's claim and its lock if it held it.
+-- any index entry left, its input key's claim and its lock if it held it. A
+-- child of a group stays counted QUARANTINED there, and purged (lib/groups).
 -- KEYS[10] job
 -- ARGV[4] job id  ARGV[5] who
 -- Reply: {'OK'} | {'NOT_QUARANTINED'}
@@ -41,6 +42,8 @@ if f then
   end
 end
 redis.call('DEL', jk)
+local g = redis.call('HGET', group_of_key(), id)
+if g then group_job_deleted(id, g, false) end
 redis.call('ZREM', K_QUARANTINE, id)
 redis.call('HDEL', K_QUARANTINE_WHY, id)
 return { 'OK' }
