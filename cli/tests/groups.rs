@@ -354,16 +354,20 @@ async fn an_http_group_create_builds_its_completion_job_under_the_pipelines_cont
     assert!(body.contains("/day"), "{body}");
     assert!(q.group("d1").await.unwrap().is_none());
     // a pipeline no worker registered is refused unless the request says so
-    let r = create(json!({"name": "d1", "completion": "nobody"})).await.unwrap();
+    let r = create(json!({"name": "d1", "completion": "nobody"}))
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 404);
     let r = create(json!({"name": "d0", "completion": "nobody", "unregistered": true}))
         .await
         .unwrap();
     assert!(r.status().is_success());
     // a good one: the completion job gets the spec's policies, resource and flow gates
-    let r = create(json!({"name": "d1", "completion": "daily", "completion_input": {"day": "2026-12-01"}}))
-        .await
-        .unwrap();
+    let r = create(
+        json!({"name": "d1", "completion": "daily", "completion_input": {"day": "2026-12-01"}}),
+    )
+    .await
+    .unwrap();
     assert!(r.status().is_success(), "{}", r.text().await.unwrap());
     q.seal_group("d1", "t").await.unwrap();
     let info = q.group("d1").await.unwrap().unwrap();
