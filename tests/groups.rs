@@ -438,10 +438,12 @@ async fn every_move_of_a_child_is_counted_in_its_state_and_the_counts_always_sum
 #[tokio::test]
 async fn retention_deletes_a_settled_groups_keys_with_its_children_and_its_completion_job() {
     let srv = RedisServer::start();
-    let mut config = QueueConfig::default();
-    config.retention = Retention {
-        keep_count: 0,
-        keep_age: Duration::from_millis(1),
+    let config = QueueConfig {
+        retention: Retention {
+            keep_count: 0,
+            keep_age: Duration::from_millis(1),
+        },
+        ..QueueConfig::default()
     };
     let q = Queue::connect(&srv.url(), "g", config).await.unwrap();
     let done = JobId::new();
