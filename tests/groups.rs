@@ -526,6 +526,16 @@ async fn a_quarantined_child_is_counted_and_named_and_its_repair_moves_the_group
         "{why}"
     );
     exact(&srv, &q, "qg").await;
+    // a quarantined job cannot join another group
+    q.create_group(&NewGroup::new("later"), "t").await.unwrap();
+    let err = q
+        .enqueue(job("win", 1).id(bad.clone()).group("later"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::CannotJoinGroup { reason, .. } if reason.contains("quarantine")),
+        "{err}"
+    );
     // the overwritten one is purged: the group keeps it as not succeeded
     q.purge_quarantined(&gone, "op").await.unwrap();
     let info = q.group("qg").await.unwrap().unwrap();

@@ -315,8 +315,9 @@ local function links_refusal(group, deps, policy, joining)
     if redis.call('ZSCORE', K_QUARANTINE, id) then
       return { REFUSED, 'CANNOT_JOIN', id, 'it is in the quarantine (repair or purge it first)' }
     end
-    local h = redis.pcall('HMGET', job_key(id), 'group', 'deps')
+    local h = redis.pcall('HMGET', job_key(id), 'group', 'deps', 'state')
     if h.err then return { REFUSED, 'CANNOT_JOIN', id, 'its key is not a job hash' } end
+    if h[3] and not STATES[h[3]] then return { REFUSED, 'CANNOT_JOIN', id, 'its state cannot be read' } end
     if h[1] and h[1] ~= '' and h[1] ~= group then
       return { REFUSED, 'CANNOT_JOIN', id, 'it is a child of group ' .. h[1] }
     end
