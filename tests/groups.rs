@@ -682,12 +682,48 @@ async fn a_job_that_exists_joins_the_group_it_is_enqueued_into_or_is_refused_wit
         "{err}"
     );
     assert_eq!(q.group("j").await.unwrap().unwrap().total, 2);
+    // once it SUCCEEDED it is counted too (it never moves again)
+    assert_eq!(run_one(&q, "win", Outcome::Succeeded).await, theirs);
+    let e = q
+        .enqueue(job("win", 3).id(theirs.clone()).group("j"))
+        .await
+        .unwrap();
+    assert_eq!(e.status, EnqueueStatus::Existing);
+    let info = exact(&srv, &q, "j").await;
+    assert_eq!((info.total, info.succeeded, info.purged), (3, 3, 0));
+    let also: Option<String> = get(
+        &srv,
+        &["HGET", &q.keys().job(theirs.as_str()), "also_groups"],
+    );
+    assert_eq!(also.as_deref(), Some("j"));
+    assert_eq!(q.group("other").await.unwrap().unwrap().succeeded, 1);
     // the group completes with them
     q.seal_group("j", "t").await.unwrap();
     assert_eq!(
         q.group("j").await.unwrap().unwrap().status,
         GroupStatus::Completed
     );
+    // retention tells both groups of the job they share
+    let purging = Queue::connect(
+        &srv.url(),
+        "g",
+        QueueConfig {
+            retention: Retention {
+                keep_count: 0,
+                keep_age: Duration::from_millis(1),
+            },
+            ..QueueConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    purging.purge(100).await.unwrap();
+    assert!(q.job(&theirs).await.unwrap().is_none());
+    assert!(
+        q.group("j").await.unwrap().is_none(),
+        "settled and every child deleted"
+    );
+    assert_eq!(q.group("other").await.unwrap().unwrap().purged, 1);
 }
 
 #[tokio::test]

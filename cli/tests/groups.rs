@@ -125,6 +125,42 @@ async fn a_backfill_group_with_a_completion_job_from_the_command_line() {
     assert_eq!(agg.pipeline, "aggregate");
     assert_eq!(agg.input, json!({"day": "2026-05-06"}));
     assert_eq!(agg.state, JobState::Queued);
+
+    // the same range again, into a new group: the windows that loaded join it as SUCCEEDED
+    let run = cli(
+        &srv,
+        &[
+            "enqueue",
+            "load",
+            "--unregistered",
+            "--queue",
+            "orders",
+            "--input-template",
+            r#"{"from":"{from}"}"#,
+            "--input-key-template",
+            "load:{from}",
+            "--from",
+            "2026-05-06T00:00:00Z",
+            "--to",
+            "2026-05-06T04:00:00Z",
+            "--step",
+            "1h",
+            "--group",
+            "day-0506-again",
+        ],
+    )
+    .await
+    .ok();
+    assert!(
+        run.stdout
+            .contains("4 of them existed already and are children of group day-0506-again"),
+        "{run:?}"
+    );
+    cli(&srv, &["groups"]).await.ok().shows(&[
+        "day-0506-again",
+        "completed",
+        "4/4 ended: 4 succeeded",
+    ]);
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@
 --- @include "lib/quarantine"
 local jk, id, who = KEYS[10], ARGV[4], ARGV[5]
 if not redis.call('ZSCORE', K_QUARANTINE, id) then return { 'NOT_QUARANTINED' } end
-local f = read_job(jk, { 'state', 'attempt', 'pipeline', 'resource', 'input_key', 'flow' })
+local f = read_job(jk, { 'state', 'attempt', 'pipeline', 'resource', 'input_key', 'flow', 'also_groups' })
 for _, k in ipairs({ K_LEASES, K_STALE, K_DONE }) do redis.call('ZREM', k, id) end
 if f then
   local state, attempt, pipeline, res, ik = f[1], f[2], f[3], f[4], f[5]
@@ -43,7 +43,7 @@ if f then
 end
 redis.call('DEL', jk)
 local g = redis.call('HGET', group_of_key(), id)
-if g then group_job_deleted(id, g, false) end
+if g then group_job_deleted(id, g, false, f and f[7]) end
 redis.call('ZREM', K_QUARANTINE, id)
 redis.call('HDEL', K_QUARANTINE_WHY, id)
 return { 'OK' }

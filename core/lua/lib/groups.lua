@@ -28,7 +28,8 @@
 --                        may be unreadable: quarantine, retention)
 --   dependents:<id>      set   jobs waiting for job <id>
 --   awaiting             zset  dependent job id -> enqueued at (ms): QUEUED, not leasable
--- Job fields: links '1'; group <g>; deps 'j:<id> g:<name> ...' (its parents);
+-- Job fields: links '1'; group <g>; also_groups (other groups that counted it,
+--   SUCCEEDED, when it was enqueued into them); deps 'j:<id> g:<name> ...' (its parents);
 --   deps_left (parents not yet settled for it); on_parent_failure cancel | run;
 --   completes <g> (on a completion job).
 -- A group is deleted (every key above that is its own) once it is settled
@@ -318,8 +319,8 @@ local function links_refusal(group, deps, policy, joining)
     local h = redis.pcall('HMGET', job_key(id), 'group', 'deps', 'state')
     if h.err then return { REFUSED, 'CANNOT_JOIN', id, 'its key is not a job hash' } end
     if h[3] and not STATES[h[3]] then return { REFUSED, 'CANNOT_JOIN', id, 'its state cannot be read' } end
-    if h[1] and h[1] ~= '' and h[1] ~= group then
-      return { REFUSED, 'CANNOT_JOIN', id, 'it is a child of group ' .. h[1] }
+    if h[1] and h[1] ~= '' and h[1] ~= group and h[3] ~= 'SUCCEEDED' then
+      return { REFUSED, 'CANNOT_JOIN', id, 'it is a child of group ' .. h[1] .. ' and ' .. (h[3] or 'gone') }
     end
     if h[1] ~= group and closes_cycle(h[2]) then return { REFUSED, 'CYCLE', group, id } end
   end
@@ -350,21 +351,27 @@ end
 
 -- Adds job `id`, which an enqueue with a group answered instead of creating
 -- it ('existing', 'succeeded'; links_refusal allowed it), to the group: it is
--- counted in the state it is in. One retention already deleted (only its
--- SUCCEEDED outcome is left) counts as SUCCEEDED, and as purged. A job already
--- in the group is left as it is; its parents are its own (an enqueue's
--- depends_on applies to the jobs it creates).
+-- counted in the state it is in. A job is the child of one group: one that
+-- SUCCEEDED as another group's child (it never moves again) is counted
+-- SUCCEEDED and listed in its `also_groups` field, for retention to tell
+-- this group too when it deletes the job; one retention deleted already
+-- (only its SUCCEEDED outcome is left) counts as SUCCEEDED and purged. A job
+-- already in the group is left as it is; its parents are its own (an
+-- enqueue's depends_on applies to the jobs it creates).
 local function link_existing_job(events, id, group, now)
   local jk, gk = job_key(id), group_key(group)
-  local h = redis.call('HMGET', jk, 'state', 'group')
+  local h = redis.call('HMGET', jk, 'state', 'group', 'also_groups')
   if h[2] == group then return end
   local state = h[1]
-  if state then
-    redis.call('HSET', jk, 'links', '1', 'group', group)
-    redis.call('HSET', group_of_key(), id, group)
-  else
+  if not state then
     state = 'SUCCEEDED'
     redis.call('HINCRBY', gk, 'purged', 1)
+  elseif h[2] and h[2] ~= '' then
+    if string.find(' ' .. (h[3] or '') .. ' ', ' ' .. group .. ' ', 1, true) then return end
+    redis.call('HSET', jk, 'also_groups', ((h[3] and h[3] ~= '') and (h[3] .. ' ') or '') .. group)
+  else
+    redis.call('HSET', jk, 'links', '1', 'group', group)
+    redis.call('HSET', group_of_key(), id, group)
   end
   add_child(gk, id, state, now)
   group_event(events, gk, 'group_join', state, '', 'job ' .. id .. ' (' .. state .. ', enqueued before) joined group ' .. group)
@@ -378,15 +385,16 @@ local function group_quarantined(events, id, now)
 end
 
 -- Retention (or a quarantine purge) deleted job `id`, a child of group `g`
--- and/or the completion job of group `c` (false for none): the group counts
--- it and is deleted once nothing of it is left (group_gc).
-local function group_job_deleted(id, g, c)
-  if g and g ~= '' then
-    redis.call('HDEL', group_of_key(), id)
-    local gk = group_key(g)
+-- (and of the groups listed in `also`, its `also_groups` field) and/or the
+-- completion job of group `c` (false for none): each group counts it and is
+-- deleted once nothing of it is left (group_gc).
+local function group_job_deleted(id, g, c, also)
+  if g and g ~= '' then redis.call('HDEL', group_of_key(), id) end
+  for name in string.gmatch((g or '') .. ' ' .. (also or ''), '%S+') do
+    local gk = group_key(name)
     if redis.call('EXISTS', gk) == 1 then
       redis.call('HINCRBY', gk, 'purged', 1)
-      group_gc(g, gk)
+      group_gc(name, gk)
     end
   end
   if c and c ~= '' then

@@ -10,12 +10,12 @@
 -- A child or completion job of a group tells the group (lib/groups: the
 -- fields come with the attempt, in the same HMGET).
 local function delete_job(jk, id)
-  local f = redis.pcall('HMGET', jk, 'attempt', 'group', 'completes')
-  local attempt, g, c = nil, nil, nil
+  local f = redis.pcall('HMGET', jk, 'attempt', 'group', 'completes', 'also_groups')
+  local attempt, g, c, also = nil, nil, nil, nil
   if f.err then
     g = redis.call('HGET', group_of_key(), id)
   else
-    attempt, g, c = f[1], f[2], f[3]
+    attempt, g, c, also = f[1], f[2], f[3], f[4]
   end
   local n = type(attempt) == 'string' and tonumber(attempt) or 0
   if n > 0 then
@@ -24,7 +24,7 @@ local function delete_job(jk, id)
     redis.call('HDEL', K_ATTEMPTS, unpack(fields))
   end
   redis.call('DEL', jk)
-  if g or c then group_job_deleted(id, g, c) end
+  if g or c then group_job_deleted(id, g, c, also) end
 end
 
 -- Deletes the jobs `ids` and their `done` entries (one ZREM per 1000); returns how many.
