@@ -4,25 +4,36 @@
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/attempts"
+--- @include "lib/groups"
 --- @include "lib/search"
 
 -- Deletes job `jk` (`id`) and its attempt records, and adds its search index
 -- members to `members`. A job key of another type (overwritten by hand) is
 -- deleted too: reading it must not fail the call.
+-- A child or completion job of a group tells the group (lib/groups: the
+-- fields come with the attempt, in the same HMGET, as the indexed fields do).
 local function delete_job(jk, id, members)
-  local f = redis.pcall('HMGET', jk, 'attempt', 'input_key', 'resource', 'window', 'flow')
-  if type(f) ~= 'table' or f.err then f = {} end
-  for _, m in ipairs(search_members(id, f[2], search_resource(f[3], f[5]), f[4])) do members[#members + 1] = m end
-  local n = type(f[1]) == 'string' and tonumber(f[1]) or 0
+  local f = redis.pcall('HMGET', jk, 'attempt', 'group', 'completes', 'also_groups', 'input_key', 'resource',
+    'window', 'flow')
+  local attempt, g, c, also = nil, nil, nil, nil
+  if type(f) ~= 'table' or f.err then
+    g = redis.call('HGET', group_of_key(), id)
+  else
+    attempt, g, c, also = f[1], f[2], f[3], f[4]
+    for _, m in ipairs(search_members(id, f[5], search_resource(f[6], f[8]), f[7])) do members[#members + 1] = m end
+  end
+  local n = type(attempt) == 'string' and tonumber(attempt) or 0
   if n > 0 then
     local fields = {}
     for i = 1, math.min(n, 1000) do fields[i] = attempt_field(id, i) end
     redis.call('HDEL', K_ATTEMPTS, unpack(fields))
   end
   redis.call('DEL', jk)
+  if g or c then group_job_deleted(id, g, c, also) end
 end
 
--- Deletes the jobs `ids` and their `done` entries (one ZREM per 1000); returns how many.
+-- Deletes the jobs `ids` and their `done` entries (one ZREM per 1000) and their
+-- search index members (one ZREM); returns how many.
 local function delete_done(ids)
   if #ids == 0 then return 0 end
   local members = {}
