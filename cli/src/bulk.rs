@@ -41,7 +41,7 @@ impl BulkAction {
     }
 
     /// The state of the jobs it touches.
-    pub(crate) fn from_state(self) -> JobState {
+    pub(crate) fn source_state(self) -> JobState {
         match self {
             BulkAction::Retry(_) => JobState::Failed,
             BulkAction::Cancel => JobState::Queued,
@@ -97,7 +97,7 @@ pub(crate) async fn select(
     action: BulkAction,
     sel: &Selection,
 ) -> Result<Plan, Error> {
-    let state = action.from_state();
+    let state = action.source_state();
     let all = Page {
         offset: 0,
         limit: MAX_JOBS,

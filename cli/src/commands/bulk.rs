@@ -92,7 +92,7 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
         .await
         .map_err(|e| ctx.fail(e))?;
     let n = plan.jobs.len();
-    let state = action.from_state();
+    let state = action.source_state();
     let more = if plan.truncated {
         format!(
             " (more match: at most {} per run; run it again)",

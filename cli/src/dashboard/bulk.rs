@@ -271,7 +271,7 @@ pub(super) async fn bulk_page(
     };
     let plan = app.bulk_plan(&queue, action, &sel).await?;
     let n = plan.jobs.len();
-    let state = action.from_state();
+    let state = action.source_state();
     let enabled = app.token.is_some();
     let body = html! {
         h1 { "Bulk " (action.name()) }

@@ -291,7 +291,7 @@ mod tests {
         assert!(min[1..] <= b"r\0shop:a\0id"[..] && b"r\0shop:a\0id"[..] < max[1..]);
         assert!(!(b"r\0shop:ab\0id"[..] < max[1..] && min[1..] <= b"r\0shop:ab\0id"[..]));
         assert_eq!(
-            member_id(b"w\02026-05-06T00:00:00Z/\0abc"),
+            member_id(b"w\x002026-05-06T00:00:00Z/\x00abc"),
             Some("abc".into())
         );
         assert!(looks_like_id_start("01a22c15-bb8a") && !looks_like_id_start("shop:a"));
