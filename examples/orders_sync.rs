@@ -16,11 +16,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold::group::{GroupStatus, NewGroup};
+use leasehold::prelude::*;
+use leasehold::queue::{NewJob, Queue};
 use leasehold::redis::{self, AsyncCommands};
-use leasehold::{
-    pipeline, CleanupContext, Client, GroupStatus, JobId, JobState, NewGroup, NewJob, Queue,
-    QueueConfig, StepContext, StepError, Worker,
-};
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 

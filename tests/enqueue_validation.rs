@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::{
-    pipeline, Client, Error, JobId, NewJob, Queue, QueueConfig, StepContext, StepError,
-};
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Client, JobId, NewJob, Queue, QueueConfig};
+use leasehold::{pipeline, Error};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use support::{connect, get};
@@ -217,7 +217,7 @@ async fn enqueue_json_applies_the_published_contract() {
     let client = Client::connect(&srv.url(), QueueConfig::default())
         .await
         .expect("client");
-    let opts = leasehold::EnqueueOptions::new();
+    let opts = leasehold::queue::EnqueueOptions::new();
     // nothing registered yet: refused, nothing written
     let err = client
         .enqueue_json("sync", r#"{"shop":"a","hour":1}"#, &opts)
@@ -264,7 +264,7 @@ async fn enqueue_json_applies_the_published_contract() {
     }
     assert_eq!(dbsize(&srv), keys);
     // an unregistered pipeline with everything given explicitly
-    let mut explicit = leasehold::EnqueueOptions::new();
+    let mut explicit = leasehold::queue::EnqueueOptions::new();
     explicit.unregistered = true;
     explicit.queue = Some("elsewhere".into());
     explicit.resource = Some("r1".into());
@@ -290,9 +290,9 @@ async fn enqueue_json_applies_the_published_contract() {
 /// the contract (over JSON): both give the same resource and input key.
 #[test]
 fn the_contract_renders_the_keys_the_typed_code_computes() {
-    use leasehold::Pipeline;
+    use leasehold::pipeline::Pipeline;
     let contract =
-        leasehold::Contract::new(leasehold::pipeline::spec_of::<Sync>()).expect("contract");
+        leasehold::queue::Contract::new(leasehold::pipeline::spec_of::<Sync>()).expect("contract");
     for input in [
         Window {
             shop: "a".into(),
@@ -305,7 +305,7 @@ fn the_contract_renders_the_keys_the_typed_code_computes() {
     ] {
         let json = serde_json::to_string(&input).expect("json");
         let job = contract
-            .job(&json, &leasehold::EnqueueOptions::new())
+            .job(&json, &leasehold::queue::EnqueueOptions::new())
             .expect("the contract accepts what the type serialises");
         assert_eq!(job.input_key, Sync::input_key(&input));
         assert_eq!(job.resource, Sync::resource_key(&input));

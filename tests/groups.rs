@@ -11,10 +11,10 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::{
-    AttemptError, Dependency, Error, GroupPolicy, GroupStatus, JobId, JobState, NewGroup, Outcome,
-    ParentFailure, Queue, RetryMode,
-};
+use leasehold::group::{Dependency, GroupPolicy, GroupStatus, NewGroup, ParentFailure};
+use leasehold::lease::Outcome;
+use leasehold::queue::{AttemptError, JobId, JobState, Queue, RetryMode};
+use leasehold::Error;
 use leasehold_testkit::RedisServer;
 use support::{connect, enqueue, force_expire, get, job, lease_one, read, TTL};
 
@@ -34,7 +34,7 @@ fn failed(retryable: bool) -> Outcome {
 /// Leases one job of `pipeline`, starts it and finishes it with `outcome`; returns its id.
 async fn run_one(q: &Queue, pipeline: &str, outcome: Outcome) -> JobId {
     let lease = lease_one(q, "w1", pipeline).await;
-    q.start(&lease, "only").await.expect("start");
+    let _ = q.start(&lease, "only").await.expect("start");
     q.finish(&lease, &outcome).await.expect("finish");
     lease.job
 }
@@ -178,7 +178,7 @@ async fn all_terminal_fires_whatever_the_outcome_and_a_stale_child_holds_the_gro
     // b's worker dies while RUNNING: STALE holds the group open
     let lease = lease_one(&q, "w1", "win").await;
     assert_eq!(lease.job, b);
-    q.start(&lease, "only").await.unwrap();
+    let _ = q.start(&lease, "only").await.unwrap();
     force_expire(&srv, &q, &b);
     q.sweep(10).await.unwrap();
     let view = q.group_view("t").await.unwrap().unwrap();
@@ -226,7 +226,7 @@ async fn cancelling_a_group_cancels_queued_children_and_asks_running_ones() {
     q.seal_group("c", "t").await.unwrap();
     run_one(&q, "win", Outcome::Succeeded).await;
     let running = lease_one(&q, "w1", "win").await;
-    q.start(&running, "only").await.unwrap();
+    let _ = q.start(&running, "only").await.unwrap();
     let report = q.cancel_group("c", "wrong day", "op").await.unwrap();
     assert_eq!((report.cancelled, report.requested), (2, 1));
     let job = read(&q, &running.job).await;

@@ -1,6 +1,6 @@
 //! Every script clients call checks all of its arguments, and the job fields it
 //! reads, before it writes anything. Each script is called directly (the exact
-//! text the crate runs, `leasehold::wire::script_source`) on realistic state,
+//! text the crate runs, `leasehold_core::wire::script_source`) on realistic state,
 //! with the fixed KEYS and common ARGV the crate sends, once per malformed value
 //! of each argument: the reply is a clean refusal (a `BAD_ARG` error reply, or
 //! a `BAD_ARG`/`CORRUPT` status) and a full dump of Redis is byte-identical
@@ -12,8 +12,9 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use leasehold::lease::{Lease, Outcome};
+use leasehold::queue::{AttemptError, JobId, JobState, Queue};
 use leasehold::redis::{self, Value};
-use leasehold::{AttemptError, JobId, JobState, Lease, Outcome, Queue};
 use leasehold_testkit::RedisServer;
 use support::{connect, enqueue, force_expire, get, job, lease_one, read, TTL};
 
@@ -45,7 +46,7 @@ const ODD_TEXT: [&str; 3] = ["", "a, b @ {c} \"quoted\" \\ ✓", "not json {"];
 
 /// The script `name` exactly as the crate builds it.
 fn source(name: &str) -> String {
-    leasehold::wire::script_source(name).expect("a script clients call")
+    leasehold_core::wire::script_source(name).expect("a script clients call")
 }
 
 /// The fixed KEYS and the common ARGV (events cap, keep count, keep age ms), as
@@ -228,7 +229,7 @@ async fn leased(q: &Queue, resource: bool) -> Lease {
 /// A RUNNING job (started at step `fetch`).
 async fn running(q: &Queue, resource: bool) -> Lease {
     let l = leased(q, resource).await;
-    q.start(&l, "fetch").await.expect("start");
+    let _ = q.start(&l, "fetch").await.expect("start");
     l
 }
 

@@ -78,6 +78,7 @@ pub struct UnreadableLease {
 
 /// What `start` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a job whose cancel was requested must not run its step: check for `Started::Running`"]
 pub enum Started {
     /// LEASED → RUNNING.
     Running,

@@ -86,7 +86,7 @@ where
 
 /// A number in 0..1 for jitter.
 fn unit_random() -> f64 {
-    (uuid::Uuid::new_v4().as_u128() >> 75) as f64 / (1u64 << 53) as f64
+    fastrand::f64()
 }
 
 /// Runs one attempt at a leased job, from its run slot to its final operation,
