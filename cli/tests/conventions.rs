@@ -255,5 +255,56 @@ async fn progress_is_drawn_on_a_terminal_and_json_stays_parseable() {
     .await
     .ok();
     assert_eq!(run.json()["created"], 720);
-    assert!(!run.stderr.contains("enqueued "), "{run:?}");
+    assert!(!run.stderr.contains("/720"), "{}", run.stderr);
+}
+
+/// The strings the agreement test tries: accepted and refused ones of every
+/// kind (`#[pipeline]` takes the same: tests/ui/pass/full_pipeline.rs uses
+/// "1d" and "1h30m", tests/ui/fail/bad_option_values.rs refuses "1mo" and
+/// "250us").
+const DURATIONS: &[(&str, bool)] = &[
+    ("250ms", true),
+    ("30s", true),
+    ("1h30m", true),
+    ("1d", true),
+    ("2w", true),
+    ("1.5s", true),
+    ("PT5M", true),
+    ("1 day", true),
+    ("0s", true),
+    ("1mo", false),
+    ("1y", false),
+    ("-5m", false),
+    ("250us", false),
+    ("", false),
+    ("30", false),
+    ("soon", false),
+];
+
+#[tokio::test]
+async fn the_cli_and_the_library_accept_the_same_durations() {
+    for (text, accepted) in DURATIONS {
+        assert_eq!(
+            leasehold::parse_duration(text).is_ok(),
+            *accepted,
+            "library on {text:?}"
+        );
+        // --timeout is read before anything connects; `completions` needs no Redis
+        let arg = format!("--timeout={text}");
+        let run = run_cmd(command(
+            "redis://127.0.0.1:1",
+            &[&arg, "completions", "bash"],
+        ))
+        .await;
+        let want = if *accepted { 0 } else { 2 };
+        assert_eq!(run.code, want, "CLI on {text:?}: {}", run.stderr);
+        if !accepted {
+            let why = leasehold::parse_duration(text).unwrap_err().to_string();
+            assert!(
+                run.stderr.contains(&why),
+                "the CLI gives the library's reason: {}",
+                run.stderr
+            );
+        }
+    }
 }

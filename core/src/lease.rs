@@ -78,7 +78,7 @@ pub struct UnreadableLease {
 
 /// What `start` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[must_use = "a job whose cancel was requested must not run its step: check for `Started::Running`"]
+#[must_use = "a job cancelled before its start must not run its step: check for `Started::Running`"]
 pub enum Started {
     /// LEASED → RUNNING.
     Running,
