@@ -311,3 +311,48 @@ fn the_contract_renders_the_keys_the_typed_code_computes() {
         assert_eq!(job.resource, Sync::resource_key(&input));
     }
 }
+
+/// A W3C traceparent for the trace-context tests.
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[tokio::test]
+async fn a_trace_context_is_stored_only_when_given_and_reaches_the_lease() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "traced").await;
+    let traced = support::enqueue(&q, support::job("p", 1).traceparent(TRACEPARENT)).await;
+    let plain = support::enqueue(&q, support::job("p", 2)).await;
+    let field = |id: &JobId| -> Option<String> {
+        get(&srv, &["HGET", &q.keys().job(id.as_str()), "trace"])
+    };
+    assert_eq!(field(&traced).as_deref(), Some(TRACEPARENT));
+    assert_eq!(field(&plain), None, "a plain job has no trace field");
+    let first = support::lease_one(&q, "w", "p").await;
+    let second = support::lease_one(&q, "w", "p").await;
+    assert_eq!(first.job, traced);
+    assert_eq!(first.traceparent.as_deref(), Some(TRACEPARENT));
+    assert_eq!(second.job, plain);
+    assert_eq!(second.traceparent, None);
+}
+
+#[tokio::test]
+async fn a_malformed_trace_context_is_refused_before_any_write() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "traced").await;
+    let before = dbsize(&srv);
+    for bad in [
+        "",
+        "not a traceparent",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+    ] {
+        let err = q
+            .enqueue(support::job("p", 1).traceparent(bad))
+            .await
+            .expect_err(bad);
+        assert!(
+            matches!(&err, Error::InvalidArgument(why) if why.contains("traceparent")),
+            "{bad:?}: {err:?}"
+        );
+    }
+    assert_eq!(dbsize(&srv), before, "nothing was written");
+}

@@ -546,6 +546,25 @@ async fn enqueue_refuses_every_malformed_argument_before_writing() {
         &["slots:3:r running:2:p rate:100:api"],
         Accepted,
     );
+    add(
+        &mut cases,
+        17,
+        &[
+            "x",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        ],
+        Refused,
+    ); // trace context
+    add(
+        &mut cases,
+        17,
+        &["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+        Accepted,
+    );
     run_cases(&srv, "enqueue", &cases, || async {
         // a job already there, so that the call has something to get wrong
         enqueue(&q, job("p", 0)).await;
@@ -572,6 +591,7 @@ async fn enqueue_refuses_every_malformed_argument_before_writing() {
                 "3",
                 "hold",
                 "0",
+                "",
                 "",
             ],
         )

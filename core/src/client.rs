@@ -221,7 +221,6 @@ impl<P: Pipeline> Enqueue<'_, P> {
     }
 
     /// Not leased before `delay` has passed (measured on Redis's clock from the enqueue).
-    #[must_use]
     pub fn delay(self, delay: Duration) -> Self {
         self.map(|j| j.delay(delay))
     }
@@ -229,50 +228,42 @@ impl<P: Pipeline> Enqueue<'_, P> {
     /// Not leased before `at`. Turned into a delay on this machine's clock when
     /// sent (Redis's clock then counts it): prefer [`Enqueue::delay`] where the
     /// clocks may disagree.
-    #[must_use]
     pub fn not_before(mut self, at: SystemTime) -> Self {
         self.not_before = Some(at);
         self
     }
 
     /// Higher runs first (0 by default).
-    #[must_use]
     pub fn priority(self, priority: u8) -> Self {
         self.map(|j| j.priority(priority))
     }
 
     /// Overrides the attempts the pipeline's retry policies allow (at least 1).
-    #[must_use]
     pub fn max_attempts(self, max_attempts: u32) -> Self {
         self.map(|j| j.max_attempts(max_attempts))
     }
 
     /// Asks for a re-run: a new job even when the input key's latest job SUCCEEDED.
-    #[must_use]
     pub fn rerun(self) -> Self {
         self.map(|j| j.rerun(true))
     }
 
     /// Uses `id` instead of a new one (an enqueue under an existing id returns that job).
-    #[must_use]
     pub fn id(self, id: JobId) -> Self {
         self.map(|j| j.id(id))
     }
 
     /// Makes the job a child of group `name` (see `Queue::create_group`).
-    #[must_use]
     pub fn group(self, name: impl Into<String>) -> Self {
         self.map(|j| j.group(name))
     }
 
     /// Makes the job wait until `parent` (a job or a group) SUCCEEDED.
-    #[must_use]
     pub fn depends_on(self, parent: impl Into<crate::queue::Dependency>) -> Self {
         self.map(|j| j.depends_on(parent))
     }
 
     /// What a parent ending FAILED or CANCELLED does to the job.
-    #[must_use]
     pub fn on_parent_failure(self, policy: crate::queue::ParentFailure) -> Self {
         self.map(|j| j.on_parent_failure(policy))
     }

@@ -45,6 +45,10 @@ pub struct NewJob {
     /// The flow-control gates its lease must pass (the `flow` field, see
     /// [`crate::flow::FlowSpec::gates`]); `None` for a job under none.
     pub flow: Option<String>,
+    /// The W3C `traceparent` of the trace that enqueued the job: the job's
+    /// spans join that trace (the `otel` feature fills it in from the current
+    /// span when it is `None`); stored only when set.
+    pub traceparent: Option<String>,
 }
 
 impl NewJob {
@@ -72,6 +76,7 @@ impl NewJob {
             depends_on: Vec::new(),
             on_parent_failure: ParentFailure::Cancel,
             flow: None,
+            traceparent: None,
         }
     }
 
@@ -154,6 +159,14 @@ impl NewJob {
         self
     }
 
+    /// Sets the trace context the job's spans join: a W3C `traceparent`
+    /// (`00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`).
+    #[must_use]
+    pub fn traceparent(mut self, traceparent: impl Into<String>) -> Self {
+        self.traceparent = Some(traceparent.into());
+        self
+    }
+
     /// Sets the id.
     #[must_use]
     pub fn id(mut self, id: JobId) -> Self {
@@ -180,6 +193,9 @@ impl NewJob {
                     "flow {flow:?} lists no gates"
                 )));
             }
+        }
+        if let Some(tp) = &self.traceparent {
+            crate::trace::check_traceparent(tp)?;
         }
         if let Some(key) = &self.input_key {
             if key.is_empty() {

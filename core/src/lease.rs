@@ -31,6 +31,8 @@ pub struct Lease {
     pub ttl: Duration,
     /// When the job became due (ms): its enqueue time, delay, or retry time.
     pub not_before: Millis,
+    /// The W3C `traceparent` the job was enqueued under, if any.
+    pub traceparent: Option<String>,
 }
 
 /// The reply to a lease call.

@@ -32,6 +32,8 @@ pub mod inspect;
 pub mod job_spec;
 pub mod lease;
 pub mod metrics;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod pipeline;
 pub mod queue;
 pub mod record;
@@ -39,6 +41,7 @@ pub mod schedule;
 pub mod settle;
 pub mod state;
 pub mod template;
+pub mod trace;
 pub mod transitions;
 pub mod wire;
 pub mod worker;

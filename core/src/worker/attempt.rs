@@ -124,6 +124,10 @@ pub(crate) async fn run(
         pipeline = %active.lease.pipeline,
         fence = active.lease.fence
     );
+    // the job's spans join the trace that enqueued it (`otel` feature)
+    if let Some(tp) = &active.lease.traceparent {
+        crate::trace::join(&span, tp);
+    }
     let attempt = Attempt {
         shared: &shared,
         runner: runner.as_ref(),
