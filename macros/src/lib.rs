@@ -106,8 +106,10 @@ mod template;
 ///
 /// # Pipeline options: `#[pipeline(...)]`
 ///
-/// All optional. Durations are strings of a number and a unit (`ms`, `s`,
-/// `m`, `h`), parts may be combined: `"250ms"`, `"30s"`, `"1m30s"`, `"1h"`.
+/// All optional. Durations are strings read by `leasehold::parse_duration`,
+/// the parser the `leasehold` command line uses too: `"250ms"`, `"30s"`,
+/// `"1m30s"`, `"1h"`, `"2d"` (24 hours), `"PT5M"`; months, years, negative
+/// and sub-millisecond durations are compile errors.
 ///
 /// | option | value | default | meaning |
 /// |---|---|---|---|
