@@ -16,11 +16,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold::group::{GroupStatus, NewGroup};
+use leasehold::prelude::*;
+use leasehold::queue::Queue;
 use leasehold::redis::{self, AsyncCommands};
-use leasehold::{
-    pipeline, CleanupContext, Client, GroupStatus, JobId, JobState, NewGroup, Queue, QueueConfig,
-    StepContext, StepError, Worker,
-};
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 
@@ -392,7 +391,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let group = format!("orders-2026-05-06-{}", std::process::id());
     let daily = JobId::new();
     // built like any job of its pipeline (its max attempts, flow gates)
-    let completion = leasehold::job_for::<DailyAggregate>(&Day {
+    let completion = leasehold::queue::job_for::<DailyAggregate>(&Day {
         day: "2026-05-06".into(),
         group: group.clone(),
     })?

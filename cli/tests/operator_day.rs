@@ -626,13 +626,7 @@ async fn counters_search_bulk_metrics_and_the_session() {
     let strict = Queue::connect(
         &srv.url(),
         "day",
-        QueueConfig {
-            retention: Retention {
-                keep_count: 1,
-                keep_age: Duration::ZERO,
-            },
-            ..QueueConfig::default()
-        },
+        QueueConfig::default().retention(Retention::new(1, Duration::ZERO)),
     )
     .await
     .unwrap();

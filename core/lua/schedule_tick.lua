@@ -97,7 +97,7 @@ local created = 0
 local function enqueue_window(i, outcome)
   local a = 16 + (i - 1) * 12
   local why = 'schedule ' .. name .. ' window ' .. ARGV[a + 1] .. '..' .. ARGV[a + 2]
-  local id, status, _, made = create_job(events, KEYS[15 + i], k_ready, k_delayed, queue, pipeline, ARGV, a + 2, why, ARGV[a + 12], sb)
+  local id, status, _, made = create_job(events, KEYS[15 + i], k_ready, k_delayed, queue, pipeline, ARGV, a + 2, why, ARGV[a + 12], nil, sb)
   if made then created = created + 1 end
   return outcome, id, status
 end
