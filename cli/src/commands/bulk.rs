@@ -8,6 +8,7 @@ use serde_json::json;
 use super::print_json;
 use crate::bulk::{self, BulkAction, Selection};
 use crate::context::Ctx;
+use crate::progress::Progress;
 use crate::{job_id, BulkCommand, Failure, Outcome};
 
 /// `bulk ...`.
@@ -121,18 +122,25 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
         "bulk {}: {n} {state} jobs of queue {queue}{more}",
         action.name()
     );
+    let verb = match action {
+        BulkAction::Retry(_) => "bulk retry:",
+        BulkAction::Cancel => "bulk cancel:",
+        BulkAction::Resolve(_) => "bulk resolve:",
+    };
+    let progress = Progress::lines(ctx.json, n as u64, verb, "jobs");
     let report = bulk::run(
         &inspector,
         action,
         &plan,
         &ctx.by,
         &reason,
-        |done, total| {
-            eprintln!("bulk {}: {done}/{total}", action.name());
+        |done, _total| {
+            progress.update(done as u64, &format!("by {}", ctx.by));
         },
     )
     .await
     .map_err(|e| ctx.fail(e))?;
+    progress.finish();
     if ctx.json {
         return print_json(&json!({
             "queue": queue, "action": action.name(), "matched": n, "done": report.done,
