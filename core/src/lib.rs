@@ -33,6 +33,7 @@ pub mod job_spec;
 pub mod lease;
 pub mod metrics;
 pub mod pipeline;
+pub mod pool;
 pub mod queue;
 pub mod record;
 pub mod schedule;
@@ -67,6 +68,7 @@ pub use pipeline::{
     queue_of, BoxFuture, CleanupContext, CleanupReason, Limiter, Pipeline, PipelineOptions,
     PipelineSpec, RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
+pub use pool::{cluster_seed_urls, is_cluster_url, Master, RedisConn, RedisPool};
 pub use queue::{
     check_group_name, connect_pool, escape_bytes, Dependency, EnqueueStatus, Enqueued,
     GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupStatus, GroupView, NewGroup,
