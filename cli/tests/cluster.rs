@@ -1,0 +1,156 @@
+//! The `leasehold` binary against a private 3-master Redis Cluster
+//! (`redis+cluster://` URL): `status` lists the queues of every shard,
+//! `show` finds a job wherever its queue lives, `events --follow` follows
+//! queues on several shards, and the dashboard's queues page and API show
+//! every queue; none of it meets CROSSSLOT.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use leasehold_core::{JobId, Queue, QueueConfig};
+use leasehold_testkit::RedisCluster;
+use serde_json::{json, Value};
+use support::binary::{command, run_cmd};
+use support::dashboard::{http, Dashboard};
+use support::jobs::{enqueue, job, lease_one, start};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Queues on the three masters' slots (3, 3 and 2 of them).
+const QUEUES: [&str; 8] = ["q0", "q1", "q2", "q4", "q5", "q3", "q8", "q9"];
+
+/// A client of `name` through the cluster.
+async fn queue(cluster: &RedisCluster, name: &str) -> Queue {
+    Queue::connect(&cluster.url(), name, QueueConfig::default())
+        .await
+        .expect("connect to the cluster")
+}
+
+/// One job per queue (the first one running), their ids by queue.
+async fn scene(cluster: &RedisCluster) -> Vec<(Queue, JobId)> {
+    let mut out = Vec::new();
+    for (i, name) in QUEUES.iter().enumerate() {
+        let q = queue(cluster, name).await;
+        let id = enqueue(&q, job("sync", i as u32)).await;
+        if i == 0 {
+            let lease = lease_one(&q, "w1", "sync", Duration::from_secs(60)).await;
+            start(&q, &lease).await;
+        }
+        out.push((q, id));
+    }
+    let owners: std::collections::BTreeSet<usize> = out
+        .iter()
+        .map(|(q, _)| cluster.owner_of_key(q.keys().base()))
+        .collect();
+    assert_eq!(owners.len(), 3, "the queues are on all three masters");
+    out
+}
+
+#[tokio::test]
+async fn status_show_and_events_see_every_shard() {
+    let cluster = RedisCluster::start(3, 0);
+    let jobs = scene(&cluster).await;
+    let url = cluster.url();
+
+    let v = run_cmd(command(&url, &["status", "--json"])).await.ok().json();
+    let listed: Vec<&str> = v
+        .as_array()
+        .expect("a list of queues")
+        .iter()
+        .map(|s| s["queue"].as_str().unwrap())
+        .collect();
+    let mut want = QUEUES.to_vec();
+    want.sort();
+    assert_eq!(listed, want, "{v}");
+    let running = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["queue"] == "q0")
+        .unwrap();
+    assert_eq!(running["counts"]["running"], 1, "{running}");
+
+    // a job found without naming its queue, on any shard
+    for (q, id) in &jobs {
+        let shown = run_cmd(command(&url, &["show", id.as_str(), "--json"]))
+            .await
+            .ok()
+            .json();
+        assert_eq!(shown["job"]["id"], id.as_str(), "{shown}");
+        assert_eq!(shown["job"]["queue"], q.name(), "{shown}");
+    }
+
+    // events of queues on three shards, followed by one process
+    let mut args = vec!["events", "--follow", "--json"];
+    for name in QUEUES {
+        args.extend(["--queue", name]);
+    }
+    let mut cmd = command(&url, &args);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn the follower");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("a line within 30 s")
+            .expect("read")
+            .expect("the follower is running");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    };
+    // first the recent history: every scene job's enqueue
+    let mut pending: std::collections::BTreeSet<String> =
+        jobs.iter().map(|(_, id)| id.to_string()).collect();
+    while !pending.is_empty() {
+        let e = next().await;
+        if e["op"] == json!("enqueue") {
+            pending.remove(e["job"].as_str().unwrap());
+        }
+    }
+    // then new events on every shard, as they happen
+    for (i, (q, _)) in jobs.iter().enumerate() {
+        pending.insert(enqueue(q, job("sync", 100 + i as u32)).await.to_string());
+    }
+    while !pending.is_empty() {
+        let e = next().await;
+        if e["op"] == json!("enqueue") {
+            pending.remove(e["job"].as_str().unwrap());
+        }
+    }
+    child.kill().await.expect("stop the follower");
+    assert_eq!(cluster.error_count("CROSSSLOT"), 0);
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_the_queues_of_every_shard() {
+    let cluster = RedisCluster::start(3, 0);
+    let jobs = scene(&cluster).await;
+    let dash = Dashboard::start(&cluster.url(), &[], None).await;
+    let c = http();
+    let r = c.get(dash.url("/api/queues")).send().await.expect("GET");
+    assert!(r.status().is_success(), "{r:?}");
+    let v: Value = r.json().await.expect("JSON");
+    let listed: Vec<&str> = v
+        .as_array()
+        .expect("a list of queues")
+        .iter()
+        .map(|s| s["queue"].as_str().unwrap())
+        .collect();
+    let mut want = QUEUES.to_vec();
+    want.sort();
+    assert_eq!(listed, want, "{v}");
+    let r = c.get(dash.url("/")).send().await.expect("GET /");
+    assert!(r.status().is_success(), "{r:?}");
+    let page = r.text().await.unwrap();
+    for name in QUEUES {
+        assert!(page.contains(name), "the queues page lacks {name}:\n{page}");
+    }
+    let (q, id) = &jobs[2];
+    let r = c
+        .get(dash.url(&format!("/jobs/{}/{}", q.name(), id.as_str())))
+        .send()
+        .await
+        .expect("GET a job page");
+    assert!(r.status().is_success(), "{r:?}");
+    assert_eq!(cluster.error_count("CROSSSLOT"), 0);
+}
