@@ -29,6 +29,7 @@ pub use schedules::{ScheduleInfo, TickEntry, TickReply, TickedWindow};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use deadpool_redis::redis::{self, RedisError, Value};
 
@@ -184,6 +185,27 @@ impl Queue {
             .timed(redis::cmd("PING").query_async(&mut conn))
             .await?;
         Ok(())
+    }
+
+    /// Waits until `replicas` replicas acknowledged every write this client
+    /// (and its siblings) sent so far, or `timeout` passed (`WAIT`); returns
+    /// how many did (on a cluster: the fewest over the masters). Replication
+    /// is asynchronous: a transition acknowledged by a master that dies before
+    /// its replica received it is lost in the failover. A producer that must
+    /// not lose an enqueue calls this after it and treats fewer replicas than
+    /// asked as "not yet safe" (re-enqueueing with the same input key is
+    /// idempotent). See docs/operations.md, "Redis Cluster".
+    pub async fn wait_for_replicas(&self, replicas: u32, timeout: Duration) -> Result<u64> {
+        let mut conn = self.shared_conn().await?;
+        let limit = timeout.saturating_add(self.config.response_timeout);
+        let wait = redis::cmd("WAIT")
+            .arg(replicas)
+            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
+            .to_owned();
+        match tokio::time::timeout(limit, wait.query_async::<u64>(&mut conn)).await {
+            Ok(acked) => Ok(acked?),
+            Err(_) => Err(Error::Timeout(limit)),
+        }
     }
 
     /// Loads the scripts into Redis: the function library (`FUNCTION LOAD`),
