@@ -151,3 +151,21 @@ async fn the_dashboard_shows_the_queues_of_every_shard() {
     assert!(r.status().is_success(), "{r:?}");
     assert_eq!(cluster.error_count("CROSSSLOT"), 0);
 }
+
+#[tokio::test]
+async fn a_server_url_of_a_cluster_node_says_to_use_a_cluster_url() {
+    let cluster = RedisCluster::start(3, 0);
+    let jobs = scene(&cluster).await;
+    let (q, _) = jobs
+        .iter()
+        .find(|(q, _)| cluster.owner_of_key(q.keys().base()) != 0)
+        .expect("a queue on another node than node 0");
+    let port = cluster.node(0).port().expect("a TCP node");
+    let run = run_cmd(command(
+        &format!("redis://127.0.0.1:{port}"),
+        &["status", "--queue", q.name()],
+    ))
+    .await;
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("redis+cluster://"), "{run:?}");
+}

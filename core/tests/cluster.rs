@@ -463,3 +463,51 @@ async fn a_killed_master_fails_over_to_its_replica_and_jobs_end_truthfully() {
         .unwrap();
     assert_eq!(cluster.error_count("CROSSSLOT"), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acl_user_in_the_url_is_used_on_every_node() {
+    let cluster = RedisCluster::start(3, 0);
+    for m in cluster.masters() {
+        let reply = cluster.node(m).cmd(&[
+            "ACL",
+            "SETUSER",
+            "app",
+            "on",
+            ">s3cret",
+            "~leasehold:*",
+            "resetchannels",
+            "+@all",
+            "-@dangerous",
+            "+cluster|slots",
+            "+cluster|shards",
+            "+cluster|nodes",
+            "+info",
+        ]);
+        assert!(matches!(reply, Value::Okay), "ACL SETUSER on {m}: {reply:?}");
+    }
+    let url = cluster.url().replace("redis+cluster://", "redis+cluster://app:s3cret@");
+    let client = Client::connect(&url, QueueConfig::default())
+        .await
+        .expect("a client as user app");
+    for i in 0..QUEUES.len() {
+        enqueue(&client, i, 1, 0).await;
+    }
+    let found = discover_queues(client.queue("q0").unwrap().pool(), &QueueConfig::default())
+        .await
+        .unwrap();
+    assert_eq!(found.len(), QUEUES.len());
+    for m in cluster.masters() {
+        let list = match cluster.node(m).cmd(&["CLIENT", "LIST"]) {
+            Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+            Value::VerbatimString { text, .. } => text,
+            other => panic!("CLIENT LIST answered {other:?}"),
+        };
+        assert!(list.contains("user=app"), "master {m} has no client as app: {list}");
+    }
+    // a wrong password is refused as such
+    let bad = cluster.url().replace("redis+cluster://", "redis+cluster://app:wrong@");
+    let err = Client::connect(&bad, QueueConfig::default())
+        .await
+        .expect_err("a wrong password");
+    assert!(err.is_auth_failure(), "{err}");
+}
