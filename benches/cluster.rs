@@ -276,7 +276,7 @@ fn fmt_u(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -291,7 +291,9 @@ fn failover_trial(rt: &tokio::runtime::Runtime, with_wait: bool) -> (usize, usiz
     let url = cluster.url();
     let acked: Arc<Mutex<Vec<(Instant, JobId)>>> = Arc::new(Mutex::new(Vec::new()));
     let running = Arc::new(AtomicBool::new(true));
-    let client = rt.block_on(Client::connect(&url, QueueConfig::default())).unwrap();
+    let client = rt
+        .block_on(Client::connect(&url, QueueConfig::default()))
+        .unwrap();
     let q = client.queue("lossy").unwrap();
     let mut producers = Vec::new();
     for p in 0..8u64 {
@@ -302,7 +304,13 @@ fn failover_trial(rt: &tokio::runtime::Runtime, with_wait: bool) -> (usize, usiz
             let mut k = 0u64;
             while running.load(Ordering::Relaxed) {
                 k += 1;
-                let job = NewJob::new("w1_0", &Input { n: p * 1_000_000 + k }).unwrap();
+                let job = NewJob::new(
+                    "w1_0",
+                    &Input {
+                        n: p * 1_000_000 + k,
+                    },
+                )
+                .unwrap();
                 let Ok(e) = q.enqueue(job).await else {
                     continue;
                 };

@@ -1469,7 +1469,10 @@ async fn scripts_agree_with_the_table_resource_released_when_stale() {
 async fn scripts_agree_with_the_table_on_a_cluster() {
     let cluster = RedisCluster::start(3, 0);
     let owner = cluster.owner_of_key(&format!("leasehold:{{{QUEUE}}}"));
-    assert_ne!(owner, 0, "queue {QUEUE} lives on another node than the first seed");
+    assert_ne!(
+        owner, 0,
+        "queue {QUEUE} lives on another node than the first seed"
+    );
     exhaustive_on(
         cluster.node(owner),
         &cluster.url(),

@@ -53,7 +53,10 @@ async fn status_show_and_events_see_every_shard() {
     let jobs = scene(&cluster).await;
     let url = cluster.url();
 
-    let v = run_cmd(command(&url, &["status", "--json"])).await.ok().json();
+    let v = run_cmd(command(&url, &["status", "--json"]))
+        .await
+        .ok()
+        .json();
     let listed: Vec<&str> = v
         .as_array()
         .expect("a list of queues")

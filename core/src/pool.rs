@@ -60,7 +60,7 @@ impl From<Pool> for RedisPool {
 /// opened on first use and opened again when opening failed.
 #[derive(Clone)]
 pub struct ClusterPool {
-    client: ClusterClient,
+    client: Arc<ClusterClient>,
     shared: Arc<tokio::sync::Mutex<Option<ClusterConnection>>>,
     connect_timeout: Duration,
     response_timeout: Duration,
@@ -225,7 +225,7 @@ pub fn connect_pool(url: &str, config: &QueueConfig) -> Result<RedisPool> {
             .build()
             .map_err(|e| Error::Pool(format!("cannot build a cluster client for {url}: {e}")))?;
         return Ok(RedisPool::Cluster(ClusterPool {
-            client,
+            client: Arc::new(client),
             shared: Arc::new(tokio::sync::Mutex::new(None)),
             connect_timeout: config.connect_timeout,
             response_timeout: reply_backstop,

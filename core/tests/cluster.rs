@@ -483,9 +483,14 @@ async fn an_acl_user_in_the_url_is_used_on_every_node() {
             "+cluster|nodes",
             "+info",
         ]);
-        assert!(matches!(reply, Value::Okay), "ACL SETUSER on {m}: {reply:?}");
+        assert!(
+            matches!(reply, Value::Okay),
+            "ACL SETUSER on {m}: {reply:?}"
+        );
     }
-    let url = cluster.url().replace("redis+cluster://", "redis+cluster://app:s3cret@");
+    let url = cluster
+        .url()
+        .replace("redis+cluster://", "redis+cluster://app:s3cret@");
     let client = Client::connect(&url, QueueConfig::default())
         .await
         .expect("a client as user app");
@@ -502,10 +507,15 @@ async fn an_acl_user_in_the_url_is_used_on_every_node() {
             Value::VerbatimString { text, .. } => text,
             other => panic!("CLIENT LIST answered {other:?}"),
         };
-        assert!(list.contains("user=app"), "master {m} has no client as app: {list}");
+        assert!(
+            list.contains("user=app"),
+            "master {m} has no client as app: {list}"
+        );
     }
     // a wrong password is refused as such
-    let bad = cluster.url().replace("redis+cluster://", "redis+cluster://app:wrong@");
+    let bad = cluster
+        .url()
+        .replace("redis+cluster://", "redis+cluster://app:wrong@");
     let err = Client::connect(&bad, QueueConfig::default())
         .await
         .expect_err("a wrong password");
