@@ -286,7 +286,11 @@ fn fmt_u(n: u64) -> String {
 
 /// One failover trial: acknowledged enqueues, how many the promoted replica
 /// lacks, and the acknowledgement rate just before the kill.
-fn failover_trial(rt: &tokio::runtime::Runtime, with_wait: bool) -> (usize, usize, f64) {
+/// With `kill`, the master is SIGKILLed before the replica takes over;
+/// without, the replica takes over while the old master still serves its
+/// clients (a split brain until the old master learns of the new epoch and
+/// becomes a replica, dropping what it acknowledged meanwhile).
+fn failover_trial(rt: &tokio::runtime::Runtime, with_wait: bool, kill: bool) -> (usize, usize, f64) {
     let mut cluster = RedisCluster::start(1, 1);
     let url = cluster.url();
     let acked: Arc<Mutex<Vec<(Instant, JobId)>>> = Arc::new(Mutex::new(Vec::new()));
@@ -330,8 +334,23 @@ fn failover_trial(rt: &tokio::runtime::Runtime, with_wait: bool) -> (usize, usiz
         std::thread::sleep(Duration::from_millis(50));
     }
     let killed_at = Instant::now();
-    cluster.kill(0);
+    if kill {
+        cluster.kill(0);
+    }
     cluster.take_over(1);
+    if !kill {
+        // until the old master is a replica of the new one
+        let started = Instant::now();
+        while !cluster.node(0).info("replication").contains("role:slave") {
+            assert!(started.elapsed() < Duration::from_secs(60), "node 0 stays a master");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // and has synced: what it acknowledged alone is gone
+        while !cluster.node(0).info("replication").contains("master_link_status:up") {
+            assert!(started.elapsed() < Duration::from_secs(60), "node 0 never syncs");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     running.store(false, Ordering::Relaxed);
     for p in producers {
         let _ = rt.block_on(p);
@@ -380,27 +399,33 @@ fn main() {
         "| masters | jobs | jobs/s | Redis CPU µs/job per shard | Redis commands/job per shard | script calls/job per shard | Redis CPU busy per shard |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let only_failover = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "failover");
     for shards in 1..=3 {
+        if only_failover {
+            break;
+        }
         eprintln!("shards: {shards} ...");
         run_shards(&rt, shards, n, &mut out);
     }
     let _ = writeln!(
         out,
-        "\n## Failover: acknowledged enqueues lost\n\n1 master + 1 replica, 8 producers, \
-         master SIGKILLed after 1.5 s, replica promoted with CLUSTER FAILOVER TAKEOVER.\n"
+        "\n## Failover: acknowledged enqueues lost\n\n1 master + 1 replica, 8 producers; after 1.5 s \
+         the master is SIGKILLed and the replica promoted with CLUSTER FAILOVER TAKEOVER \
+         (kill), or the replica takes over while the old master still serves (split brain).\n"
     );
     let _ = writeln!(
         out,
         "| mode | trial | acked before the kill | lost | ack rate before the kill (/s) | lost window (ms) |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|");
-    for with_wait in [false, true] {
+    for (kill, with_wait) in [(true, false), (true, true), (false, false), (false, true)] {
         for t in 1..=trials {
-            eprintln!("failover trial {t} (WAIT: {with_wait}) ...");
-            let (acked, lost, rate) = failover_trial(&rt, with_wait);
+            eprintln!("failover trial {t} (kill: {kill}, WAIT: {with_wait}) ...");
+            let (acked, lost, rate) = failover_trial(&rt, with_wait, kill);
             let _ = writeln!(
                 out,
-                "| {} | {t} | {acked} | {lost} | {rate:.0} | {:.1} |",
+                "| {}, {} | {t} | {acked} | {lost} | {rate:.0} | {:.1} |",
+                if kill { "kill" } else { "split brain" },
                 if with_wait {
                     "enqueue + WAIT 1 100"
                 } else {
