@@ -290,7 +290,11 @@ fn fmt_u(n: u64) -> String {
 /// without, the replica takes over while the old master still serves its
 /// clients (a split brain until the old master learns of the new epoch and
 /// becomes a replica, dropping what it acknowledged meanwhile).
-fn failover_trial(rt: &tokio::runtime::Runtime, with_wait: bool, kill: bool) -> (usize, usize, f64) {
+fn failover_trial(
+    rt: &tokio::runtime::Runtime,
+    with_wait: bool,
+    kill: bool,
+) -> (usize, usize, f64) {
     let mut cluster = RedisCluster::start(1, 1);
     let url = cluster.url();
     let acked: Arc<Mutex<Vec<(Instant, JobId)>>> = Arc::new(Mutex::new(Vec::new()));
@@ -342,12 +346,22 @@ fn failover_trial(rt: &tokio::runtime::Runtime, with_wait: bool, kill: bool) -> 
         // until the old master is a replica of the new one
         let started = Instant::now();
         while !cluster.node(0).info("replication").contains("role:slave") {
-            assert!(started.elapsed() < Duration::from_secs(60), "node 0 stays a master");
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "node 0 stays a master"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         // and has synced: what it acknowledged alone is gone
-        while !cluster.node(0).info("replication").contains("master_link_status:up") {
-            assert!(started.elapsed() < Duration::from_secs(60), "node 0 never syncs");
+        while !cluster
+            .node(0)
+            .info("replication")
+            .contains("master_link_status:up")
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "node 0 never syncs"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

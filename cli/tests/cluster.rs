@@ -172,3 +172,162 @@ async fn a_server_url_of_a_cluster_node_says_to_use_a_cluster_url() {
     assert_ne!(run.code, 0, "{run:?}");
     assert!(run.stderr.contains("redis+cluster://"), "{run:?}");
 }
+
+/// `rediss+cluster://` with an ACL user: three TLS masters (`--tls-cluster
+/// yes`: the cluster bus and the slot map over TLS too), a private CA given
+/// through `SSL_CERT_FILE`. Needs the `openssl` command to make the
+/// certificates; without it the test says so and passes.
+#[tokio::test]
+async fn tls_and_an_acl_user_on_a_cluster() {
+    if std::process::Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: the openssl command is not installed (apt-get install openssl)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_owned();
+    let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=leasehold test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "server.pem",
+    ]);
+    let (cert, key, ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
+    let tls_ports: Vec<u16> = (0..3)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        })
+        .collect();
+    let cluster = RedisCluster::start_with(3, 0, |i| {
+        [
+            "--tls-port",
+            &tls_ports[i].to_string(),
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "no",
+            "--tls-cluster",
+            "yes",
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect()
+    });
+    for m in 0..3 {
+        cluster.node(m).cmd(&[
+            "ACL", "SETUSER", "alice", "on", ">s3cret", "~*", "&*", "+@all",
+        ]);
+    }
+    let seeds: Vec<String> = tls_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let url = format!("rediss+cluster://alice:s3cret@{}", seeds.join(","));
+    let queues = ["q0", "q1", "q2"];
+    for (i, name) in queues.iter().enumerate() {
+        let input = format!("{{\"n\":{i}}}");
+        let args = [
+            "enqueue",
+            "sync",
+            "--unregistered",
+            "--queue",
+            name,
+            "--input",
+            &input,
+        ];
+        let mut cmd = command(&url, &args);
+        cmd.env("SSL_CERT_FILE", &ca);
+        run_cmd(cmd).await.ok();
+    }
+    let mut cmd = command(&url, &["status", "--json"]);
+    cmd.env("SSL_CERT_FILE", &ca);
+    let v = run_cmd(cmd).await.ok().json();
+    let listed: Vec<&str> = v
+        .as_array()
+        .expect("a list of queues")
+        .iter()
+        .map(|s| s["queue"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, queues, "{v}");
+    // the three queues are on three masters: each was reached over TLS
+    let owners: std::collections::BTreeSet<usize> = queues
+        .iter()
+        .map(|q| cluster.owner_of_key(&format!("leasehold:{{{q}}}")))
+        .collect();
+    assert_eq!(owners.len(), 3);
+    // a wrong password: authentication failed (6), the password not shown
+    let bad = format!("rediss+cluster://alice:wrong@{}", seeds.join(","));
+    let mut cmd = command(&bad, &["status"]);
+    cmd.env("SSL_CERT_FILE", &ca);
+    let run = run_cmd(cmd).await.code(6);
+    assert!(!run.stderr.contains(":wrong@"), "{run:?}");
+    // an untrusted server certificate is refused
+    let mut cmd = command(&url, &["status"]);
+    cmd.env("SSL_CERT_FILE", &cert);
+    let run = run_cmd(cmd).await;
+    assert_ne!(run.code, 0, "{run:?}");
+}

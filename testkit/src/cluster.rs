@@ -61,13 +61,27 @@ impl RedisCluster {
     /// If a node cannot be started or the cluster does not form in time.
     #[track_caller]
     pub fn start(masters: usize, replicas: usize) -> RedisCluster {
+        Self::start_with(masters, replicas, |_| Vec::new())
+    }
+
+    /// Like [`RedisCluster::start`], with extra `redis-server` arguments for
+    /// node `i` (in node order: masters, then replicas), e.g. a `--tls-port`
+    /// of its own and `--tls-cluster yes`. The kit itself keeps talking to
+    /// every node on its plain TCP port.
+    #[track_caller]
+    pub fn start_with(
+        masters: usize,
+        replicas: usize,
+        extra: impl Fn(usize) -> Vec<String>,
+    ) -> RedisCluster {
         assert!(masters >= 1, "a cluster needs at least one master");
         let total = masters * (1 + replicas);
         let mut nodes = Vec::with_capacity(total);
-        for _ in 0..total {
+        for i in 0..total {
             let bus = free_tcp_port();
             let bus_arg = bus.to_string();
-            let server = RedisServer::start_tcp_with(&[
+            let extra = extra(i);
+            let mut args = vec![
                 "--cluster-enabled",
                 "yes",
                 "--cluster-config-file",
@@ -76,7 +90,9 @@ impl RedisCluster {
                 &bus_arg,
                 "--cluster-node-timeout",
                 NODE_TIMEOUT_MS,
-            ]);
+            ];
+            args.extend(extra.iter().map(String::as_str));
+            let server = RedisServer::start_tcp_with(&args);
             let port = server
                 .port()
                 .unwrap_or_else(|| panic!("a TCP node has a port"));
