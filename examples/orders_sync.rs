@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::{
-    pipeline, CleanupContext, Client, EventFollower, GroupStatus, JobId, JobState, NewGroup,
-    NewJob, Queue, QueueConfig, StepContext, StepError, Worker,
+    pipeline, CleanupContext, Client, EventFollower, GroupStatus, JobId, JobState, NewGroup, Queue,
+    QueueConfig, StepContext, StepError, Worker,
 };
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
@@ -379,14 +379,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // once every window SUCCEEDED (a name per run, so a reused Redis works too)
     let group = format!("orders-2026-05-06-{}", std::process::id());
     let daily = JobId::new();
-    let completion = NewJob::new(
-        "daily_aggregate",
-        &Day {
-            day: "2026-05-06".into(),
-            group: group.clone(),
-        },
-    )?
-    .max_attempts(2)
+    // built like any job of its pipeline (its max attempts, flow gates)
+    let completion = leasehold::job_for::<DailyAggregate>(&Day {
+        day: "2026-05-06".into(),
+        group: group.clone(),
+    })?
     .id(daily.clone());
     queue
         .create_group(&NewGroup::new(&group).completion(completion), "demo")

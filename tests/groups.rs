@@ -5,18 +5,24 @@
 //! an all-succeeded group (and a retry unblocking it), a STALE child holding
 //! it, an automatic retry counted once, cancelling a group mid-run, and
 //! dependents that wait out of the ready sets (chain, diamond, a failed
-//! parent, parents that must exist).
+//! parent, parents that must exist); every move of a child counted in its
+//! state (lease, prefetch, start, release, sweep, retries), the group's keys
+//! deleted with its children by retention, a quarantined child, the
+//! completion job under its pipeline's flow gates, jobs that exist joining a
+//! group, job ids spelled like refusal codes, cycles refused, and a large
+//! group cancelled and retried a batch per call.
 
 mod support;
 
 use std::time::Duration;
 
 use leasehold::{
-    AttemptError, Dependency, Error, GroupPolicy, GroupStatus, JobId, JobState, NewGroup, Outcome,
-    ParentFailure, Queue, RetryMode,
+    pipeline, AttemptError, Dependency, EnqueueStatus, Error, GroupPolicy, GroupStatus, JobId,
+    JobState, NewGroup, Outcome, ParentFailure, Queue, QueueConfig, Retention, RetryMode,
+    StepContext, StepError,
 };
 use leasehold_testkit::RedisServer;
-use support::{connect, enqueue, force_expire, get, job, lease_one, read, TTL};
+use support::{connect, enqueue, force_expire, get, group_count_errors, job, lease_one, read, TTL};
 
 fn failed(retryable: bool) -> Outcome {
     Outcome::Failed {
@@ -349,4 +355,543 @@ async fn a_job_may_depend_on_a_whole_group() {
     run_one(&q, "win", Outcome::Succeeded).await;
     assert_eq!(ready(&srv, &q, "agg"), vec![after.to_string()]);
     let _ = TTL;
+}
+
+/// Asserts group `g`'s counts per state are exact (each child once, in the
+/// state it is in) and returns the group.
+async fn exact(srv: &RedisServer, q: &Queue, g: &str) -> leasehold::GroupInfo {
+    let errors = group_count_errors(srv, q, g);
+    assert!(errors.is_empty(), "group {g}: {errors:?}");
+    let info = q.group(g).await.unwrap().unwrap();
+    assert_eq!(info.counted(), info.total);
+    info
+}
+
+#[tokio::test]
+async fn every_move_of_a_child_is_counted_in_its_state_and_the_counts_always_sum_to_the_total() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "g").await;
+    q.create_group(&NewGroup::new("m"), "t").await.unwrap();
+    for n in 0..5 {
+        enqueue(&q, job("win", n).group("m").max_attempts(2)).await;
+    }
+    // a plain job of the same pipeline is not counted anywhere
+    enqueue(&q, job("win", 99)).await;
+    let info = exact(&srv, &q, "m").await;
+    assert_eq!((info.total, info.queued), (5, 5));
+    // prefetch: several leased in one call
+    let mut leases = q.lease("w1", &["win"], 3, TTL).await.unwrap().leases;
+    let info = exact(&srv, &q, "m").await;
+    assert_eq!((info.queued, info.leased), (2, 3));
+    let a = leases.pop().unwrap();
+    let b = leases.pop().unwrap();
+    let c = leases.pop().unwrap();
+    q.start(&a, "only").await.unwrap();
+    assert_eq!(exact(&srv, &q, "m").await.running, 1);
+    // handed back unstarted
+    q.release(&b).await.unwrap();
+    let info = exact(&srv, &q, "m").await;
+    assert_eq!((info.queued, info.leased, info.running), (3, 1, 1));
+    // an automatic retry: QUEUED again, not FAILED
+    q.finish(&a, &failed(true)).await.unwrap();
+    let info = exact(&srv, &q, "m").await;
+    assert_eq!((info.queued, info.running, info.failed), (4, 0, 0));
+    // a lease that expires before its start is swept back to QUEUED
+    force_expire(&srv, &q, &c.job);
+    q.sweep(10).await.unwrap();
+    assert_eq!(exact(&srv, &q, "m").await.queued, 5);
+    // one RUNNING when its lease expires goes STALE; an operator's retry is QUEUED
+    let d = lease_one(&q, "w1", "win").await;
+    q.start(&d, "only").await.unwrap();
+    force_expire(&srv, &q, &d.job);
+    q.sweep(10).await.unwrap();
+    assert_eq!(exact(&srv, &q, "m").await.stale, 1);
+    q.retry(&d.job, RetryMode::Resume, "op", "checked")
+        .await
+        .unwrap();
+    assert_eq!(exact(&srv, &q, "m").await.queued, 5);
+    // a cancel of a QUEUED child, a cancel honoured by a LEASED one at start
+    let e = lease_one(&q, "w1", "win").await;
+    q.cancel(&e.job, "not needed", "op").await.unwrap();
+    assert_eq!(exact(&srv, &q, "m").await.leased, 1);
+    q.start(&e, "only").await.unwrap();
+    let info = exact(&srv, &q, "m").await;
+    assert_eq!((info.cancelled, info.leased, info.queued), (1, 0, 4));
+    // the rest run to their end: each counted once, by its final attempt
+    q.seal_group("m", "t").await.unwrap();
+    let mut ended = 0;
+    while ended < 6 {
+        let l = q.lease("w1", &["win"], 1, TTL).await.unwrap().leases;
+        let Some(l) = l.into_iter().next() else { break };
+        q.start(&l, "only").await.unwrap();
+        q.finish(&l, &Outcome::Succeeded).await.unwrap();
+        exact(&srv, &q, "m").await;
+        ended += 1;
+    }
+    let info = exact(&srv, &q, "m").await;
+    assert_eq!(
+        (info.succeeded, info.cancelled, info.status),
+        (4, 1, GroupStatus::Blocked)
+    );
+}
+
+#[tokio::test]
+async fn retention_deletes_a_settled_groups_keys_with_its_children_and_its_completion_job() {
+    let srv = RedisServer::start();
+    let config = QueueConfig {
+        retention: Retention {
+            keep_count: 0,
+            keep_age: Duration::from_millis(1),
+        },
+        ..QueueConfig::default()
+    };
+    let q = Queue::connect(&srv.url(), "g", config).await.unwrap();
+    let done = JobId::new();
+    q.create_group(
+        &NewGroup::new("r").completion(job("agg", 0).id(done.clone())),
+        "t",
+    )
+    .await
+    .unwrap();
+    let kept = q.create_group(&NewGroup::new("open"), "t").await.unwrap();
+    assert!(kept);
+    for n in 0..3 {
+        enqueue(&q, job("win", n).group("r")).await;
+    }
+    q.seal_group("r", "t").await.unwrap();
+    for _ in 0..3 {
+        run_one(&q, "win", Outcome::Succeeded).await;
+    }
+    // the children are purged (settle and purge delete terminal jobs beyond
+    // the policy); the group waits for its completion job
+    support::eventually("the children purged", || async {
+        q.purge(100).await.unwrap();
+        let info = q.group("r").await.unwrap()?;
+        (info.purged == 3).then_some(())
+    })
+    .await;
+    assert_eq!(
+        q.group("r").await.unwrap().unwrap().status,
+        GroupStatus::Completed
+    );
+    run_one(&q, "agg", Outcome::Succeeded).await;
+    support::eventually("the group deleted", || async {
+        q.purge(100).await.unwrap();
+        q.group("r").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let left: Vec<String> = get(&srv, &["KEYS", "*group*"]);
+    let left: Vec<&String> = left.iter().filter(|k| !k.contains(":group:open")).collect();
+    // the index of groups is kept while a group is in it (`open` is)
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].ends_with(":groups"), "{left:?}");
+    let names: Vec<String> = get(&srv, &["ZRANGE", left[0], "0", "-1"]);
+    assert_eq!(names, vec!["open".to_owned()]);
+    assert_eq!(q.groups().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_quarantined_child_is_counted_and_named_and_its_repair_moves_the_group_on() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "g").await;
+    let done = JobId::new();
+    q.create_group(
+        &NewGroup::new("qg").completion(job("agg", 0).id(done.clone())),
+        "t",
+    )
+    .await
+    .unwrap();
+    let bad = enqueue(&q, job("win", 1).group("qg")).await;
+    let good = enqueue(&q, job("win", 2).group("qg")).await;
+    let gone = enqueue(&q, job("win", 3).group("qg")).await;
+    q.seal_group("qg", "t").await.unwrap();
+    // one child's attempt number is corrupted, another's key is overwritten
+    let jk = q.keys().job(bad.as_str());
+    let _: i64 = get(&srv, &["HSET", &jk, "attempt", "x"]);
+    let _: String = get(&srv, &["SET", &q.keys().job(gone.as_str()), "oops"]);
+    let leased = q.lease("w1", &["win"], 3, TTL).await.unwrap().leases;
+    assert_eq!(leased.len(), 1);
+    assert_eq!(leased[0].job, good);
+    q.start(&leased[0], "only").await.unwrap();
+    q.finish(&leased[0], &Outcome::Succeeded).await.unwrap();
+    let view = q.group_view("qg").await.unwrap().unwrap();
+    assert_eq!(
+        (view.info.quarantined, view.info.succeeded, view.info.status),
+        (2, 1, GroupStatus::Blocked),
+        "the group does not wait for them forever"
+    );
+    let why = view.why().unwrap();
+    assert!(
+        why.contains(bad.as_str()) && why.contains(gone.as_str()) && why.contains("quarantine"),
+        "{why}"
+    );
+    exact(&srv, &q, "qg").await;
+    // a quarantined job cannot join another group
+    q.create_group(&NewGroup::new("later"), "t").await.unwrap();
+    let err = q
+        .enqueue(job("win", 1).id(bad.clone()).group("later"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::CannotJoinGroup { reason, .. } if reason.contains("quarantine")),
+        "{err}"
+    );
+    // the overwritten one is purged: the group keeps it as not succeeded
+    q.purge_quarantined(&gone, "op").await.unwrap();
+    let info = q.group("qg").await.unwrap().unwrap();
+    assert_eq!((info.quarantined, info.purged), (2, 1));
+    // the other is repaired: QUEUED again, the group is open for it, and it completes
+    let _: i64 = get(&srv, &["HSET", &jk, "attempt", "1"]);
+    q.repair_quarantined(&bad, "op").await.unwrap();
+    let info = q.group("qg").await.unwrap().unwrap();
+    assert_eq!(
+        (info.quarantined, info.queued, info.status),
+        (1, 1, GroupStatus::Sealed)
+    );
+    assert_eq!(run_one(&q, "win", Outcome::Succeeded).await, bad);
+    let info = q.group("qg").await.unwrap().unwrap();
+    assert_eq!(
+        (info.succeeded, info.quarantined, info.status),
+        (2, 1, GroupStatus::Blocked)
+    );
+    // with all_terminal the same group would have completed: a quarantined child is an end
+    q.create_group(
+        &NewGroup::new("qt")
+            .policy(GroupPolicy::AllTerminal)
+            .completion(job("agg", 1).id(JobId::new())),
+        "t",
+    )
+    .await
+    .unwrap();
+    let lone = enqueue(&q, job("win", 7).group("qt")).await;
+    q.seal_group("qt", "t").await.unwrap();
+    let _: String = get(&srv, &["SET", &q.keys().job(lone.as_str()), "oops"]);
+    assert!(q
+        .lease("w1", &["win"], 1, TTL)
+        .await
+        .unwrap()
+        .leases
+        .is_empty());
+    let info = q.group("qt").await.unwrap().unwrap();
+    assert_eq!(
+        (info.status, info.outcome, info.fired),
+        (GroupStatus::Completed, Some(JobState::Failed), true)
+    );
+}
+
+/// A completion pipeline under flow control: at most one of its jobs runs.
+struct LimitedAgg;
+
+#[pipeline(name = "limited_agg", queue = "g", max_attempts = 3, max_running = 1)]
+impl LimitedAgg {
+    #[step]
+    async fn run(&self, _ctx: &StepContext, _input: &serde_json::Value) -> Result<(), StepError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_completion_job_carries_its_pipelines_flow_gates_and_policies() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "g").await;
+    let done = JobId::new();
+    let completion = leasehold::job_for::<LimitedAgg>(&serde_json::json!({"day": 1}))
+        .unwrap()
+        .id(done.clone());
+    q.create_group(&NewGroup::new("f").completion(completion), "t")
+        .await
+        .unwrap();
+    enqueue(&q, job("win", 1).group("f")).await;
+    q.seal_group("f", "t").await.unwrap();
+    run_one(&q, "win", Outcome::Succeeded).await;
+    let fields: Vec<Option<String>> = get(
+        &srv,
+        &[
+            "HMGET",
+            &q.keys().job(done.as_str()),
+            "flow",
+            "max_attempts",
+            "state",
+        ],
+    );
+    assert_eq!(
+        fields,
+        vec![
+            Some("running:1:limited_agg".to_owned()),
+            Some("3".to_owned()),
+            Some("QUEUED".to_owned())
+        ]
+    );
+    // and the gate holds when it is leased
+    let l = lease_one(&q, "w1", "limited_agg").await;
+    let holders: Vec<String> = get(
+        &srv,
+        &[
+            "ZRANGE",
+            &format!("{}:running:limited_agg", q.keys().base()),
+            "0",
+            "-1",
+        ],
+    );
+    assert_eq!(holders, vec![l.job.to_string()]);
+}
+
+#[tokio::test]
+async fn a_job_that_exists_joins_the_group_it_is_enqueued_into_or_is_refused_with_a_reason() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "g").await;
+    q.create_group(&NewGroup::new("j"), "t").await.unwrap();
+    q.create_group(&NewGroup::new("other"), "t").await.unwrap();
+    // a job enqueued before the group, by id: the same enqueue into the group adds it
+    let early = JobId::new();
+    enqueue(&q, job("win", 1).id(early.clone())).await;
+    let e = q
+        .enqueue(job("win", 1).id(early.clone()).group("j"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (e.status, e.id.clone()),
+        (EnqueueStatus::Existing, early.clone())
+    );
+    // an idempotent repeat does not count it twice
+    q.enqueue(job("win", 1).id(early.clone()).group("j"))
+        .await
+        .unwrap();
+    let info = exact(&srv, &q, "j").await;
+    assert_eq!((info.total, info.queued), (1, 1));
+    // a window that already loaded (its input key's job SUCCEEDED) joins as SUCCEEDED
+    let loaded = enqueue(&q, job("win", 2).input_key("day-1/h00")).await;
+    assert_eq!(run_one(&q, "win", Outcome::Succeeded).await, early);
+    assert_eq!(run_one(&q, "win", Outcome::Succeeded).await, loaded);
+    let e = q
+        .enqueue(job("win", 2).input_key("day-1/h00").group("j"))
+        .await
+        .unwrap();
+    assert_eq!((e.status, e.id), (EnqueueStatus::Succeeded, loaded.clone()));
+    let info = exact(&srv, &q, "j").await;
+    assert_eq!((info.total, info.succeeded), (2, 2));
+    // a child of another group is refused, and nothing is written
+    let theirs = enqueue(&q, job("win", 3).group("other")).await;
+    let err = q
+        .enqueue(job("win", 3).id(theirs.clone()).group("j"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::CannotJoinGroup { job, group, reason }
+            if *job == theirs.to_string() && group == "j" && reason.contains("other")),
+        "{err}"
+    );
+    assert_eq!(q.group("j").await.unwrap().unwrap().total, 2);
+    // once it SUCCEEDED it is counted too (it never moves again)
+    assert_eq!(run_one(&q, "win", Outcome::Succeeded).await, theirs);
+    let e = q
+        .enqueue(job("win", 3).id(theirs.clone()).group("j"))
+        .await
+        .unwrap();
+    assert_eq!(e.status, EnqueueStatus::Existing);
+    let info = exact(&srv, &q, "j").await;
+    assert_eq!((info.total, info.succeeded, info.purged), (3, 3, 0));
+    let also: Option<String> = get(
+        &srv,
+        &["HGET", &q.keys().job(theirs.as_str()), "also_groups"],
+    );
+    assert_eq!(also.as_deref(), Some("j"));
+    assert_eq!(q.group("other").await.unwrap().unwrap().succeeded, 1);
+    // the group completes with them
+    q.seal_group("j", "t").await.unwrap();
+    assert_eq!(
+        q.group("j").await.unwrap().unwrap().status,
+        GroupStatus::Completed
+    );
+    // retention tells both groups of the job they share
+    let purging = Queue::connect(
+        &srv.url(),
+        "g",
+        QueueConfig {
+            retention: Retention {
+                keep_count: 0,
+                keep_age: Duration::from_millis(1),
+            },
+            ..QueueConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    purging.purge(100).await.unwrap();
+    assert!(q.job(&theirs).await.unwrap().is_none());
+    assert!(
+        q.group("j").await.unwrap().is_none(),
+        "settled and every child deleted"
+    );
+    assert_eq!(q.group("other").await.unwrap().unwrap().purged, 1);
+}
+
+#[tokio::test]
+async fn a_cycle_through_a_group_cannot_be_built() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "g").await;
+    q.create_group(&NewGroup::new("cy"), "t").await.unwrap();
+    enqueue(&q, job("win", 1).group("cy")).await;
+    // y waits for the open group
+    let y = enqueue(&q, job("agg", 1).depends_on(Dependency::Group("cy".into()))).await;
+    // x would join the group and wait for y: cy -> x -> y -> cy
+    let err = q
+        .enqueue(job("win", 2).group("cy").depends_on(&y))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::GroupCycle { group, .. } if group == "cy"),
+        "{err}"
+    );
+    // a child waiting for its own group
+    q.create_group(&NewGroup::new("self"), "t").await.unwrap();
+    let err = q
+        .enqueue(
+            job("win", 3)
+                .group("self")
+                .depends_on(Dependency::Group("self".into())),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::GroupCycle { .. }), "{err}");
+    // y itself (it waits for the group) joining the group
+    let err = q
+        .enqueue(job("agg", 1).id(y.clone()).group("cy"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::GroupCycle { .. }), "{err}");
+    assert_eq!(q.group("cy").await.unwrap().unwrap().total, 1);
+    // children without parents still join; a job with parents joins a group without dependents
+    enqueue(&q, job("win", 4).group("cy")).await;
+    q.create_group(&NewGroup::new("free"), "t").await.unwrap();
+    enqueue(&q, job("win", 5).group("free").depends_on(&y)).await;
+}
+
+#[tokio::test]
+async fn job_ids_spelled_like_refusal_codes_are_jobs() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "g").await;
+    q.create_group(&NewGroup::new("h"), "t").await.unwrap();
+    let parent = enqueue(&q, job("win", 0)).await;
+    for (n, name) in [
+        "GROUP_SEALED",
+        "GROUP_NOT_FOUND",
+        "PARENT_NOT_FOUND",
+        "PARENT_ENDED",
+        "BAD_LINKS",
+        "CYCLE",
+        "CANNOT_JOIN",
+        "refused",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = JobId::parse(name).unwrap();
+        let e = q
+            .enqueue(job("win", n as u64 + 1).id(id.clone()).group("h"))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((e.id, e.status), (id.clone(), EnqueueStatus::Created));
+        // and as the answer of an existing job
+        let e = q
+            .enqueue(
+                job("win", n as u64 + 1)
+                    .id(id.clone())
+                    .group("h")
+                    .depends_on(&parent),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{name} again: {e}"));
+        assert_eq!(e.status, EnqueueStatus::Existing);
+    }
+    assert_eq!(q.group("h").await.unwrap().unwrap().total, 8);
+    // a real refusal is still one
+    q.seal_group("h", "t").await.unwrap();
+    assert!(matches!(
+        q.enqueue(job("win", 50).group("h")).await,
+        Err(Error::GroupClosed { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_large_group_is_cancelled_and_retried_a_batch_per_call_and_says_so_midway() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "g").await;
+    // retry: 450 cancelled children retried in batches
+    q.create_group(&NewGroup::new("big"), "t").await.unwrap();
+    let jobs: Vec<_> = (0..450).map(|n| job("win", n).group("big")).collect();
+    let ids: Vec<JobId> = q
+        .enqueue_bulk(jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    q.seal_group("big", "t").await.unwrap();
+    for id in &ids {
+        q.cancel(id, "wrong day", "op").await.unwrap();
+    }
+    assert_eq!(exact(&srv, &q, "big").await.status, GroupStatus::Blocked);
+    // one batch, then the caller stops (a crash): the group says a retry is under way
+    let step = q
+        .retry_group_batch("big", RetryMode::FromStart, "op", "right day", 200)
+        .await
+        .unwrap();
+    assert_eq!((step.retried.len(), step.done), (200, false));
+    let view = q.group_view("big").await.unwrap().unwrap();
+    assert_eq!(view.info.retry_next, Some(200));
+    assert!(view.why().unwrap().contains("retry under way: 200 of 450"));
+    let info = exact(&srv, &q, "big").await;
+    assert_eq!((info.queued, info.cancelled), (200, 250));
+    // again: it goes on from the cursor
+    let (retried, refused) = q
+        .retry_group("big", RetryMode::FromStart, "op", "right day")
+        .await
+        .unwrap();
+    assert_eq!((retried.len(), refused.len()), (250, 0));
+    let info = exact(&srv, &q, "big").await;
+    assert_eq!(
+        (info.queued, info.retry_next, info.status),
+        (450, None, GroupStatus::Sealed)
+    );
+    let retries = support::events(&srv, &q)
+        .iter()
+        .filter(|e| e.get("op").map(String::as_str) == Some("retry"))
+        .count();
+    assert_eq!(retries, 450, "one retry event per child, none twice");
+
+    // cancel: a running child, then the caller stops after one batch
+    let running = lease_one(&q, "w1", "win").await;
+    q.start(&running, "only").await.unwrap();
+    let (step, finished) = q
+        .cancel_group_batch("big", "abandoned", "op", 200)
+        .await
+        .unwrap();
+    assert!(!finished);
+    assert_eq!(step.cancelled + step.requested, 200);
+    let view = q.group_view("big").await.unwrap().unwrap();
+    assert_eq!(view.info.status, GroupStatus::Cancelled);
+    assert!(view.why().unwrap().contains("cancel under way: 200 of 450"));
+    assert!(
+        matches!(
+            q.enqueue(job("win", 999).group("big")).await,
+            Err(Error::GroupClosed { .. })
+        ),
+        "a cancelled group takes no children even midway"
+    );
+    let report = q.cancel_group("big", "abandoned", "op").await.unwrap();
+    assert_eq!(
+        step.cancelled + step.requested + report.cancelled + report.requested,
+        450
+    );
+    assert_eq!(step.requested + report.requested, 1);
+    let info = exact(&srv, &q, "big").await;
+    assert_eq!(
+        (info.cancelled, info.running, info.cancel_next),
+        (449, 1, None)
+    );
+    assert!(read(&q, &running.job).await.cancel.is_some());
+    // a second cancel finds nothing left to do
+    let again = q.cancel_group("big", "abandoned", "op").await.unwrap();
+    assert_eq!((again.cancelled, again.requested), (0, 0));
 }

@@ -3,7 +3,8 @@
 //! `LEASEHOLD_TEST_WORKER_URL` is set), so a worker can be killed with
 //! SIGKILL mid-run. A 1,000-child group whose worker is killed fires its
 //! completion job exactly once (after the children the kill left STALE are
-//! retried); a chain A -> B -> C across three pipelines and a diamond
+//! retried), its counts per state exact at every point checked (each child
+//! once, in the state it is in: sum == total); a chain A -> B -> C across three pipelines and a diamond
 //! A -> B, A -> C, B + C -> D run in dependency order.
 
 mod support;
@@ -18,7 +19,7 @@ use leasehold::{
 };
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
-use support::{eventually, get};
+use support::{eventually, get, group_count_errors};
 
 /// The environment variable that makes this binary a worker process.
 const ROLE: &str = "LEASEHOLD_TEST_WORKER_URL";
@@ -247,9 +248,18 @@ async fn a_thousand_child_group_fires_its_completion_exactly_once_through_a_kill
     q.enqueue_bulk(jobs).await.unwrap();
     q.seal_group("big", "test").await.unwrap();
 
+    // the counts per state are checked against the children's states (in one
+    // script run) at every poll, before, during and after the kill
+    let checks = std::sync::atomic::AtomicUsize::new(0);
+    let exact = || {
+        let errors = group_count_errors(&srv, &q, "big");
+        assert!(errors.is_empty(), "counts per state: {errors:?}");
+        checks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
     let doomed = WorkerProcess::start(&srv.url());
     let _other = WorkerProcess::start(&srv.url());
     until("300 children succeeded", || async {
+        exact();
         q.group("big").await.unwrap().unwrap().succeeded >= 300
     })
     .await;
@@ -260,7 +270,9 @@ async fn a_thousand_child_group_fires_its_completion_exactly_once_through_a_kill
     // hold the group open, and say so, until an operator retries them
     let retried = std::sync::atomic::AtomicUsize::new(0);
     until("the group completed", || async {
+        exact();
         let view = q.group_view("big").await.unwrap().unwrap();
+        assert_eq!(view.info.counted(), 1000);
         if view.info.status == GroupStatus::Completed {
             return true;
         }
@@ -305,7 +317,9 @@ async fn a_thousand_child_group_fires_its_completion_exactly_once_through_a_kill
         })
         .count();
     assert_eq!(fired, 1, "the completion job was enqueued once");
-    eprintln!("children retried after the kill: {retried:?}");
+    exact();
+    eprintln!("children retried after the kill: {retried:?}; count checks: {checks:?}");
+    assert!(checks.load(std::sync::atomic::Ordering::Relaxed) >= 10);
 }
 
 /// The order the steps ran in, each as `<pipeline> <n>`.

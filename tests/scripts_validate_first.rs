@@ -930,3 +930,87 @@ async fn schedule_register_and_state_refuse_every_malformed_argument_before_writ
     })
     .await;
 }
+
+/// The key of group `g` of `q`.
+fn group_key(q: &Queue, g: &str) -> String {
+    format!("{}:group:{g}", q.keys().base())
+}
+
+#[tokio::test]
+async fn group_scripts_refuse_every_malformed_argument_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    // group_create: the completion job's flow gates and resource are checked too
+    let mut cases = common_cases();
+    add(&mut cases, 4, &["", "a b", "other"], Refused); // name (and its key)
+    add(&mut cases, 6, &["", "all"], Refused); // policy
+    add(&mut cases, 10, &["x", "256"], Refused); // completion priority
+    add(&mut cases, 11, &NOT_POSITIVE, Refused); // completion max attempts
+    add(&mut cases, 12, &["", "keep"], Refused); // completion stale lock
+    add(&mut cases, 14, &["x", "slots:0:r", "running:2"], Refused); // completion flow
+    add(&mut cases, 14, &["running:1:agg"], Accepted);
+    add(&mut cases, 15, &["a b", "{x}"], Refused); // completion resource
+    add(&mut cases, 13, &ODD_TEXT, Accepted); // who
+    run_cases(&srv, "group_create", &cases, || async {
+        let keys = [group_key(&q, "g"), format!("{}:groups", q.keys().base())];
+        let id = JobId::new().to_string();
+        let gid = JobId::new().to_string();
+        let args = [
+            "g",
+            gid.as_str(),
+            "all_succeeded",
+            id.as_str(),
+            "agg",
+            "{}",
+            "0",
+            "2",
+            "hold",
+            "ops",
+            "",
+            "day:1",
+        ];
+        call(&q, &keys, &args)
+    })
+    .await;
+
+    // group_cancel and group_retry, on a sealed group with two children
+    let setup = |cancelled: bool| {
+        let q = q.clone();
+        async move {
+            q.create_group(&leasehold::NewGroup::new("g"), "t")
+                .await
+                .unwrap();
+            for n in 0..2 {
+                let id = enqueue(&q, job("p", n).group("g")).await;
+                if cancelled {
+                    q.cancel(&id, "x", "t").await.unwrap();
+                }
+            }
+            q.seal_group("g", "t").await.unwrap();
+        }
+    };
+    let mut cases = common_cases();
+    add(&mut cases, 4, &["", "a b", "other"], Refused); // name (and its key)
+    add(&mut cases, 5, &[""], Refused); // reason
+    add(&mut cases, 7, &NOT_POSITIVE, Refused); // batch
+    add(&mut cases, 6, &ODD_TEXT, Accepted); // who
+    run_cases(&srv, "group_cancel", &cases, || async {
+        setup(false).await;
+        call(&q, &[group_key(&q, "g")], &["g", "wrong day", "ops", "200"])
+    })
+    .await;
+    let mut cases = common_cases();
+    add(&mut cases, 4, &["", "a b", "other"], Refused); // name (and its key)
+    add(&mut cases, 5, &["", "resum"], Refused); // mode
+    add(&mut cases, 8, &NOT_POSITIVE, Refused); // batch
+    add(&mut cases, 7, &ODD_TEXT, Accepted); // reason
+    run_cases(&srv, "group_retry", &cases, || async {
+        setup(true).await;
+        call(
+            &q,
+            &[group_key(&q, "g")],
+            &["g", "start", "ops", "fixed", "200"],
+        )
+    })
+    .await;
+}

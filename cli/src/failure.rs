@@ -79,6 +79,8 @@ pub(crate) fn is_refusal(e: &Error) -> bool {
             | Error::InputKeyTaken { .. }
             | Error::GroupClosed { .. }
             | Error::ParentEnded { .. }
+            | Error::GroupCycle { .. }
+            | Error::CannotJoinGroup { .. }
     )
 }
 

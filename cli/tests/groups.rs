@@ -125,6 +125,42 @@ async fn a_backfill_group_with_a_completion_job_from_the_command_line() {
     assert_eq!(agg.pipeline, "aggregate");
     assert_eq!(agg.input, json!({"day": "2026-05-06"}));
     assert_eq!(agg.state, JobState::Queued);
+
+    // the same range again, into a new group: the windows that loaded join it as SUCCEEDED
+    let run = cli(
+        &srv,
+        &[
+            "enqueue",
+            "load",
+            "--unregistered",
+            "--queue",
+            "orders",
+            "--input-template",
+            r#"{"from":"{from}"}"#,
+            "--input-key-template",
+            "load:{from}",
+            "--from",
+            "2026-05-06T00:00:00Z",
+            "--to",
+            "2026-05-06T04:00:00Z",
+            "--step",
+            "1h",
+            "--group",
+            "day-0506-again",
+        ],
+    )
+    .await
+    .ok();
+    assert!(
+        run.stdout
+            .contains("4 of them existed already and are children of group day-0506-again"),
+        "{run:?}"
+    );
+    cli(&srv, &["groups"]).await.ok().shows(&[
+        "day-0506-again",
+        "completed",
+        "4/4 ended: 4 succeeded",
+    ]);
 }
 
 #[tokio::test]
@@ -308,4 +344,93 @@ async fn cancel_a_group_and_wait_for_parents_from_the_command_line_and_the_dashb
 fn redis_list(srv: &RedisServer, key: &str) -> Vec<String> {
     let v = srv.cmd(&["ZRANGE", key, "0", "-1"]);
     leasehold_core::redis::from_redis_value(v).unwrap()
+}
+
+#[tokio::test]
+async fn an_http_group_create_builds_its_completion_job_under_the_pipelines_contract() {
+    let srv = RedisServer::start();
+    let q = queue(&srv, "ops").await;
+    let mut spec = leasehold_core::PipelineSpec {
+        name: "daily".into(),
+        queue: Some("ops".into()),
+        steps: vec!["sum".into()],
+        max_attempts: 4,
+        stale_lock: leasehold_core::StaleLock::Release,
+        resource_template: Some("day:{day}".into()),
+        input_key_template: None,
+        input_schema: Some(json!({
+            "type": "object",
+            "properties": {"day": {"type": "string", "minLength": 1}},
+            "required": ["day"]
+        })),
+        flow: Some(leasehold_core::FlowSpec {
+            resource_limit: None,
+            max_running: Some(1),
+            rate: None,
+            limiter_template: None,
+        }),
+        version: String::new(),
+    };
+    spec.version = spec.digest();
+    q.register_pipeline(&spec).await.unwrap();
+    let dash = Dashboard::start(&srv.url(), &["--token", "s3cret"], None).await;
+    let c = http();
+    let create = |body: serde_json::Value| {
+        c.post(dash.url("/api/groups/ops"))
+            .bearer_auth("s3cret")
+            .json(&body)
+            .send()
+    };
+    // an input the schema refuses: nothing is created
+    let r = create(json!({"name": "d1", "completion": "daily", "completion_input": {"day": 5}}))
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let body = r.text().await.unwrap();
+    assert!(body.contains("/day"), "{body}");
+    assert!(q.group("d1").await.unwrap().is_none());
+    // a pipeline no worker registered is refused unless the request says so
+    let r = create(json!({"name": "d1", "completion": "nobody"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let r = create(json!({"name": "d0", "completion": "nobody", "unregistered": true}))
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    // a good one: the completion job gets the spec's policies, resource and flow gates
+    let r = create(
+        json!({"name": "d1", "completion": "daily", "completion_input": {"day": "2026-12-01"}}),
+    )
+    .await
+    .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    q.seal_group("d1", "t").await.unwrap();
+    let info = q.group("d1").await.unwrap().unwrap();
+    let done = info.completion.expect("a completion job");
+    assert!(info.fired, "an empty sealed group completes at once");
+    let fields: Vec<Option<String>> = redis_get(
+        &srv,
+        &[
+            "HMGET",
+            &q.keys().job(done.as_str()),
+            "max_attempts",
+            "stale_lock",
+            "resource",
+            "flow",
+        ],
+    );
+    assert_eq!(
+        fields,
+        vec![
+            Some("4".into()),
+            Some("release".into()),
+            Some("day:2026-12-01".into()),
+            Some("running:1:daily".into())
+        ]
+    );
+}
+
+fn redis_get<T: leasehold_core::redis::FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
+    leasehold_core::redis::from_redis_value(srv.cmd(args)).expect("a reply of that type")
 }

@@ -14,7 +14,7 @@
 --- @include "lib/retention"
 --- @include "lib/args"
 --- @include "lib/flow"
---- @include "lib/groups"
+--- @include "lib/cancel"
 local bad = common_args('cancel')
 if bad then return bad end
 local jk, k_ready, k_delayed = KEYS[10], KEYS[11], KEYS[12]
@@ -38,24 +38,7 @@ if res ~= (f[6] or '') or (res ~= '' and KEYS[13] ~= parked_key(res)) then retur
 local now = now_ms()
 local events = event_log(true)
 if now_cancelled then
-  redis.call('ZREM', k_ready, id)
-  redis.call('ZREM', k_delayed, id)
-  if res ~= '' then
-    redis.call('ZREM', KEYS[13], id)
-    if redis.call('EXISTS', lock_key(res)) == 0 then
-      -- nobody holds the resource: this job may be the waiter a release handed
-      -- it to, so the next waiter gets it now
-      unpark_at(KEYS[13], res)
-    elseif redis.call('EXISTS', KEYS[13]) == 0 then
-      redis.call('SREM', K_PARKED, res)
-    end
-  end
-  flow_forget(f[7], id)
-  redis.call('HSET', jk, 'cancel_reason', reason, 'cancel_at', fmt(now), 'cancel_by', who)
-  append_attempt(id, f[3], attempt_record(jk, 'CANCELLED', now, nil))
-  make_terminal(jk, id, 'CANCELLED', now)
-  emit(events, 'cancel', id, f[3], 'QUEUED', 'CANCELLED', who, reason)
-  if f[8] then links_moved(events, jk, id, 'CANCELLED', now) end
+  cancel_queued(events, jk, id, f[3], res, f[7], f[8], k_ready, k_delayed, KEYS[13], reason, who, now)
   purge(now, 4)
   return { 'CANCELLED' }
 end

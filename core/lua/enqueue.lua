@@ -13,9 +13,14 @@
 -- latest one ('rerun').
 -- Optionally, after the jobs, 3 link values shared by every job of the call
 -- (lib/groups): group ('' for none), depends_on ('j:<id> g:<group> ...', '' for
--- none), on_parent_failure ('cancel' | 'run'); refused with
--- {'GROUP_NOT_FOUND', g} | {'GROUP_SEALED', g, status} | {'PARENT_NOT_FOUND', ref}
--- | {'PARENT_ENDED', ref, state} before any write.
+-- none), on_parent_failure ('cancel' | 'run'). The parents apply to the jobs
+-- created; the group to every job of the call: one that exists already (the
+-- answer 'existing' or 'succeeded') joins it, counted in the state it is in
+-- (lib/groups link_existing_job). Refused before any write with
+-- {'{refused}', code, values...}: 'GROUP_NOT_FOUND', g | 'GROUP_SEALED', g, status
+-- | 'PARENT_NOT_FOUND', ref | 'PARENT_ENDED', ref, state | 'CYCLE', g, job id or ''
+-- | 'CANNOT_JOIN', job id, why | 'BAD_LINKS', what, value. No job id has
+-- braces, so a refusal is never read as a reply's first id.
 -- Reply: flat list of (id, 'created' | 'rerun' | 'existing' | 'succeeded', previous id or '') triples.
 -- A malformed argument (lib/args: an empty id, queue or pipeline, a priority
 -- outside 0..255, a delay or max attempts that is not an integer, a stale-lock
@@ -48,7 +53,15 @@ for i = 1, n do
 end
 local lg, ld, lp = ARGV[7 + 10 * n], ARGV[8 + 10 * n], ARGV[9 + 10 * n]
 if links then
-  local refused = links_refusal(lg, ld, lp)
+  -- the jobs that exist already and would join the group
+  local joining = {}
+  if lg ~= '' then
+    for i = 1, n do
+      local ex = existing_job(ARGV, 6 + (i - 1) * 10, KEYS[12 + i])
+      if ex then joining[#joining + 1] = ex end
+    end
+  end
+  local refused = links_refusal(lg, ld, lp, joining)
   if refused then return refused end
 end
 local out = {}
@@ -62,6 +75,8 @@ for i = 1, n do
   if made and links and link_new_job(KEYS[12 + i], id, lg, ld, lp, now_ms()) then
     redis.call('ZREM', k_ready, id)
     redis.call('ZREM', k_delayed, id)
+  elseif not made and links and lg ~= '' then
+    link_existing_job(events, id, lg, now_ms())
   end
   out[#out + 1] = id
   out[#out + 1] = status

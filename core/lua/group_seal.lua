@@ -20,4 +20,5 @@ local events = event_log(true)
 redis.call('HSET', gk, 'status', 'sealed', 'sealed_at', fmt(now))
 group_event(events, gk, 'group_seal', 'QUEUED', who, 'group ' .. name .. ' sealed with ' .. (h[2] or '0') .. ' children')
 group_check(events, name, gk, now)
-return { 'OK', redis.call('HGET', gk, 'status') }
+-- (a group whose children retention all deleted already is deleted as it completes)
+return { 'OK', redis.call('HGET', gk, 'status') or 'completed' }

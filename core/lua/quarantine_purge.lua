@@ -1,6 +1,7 @@
 -- quarantine_purge (operator): deletes a quarantined job (lib/quarantine): its
 -- key whatever its type, its attempt records, its quarantine entry and record,
--- any index entry left, its input key's claim and its lock if it held it.
+-- any index entry left, its input key's claim and its lock if it held it. A
+-- child of a group stays counted QUARANTINED there, and purged (lib/groups).
 -- KEYS[10] job
 -- ARGV[4] job id  ARGV[5] who
 -- Reply: {'OK'} | {'NOT_QUARANTINED'}
@@ -13,7 +14,7 @@
 --- @include "lib/quarantine"
 local jk, id, who = KEYS[10], ARGV[4], ARGV[5]
 if not redis.call('ZSCORE', K_QUARANTINE, id) then return { 'NOT_QUARANTINED' } end
-local f = read_job(jk, { 'state', 'attempt', 'pipeline', 'resource', 'input_key', 'flow' })
+local f = read_job(jk, { 'state', 'attempt', 'pipeline', 'resource', 'input_key', 'flow', 'also_groups' })
 for _, k in ipairs({ K_LEASES, K_STALE, K_DONE }) do redis.call('ZREM', k, id) end
 if f then
   local state, attempt, pipeline, res, ik = f[1], f[2], f[3], f[4], f[5]
@@ -41,6 +42,8 @@ if f then
   end
 end
 redis.call('DEL', jk)
+local g = redis.call('HGET', group_of_key(), id)
+if g then group_job_deleted(id, g, false, f and f[7]) end
 redis.call('ZREM', K_QUARANTINE, id)
 redis.call('HDEL', K_QUARANTINE_WHY, id)
 return { 'OK' }

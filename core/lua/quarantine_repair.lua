@@ -4,6 +4,8 @@
 -- cleared and its lock (if it still held it) released. The ready set, lock and
 -- wake list are named from KEYS[1] (the pipeline and resource are read from
 -- the job, which carries the queue's hash tag).
+-- A child of a group is counted QUEUED there again (lib/groups), which moves
+-- a group the quarantine held on.
 -- KEYS[10] job
 -- ARGV[4] job id  ARGV[5] who
 -- Reply: {'OK', pipeline} | {'NOT_QUARANTINED'} | {'NOT_FOUND'}
@@ -64,6 +66,9 @@ redis.call('HSET', jk, 'state', 'QUEUED', 'step', '', 'updated_at', fmt(now))
 redis.call('ZADD', ready_key(pipeline), ready_score(f[7], tonumber(f[8]) or now), id)
 redis.call('ZREM', K_QUARANTINE, id)
 redis.call('HDEL', K_QUARANTINE_WHY, id)
-emit(event_log(true), 'repair', id, f[2], state, 'QUEUED', who, 'repaired: requeued from the quarantine')
+local events = event_log(true)
+emit(events, 'repair', id, f[2], state, 'QUEUED', who, 'repaired: requeued from the quarantine')
+local g = redis.call('HGET', group_of_key(), id)
+if g then group_count(events, g, id, 'QUEUED', now) end
 wake(wake_key(pipeline))
 return { 'OK', pipeline }

@@ -19,7 +19,7 @@
 --- @include "lib/jobs"
 --- @include "lib/attempts"
 --- @include "lib/args"
---- @include "lib/groups"
+--- @include "lib/new_attempt"
 local jk, k_ready, k_wake = KEYS[10], KEYS[11], KEYS[12]
 local mode, who, reason, res = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local bad = common_args('retry')
@@ -55,24 +55,7 @@ if from == 'STALE' then
 else
   redis.call('ZREM', K_DONE, id)
 end
-redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
-redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
-if mode == 'start' then
-  local fields = redis.call('HKEYS', jk)
-  for _, name in ipairs(fields) do
-    if string.sub(name, 1, 4) == 'out:' then redis.call('HDEL', jk, name) end
-  end
-  redis.call('HSET', jk, 'last_step', '')
-end
-local next_attempt = attempt + 1
-redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'step', '', 'updated_at', fmt(now),
-  'not_before', fmt(now), 'cleanup_needed', '0')
-if f[5] and f[5] ~= '' then redis.call('HSETNX', K_INPUTS, f[5], id) end
--- the new attempt keeps the job's place in line (its age is its enqueue time), so jobs
--- parked behind it on its resource do not overtake it
-redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[6]) or now), id)
 local events = event_log(true)
-emit(events, 'retry', id, next_attempt, from, 'QUEUED', who, mode .. ': ' .. reason)
-if f[9] then links_moved(events, jk, id, 'QUEUED', now) end
+local next_attempt = new_attempt(events, jk, f, mode, who, reason, now, k_ready)
 wake(k_wake)
 return { 'OK', next_attempt }

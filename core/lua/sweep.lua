@@ -43,7 +43,7 @@ local released = {}
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   local f, bad_key = read_job(jk, { 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
-    'priority', 'created_at', 'stale_lock', 'flow', 'links' })
+    'priority', 'created_at', 'stale_lock', 'flow', 'links', 'group' })
   -- a job that cannot be read goes to the quarantine (lib/quarantine), not back to a ready set
   local why, field = bad_key, '(key)'
   if f then
@@ -127,6 +127,7 @@ for _, id in ipairs(expired) do
       redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
       redis.call('ZADD', ready_key(f[4]), ready_score(f[7], tonumber(f[8]) or now), id)
       emit(events, 'sweep', id, f[5], 'LEASED', 'QUEUED', worker, why)
+      if f[12] then group_count(events, f[12], id, 'QUEUED', now) end
       wake(wake_key(f[4]))
     elseif to == 'STALE' then
       -- keep worker and fence for the operator; the token goes, so the old holder is refused

@@ -102,6 +102,26 @@ pub enum Error {
         /// How it ended.
         state: String,
     },
+    /// A job with parents may not join a group that has dependents (nor a
+    /// group it waits for itself): the two together could close a cycle.
+    #[error("a job with parents cannot join group {group}: {detail} (a cycle could be built; enqueue the group's dependents after its children)")]
+    GroupCycle {
+        /// The group.
+        group: String,
+        /// What would close the cycle.
+        detail: String,
+    },
+    /// An enqueue with a group answered with a job that exists already (its
+    /// id or input key), and that job cannot join the group.
+    #[error("job {job} exists already and cannot join group {group}: {reason}")]
+    CannotJoinGroup {
+        /// The existing job.
+        job: String,
+        /// The group asked for.
+        group: String,
+        /// Why it cannot join.
+        reason: String,
+    },
     /// A value read back from Redis is not what leasehold writes.
     #[error("corrupt data in redis: key {key}, field {field}: {problem}")]
     Corrupt {

@@ -71,8 +71,8 @@ pub use pipeline::{
 pub use pool::{cluster_seed_urls, is_cluster_url, Master, RedisConn, RedisPool};
 pub use queue::{
     check_group_name, connect_pool, escape_bytes, Dependency, EnqueueStatus, Enqueued,
-    GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupStatus, GroupView, NewGroup,
-    ParentFailure, PauseChange, QuarantineEntry, Queue,
+    GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupRetried, GroupStatus, GroupView,
+    NewGroup, ParentFailure, PauseChange, QuarantineEntry, Queue,
 };
 pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,

@@ -580,9 +580,9 @@ async fn a_worker_on_a_cluster_pool_of_yours_waits_on_every_shard() {
     })
     .await;
     let client = Client::from_queue(Queue::with_pool(pool, "q0", QueueConfig::default()).unwrap());
-    for i in 0..QUEUES.len() {
+    for (i, name) in QUEUES.iter().enumerate() {
         let ids = enqueue(&client, i, 1, 0).await;
-        wait_terminal(&client.queue(QUEUES[i]).unwrap(), &ids).await;
+        wait_terminal(&client.queue(name).unwrap(), &ids).await;
     }
     let _ = stop.send(());
     tokio::time::timeout(WAIT, handle)

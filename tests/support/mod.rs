@@ -150,3 +150,40 @@ where
     .await;
     slot.into_inner().unwrap()
 }
+
+// ---- groups -------------------------------------------------------------------
+
+/// Reads, in one script run (atomically), group `group`'s count per state
+/// and the state each of its children is actually in (QUARANTINED for one in
+/// the quarantine, GONE for one deleted), and returns the differences as
+/// `STATE=counted/actual` plus the sum of the counts against the total and
+/// the children listed; empty when every count is exact.
+pub(crate) fn group_count_errors(srv: &RedisServer, q: &Queue, group: &str) -> Vec<String> {
+    const CHECK: &str = r#"
+local base, g = ARGV[1], ARGV[2]
+local gk = base .. ':group:' .. g
+local ids = redis.call('ZRANGE', gk .. ':children', 0, -1)
+local actual = {}
+for _, id in ipairs(ids) do
+  local s
+  if redis.call('ZSCORE', base .. ':quarantine', id) then
+    s = 'QUARANTINED'
+  else
+    local t = redis.pcall('HGET', base .. ':job:' .. id, 'state')
+    if type(t) == 'string' then s = t else s = 'GONE' end
+  end
+  actual[s] = (actual[s] or 0) + 1
+end
+local out = {}
+local sum = 0
+for _, st in ipairs({ 'QUEUED', 'LEASED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'STALE', 'QUARANTINED' }) do
+  local c = tonumber(redis.call('HGET', gk, st) or '0')
+  sum = sum + c
+  if c ~= (actual[st] or 0) then out[#out + 1] = st .. '=' .. c .. '/' .. (actual[st] or 0) end
+end
+local total = tonumber(redis.call('HGET', gk, 'total') or '0')
+if sum ~= total or total ~= #ids then out[#out + 1] = 'sum=' .. sum .. ' total=' .. total .. ' children=' .. #ids end
+return out
+"#;
+    get(srv, &["EVAL", CHECK, "0", q.keys().base(), group])
+}

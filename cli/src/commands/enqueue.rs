@@ -278,5 +278,13 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
         q.name(),
         counts.line()
     );
+    let joined = counts.running + counts.succeeded;
+    if let (Some(g), true) = (&args.group, joined > 0) {
+        outln!(
+            "{joined} of them existed already and are children of group {g} as they are \
+             ({} already succeeded)",
+            counts.succeeded
+        );
+    }
     Ok(())
 }

@@ -88,15 +88,23 @@ pub(crate) fn progress_line(info: &GroupInfo, now_ms: i64) -> String {
         }
         _ => String::new(),
     };
+    let quarantined = if info.quarantined > 0 {
+        format!(", {} quarantined", info.quarantined)
+    } else {
+        String::new()
+    };
     format!(
-        "{} {pct:>3}% {ended}/{} ended: {} succeeded, {} failed, {} cancelled, {} stale, {} active{eta}",
+        "{} {pct:>3}% {ended}/{} ended: {} succeeded, {} failed, {} cancelled{quarantined}, {} stale; \
+         {} queued, {} leased, {} running{eta}",
         bar(ended, info.total, 30),
         info.total,
         info.succeeded,
         info.failed,
         info.cancelled,
         info.stale,
-        info.active()
+        info.queued,
+        info.leased,
+        info.running
     )
 }
 
@@ -202,6 +210,7 @@ pub(crate) async fn show(ctx: &Ctx, name: &str, queue: Option<&str>, watch: bool
             "failed": view.failed,
             "cancelled": view.cancelled,
             "stale": view.stale,
+            "quarantined": view.quarantined,
             "children": view.children,
         }));
     }
@@ -383,6 +392,13 @@ mod tests {
             failed: 5,
             cancelled: 0,
             stale: 0,
+            queued: 60,
+            leased: 5,
+            running: 10,
+            quarantined: 0,
+            purged: 0,
+            cancel_next: None,
+            retry_next: None,
             outcome: None,
             completion: None,
             completion_pipeline: None,
@@ -396,6 +412,11 @@ mod tests {
         assert_eq!(eta(&info, 10_000), Some(Duration::from_secs(30)));
         assert!(progress_line(&info, 10_000).contains("25% 25/100 ended"));
         assert!(progress_line(&info, 10_000).contains("ETA 30s"));
+        assert!(
+            progress_line(&info, 10_000).contains("60 queued, 5 leased, 10 running"),
+            "{}",
+            progress_line(&info, 10_000)
+        );
         assert_eq!(eta(&info, 0), None);
     }
 }

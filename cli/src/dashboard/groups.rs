@@ -9,7 +9,10 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Form, Json};
-use leasehold_core::{GroupInfo, GroupPolicy, GroupView, NewGroup, NewJob, RetryMode};
+use leasehold_core::contract::unregistered_job;
+use leasehold_core::{
+    Contract, EnqueueOptions, GroupInfo, GroupPolicy, GroupView, NewGroup, RetryMode,
+};
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -58,16 +61,19 @@ fn counts_table(rows: &[GroupInfo]) -> Markup {
         table.grid.groups {
             thead { tr {
                 th { "Queue" } th { "Group" } th { "Status" } th { "Progress" }
-                th { "Succeeded" } th { "Failed" } th { "Cancelled" } th { "Stale" } th { "Active" }
+                th { "Queued" } th { "Leased" } th { "Running" }
+                th { "Succeeded" } th { "Failed" } th { "Cancelled" } th { "Stale" } th { "Quarantined" }
             } }
             tbody {
                 @for g in rows {
-                    tr.warn[g.failed + g.cancelled + g.stale > 0] {
+                    tr.warn[g.failed + g.cancelled + g.stale + g.quarantined > 0] {
                         td { (g.queue) }
                         td { a href=(group_url(&g.queue, &g.name)) { (g.name) } }
                         td { (g.status.as_str()) }
                         td { (progress(g)) }
-                        td { (g.succeeded) } td { (g.failed) } td { (g.cancelled) } td { (g.stale) } td { (g.active()) }
+                        td { (g.queued) } td { (g.leased) } td { (g.running) }
+                        td { (g.succeeded) } td { (g.failed) } td { (g.cancelled) } td { (g.stale) }
+                        td { (g.quarantined) }
                     }
                 }
             }
@@ -167,6 +173,7 @@ pub(super) async fn group_api(
         "failed": view.failed,
         "cancelled": view.cancelled,
         "stale": view.stale,
+        "quarantined": view.quarantined,
         "children": view.children,
     })))
 }
@@ -183,9 +190,18 @@ pub(super) struct CreateBody {
     completion: Option<String>,
     #[serde(default)]
     completion_input: Option<Value>,
+    /// The completion pipeline is one no worker registered in the queue: its
+    /// job is taken as given (as the enqueue endpoint's `unregistered`).
+    #[serde(default)]
+    unregistered: bool,
 }
 
-/// `POST /api/groups/{queue}` `{"name", "policy", "completion", "completion_input"}`.
+/// `POST /api/groups/{queue}` `{"name", "policy", "completion", "completion_input",
+/// "unregistered"}`: the completion job is built under its pipeline's
+/// published contract (input checked against its schema, resource and input
+/// key from its templates, its max attempts, STALE lock policy and flow
+/// gates), as an enqueue of that pipeline is; a pipeline no worker registered
+/// in the queue is refused unless `"unregistered": true`.
 pub(super) async fn create_api(
     State(app): State<Shared>,
     Path(queue): Path<String>,
@@ -206,8 +222,32 @@ pub(super) async fn create_api(
     };
     let mut group = NewGroup::new(&body.name).policy(policy);
     if let Some(p) = &body.completion {
-        let input = body.completion_input.clone().unwrap_or_else(|| json!({}));
-        group = group.completion(NewJob::from_json(p, input.to_string()));
+        let input = body
+            .completion_input
+            .clone()
+            .unwrap_or_else(|| json!({}))
+            .to_string();
+        let mut options = EnqueueOptions::new();
+        options.queue = Some(queue.clone());
+        let job = match q.pipeline_spec(p).await.map_err(|e| app.fail(e))? {
+            Some(spec) => {
+                let contract = Contract::new(spec).map_err(|e| app.fail(e))?;
+                contract.job(&input, &options).map_err(|e| app.fail(e))?
+            }
+            None if body.unregistered => {
+                options.unregistered = true;
+                unregistered_job(p, &input, &options).map_err(|e| app.fail(e))?
+            }
+            None => {
+                return Err(DashError::NotFound(format!(
+                    "completion pipeline {p} is not registered in queue {queue}: no worker \
+                     serving it has started there, so its input type and policies are unknown; \
+                     start a worker, or send \"unregistered\": true"
+                ))
+                .into())
+            }
+        };
+        group = group.completion(job);
     }
     let created = q
         .create_group(&group, &by(body.operator.as_deref()))

@@ -32,30 +32,35 @@ local function job_args_bad(script, argv, a, i)
   return nil
 end
 
+-- The job an enqueue of the job given at offset `a` of `argv` (under key
+-- `jk`) answers with instead of creating it: its id and status ('existing':
+-- a job not terminal holds its input key, or its id exists; 'succeeded': the
+-- input key's latest job SUCCEEDED and no re-run is asked), or nil and the
+-- input key's latest job ('' for none), which a new job re-runs.
+local function existing_job(argv, a, jk)
+  local input_key, previous = argv[a + 3], ''
+  if input_key ~= '' then
+    local existing = redis.call('HGET', K_INPUTS, input_key)
+    if existing then return existing, 'existing' end
+    local last = redis.call('HGET', K_OUTCOMES, input_key)
+    local last_id, last_outcome = string.match(last or '', '^(%S+) (%u+)$')
+    if last_outcome == 'SUCCEEDED' and argv[a + 9] ~= '1' then return last_id, 'succeeded' end
+    if last_id then previous = last_id end
+  end
+  -- an id given by the caller is idempotent too: never overwrite a job
+  if redis.call('EXISTS', jk) == 1 then return argv[a + 1], 'existing' end
+  return nil, previous
+end
+
 -- Creates the job given at offset `a` of `argv` under key `jk` (unless its input key
--- or id already has a job), emitting `enqueue` with `why` (or the re-run's).
+-- or id already has a job: existing_job), emitting `enqueue` with `why` (or the re-run's).
 -- Returns id, status ('created' | 'rerun' | 'existing' | 'succeeded'),
 -- previous id or '', and whether a job was created.
 local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why, flow)
   local id, input, input_key, resource = argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4]
   local priority, delay_ms, max_attempts, stale_lock = argv[a + 5], tonumber(argv[a + 6]), argv[a + 7], argv[a + 8]
-  local rerun = argv[a + 9] == '1'
-  local existing, status, previous = false, 'existing', ''
-  if input_key ~= '' then
-    existing = redis.call('HGET', K_INPUTS, input_key)
-    if not existing then
-      local last = redis.call('HGET', K_OUTCOMES, input_key)
-      local last_id, last_outcome = string.match(last or '', '^(%S+) (%u+)$')
-      if last_outcome == 'SUCCEEDED' and not rerun then
-        existing, status = last_id, 'succeeded'
-      elseif last_id then
-        previous = last_id
-      end
-    end
-  end
-  -- an id given by the caller is idempotent too: never overwrite a job
-  if not existing and redis.call('EXISTS', jk) == 1 then existing, status = id, 'existing' end
-  if existing then return existing, status, '', false end
+  local existing, previous = existing_job(argv, a, jk)
+  if existing then return existing, previous, '', false end
   local now = now_ms()
   local not_before = now + delay_ms
   redis.call('HSET', jk, 'id', id, 'queue', queue, 'pipeline', pipeline, 'input', input,

@@ -1,29 +1,40 @@
--- groups: groups of jobs (counts per settled state, sealing, a completion job
--- enqueued once) and dependencies between jobs (a dependent waits, QUEUED, in
--- the queue's awaiting index instead of a ready set, until its parents
--- SUCCEEDED). A job that takes part in either has `links = '1'` in its hash;
--- every script that moves a job reads that field with the fields it reads
--- anyway and calls links_moved only when it is set, so jobs without links pay
--- nothing.
+-- groups: groups of jobs (counts of the children per state, sealing, a
+-- completion job enqueued once) and dependencies between jobs (a dependent
+-- waits, QUEUED, in the queue's awaiting index instead of a ready set, until
+-- its parents SUCCEEDED). A job that takes part in either has `links = '1'`
+-- in its hash, and a child its `group`; every script that moves a job reads
+-- those fields with the fields it reads anyway (the same HMGET) and calls
+-- links_moved or group_count only when they are set, so jobs without links
+-- pay nothing.
 --
 -- Keys (all derived from the queue's base, so one hash tag, one slot):
 --   group:<g>            hash: id, name, status (open | sealed | blocked |
 --                        completed | cancelled), policy (all_succeeded |
---                        all_terminal), total, SUCCEEDED, FAILED, CANCELLED,
---                        STALE (counts), outcome, fired, completion_* (the
---                        completion job's id, pipeline, input, priority,
---                        max_attempts, stale_lock), created_at, sealed_at,
---                        settled_at, cancel_reason
+--                        all_terminal), total, one count per state a child may
+--                        be in (QUEUED, LEASED, RUNNING, SUCCEEDED, FAILED,
+--                        CANCELLED, STALE, QUARANTINED: their sum is total),
+--                        purged (children retention deleted), outcome, fired,
+--                        completion_* (the completion job's id, pipeline, input,
+--                        priority, max_attempts, stale_lock, resource, flow;
+--                        completion_purged once retention deleted it),
+--                        created_at, sealed_at, settled_at, cancel_reason,
+--                        cancel_next / retry_next (the cursor of a group cancel
+--                        or retry under way: the index of the next child)
 --   group:<g>:children   zset  child id -> when it was added (ms)
---   group:<g>:ended      hash  child id -> SUCCEEDED | FAILED | CANCELLED | STALE
---                        (the children in those states; the source of the counts)
+--   group:<g>:states     hash  child id -> the state it is counted in
 --   group:<g>:dependents set   jobs waiting for the group
 --   groups               zset  group name -> created at (ms)
+--   group_of             hash  child id -> its group (read where the job hash
+--                        may be unreadable: quarantine, retention)
 --   dependents:<id>      set   jobs waiting for job <id>
 --   awaiting             zset  dependent job id -> enqueued at (ms): QUEUED, not leasable
--- Job fields: links '1'; group <g>; deps 'j:<id> g:<name> ...' (its parents);
+-- Job fields: links '1'; group <g>; also_groups (other groups that counted it,
+--   SUCCEEDED, when it was enqueued into them); deps 'j:<id> g:<name> ...' (its parents);
 --   deps_left (parents not yet settled for it); on_parent_failure cancel | run;
 --   completes <g> (on a completion job).
+-- A group is deleted (every key above that is its own) once it is settled
+-- (completed, blocked or cancelled), retention deleted all its children and
+-- its completion job (if it fired): group_gc.
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -37,6 +48,18 @@ local function group_key(g) return BASE .. ':group:' .. g end
 local function dependents_key(id) return BASE .. ':dependents:' .. id end
 local function awaiting_key() return BASE .. ':awaiting' end
 local function groups_key() return BASE .. ':groups' end
+local function group_of_key() return BASE .. ':group_of' end
+
+-- Whether a group is done with a child counted in `state` (a terminal state,
+-- or QUARANTINED: a child that did not succeed until it is repaired); the
+-- other states hold the group open.
+local function group_done(state)
+  return state == 'QUARANTINED' or (state and TERMINAL[state]) or false
+end
+
+-- The reply of a refused enqueue: its first element can be no job id (ids
+-- have no braces), so a reply is never read as the other kind.
+local REFUSED = '{refused}'
 
 -- Emits an event about group `g` (its id in the `job` field).
 local function group_event(events, gk, op, to, by, reason)
@@ -94,35 +117,62 @@ local function notify_dependents(events, dk, label, outcome, now)
   end
 end
 
--- Enqueues group `g`'s completion job, once.
+-- Deletes group `g` (hash `gk`) and its keys once nothing of it is left: it
+-- is settled (completed, blocked or cancelled), retention deleted every child
+-- and its completion job, if it fired. A group that never had a child or a
+-- completion job is kept (nothing of it is ever purged). True when deleted.
+local function group_gc(g, gk)
+  local h = redis.call('HMGET', gk, 'status', 'total', 'purged', 'fired', 'completion_purged')
+  if h[1] ~= 'completed' and h[1] ~= 'blocked' and h[1] ~= 'cancelled' then return false end
+  local total = tonumber(h[2] or '') or 0
+  if (tonumber(h[3] or '') or 0) < total then return false end
+  if h[4] == '1' then
+    if h[5] ~= '1' then return false end
+  elseif total == 0 then
+    return false
+  end
+  redis.call('DEL', gk, gk .. ':children', gk .. ':states', gk .. ':dependents')
+  redis.call('ZREM', groups_key(), g)
+  return true
+end
+
+-- Enqueues group `g`'s completion job, once, with the pipeline's resource and
+-- flow-control gates it was declared with.
 local function fire_completion(events, g, gk, now)
   local c = redis.call('HMGET', gk, 'completion_id', 'completion_pipeline', 'completion_input',
-    'completion_priority', 'completion_max_attempts', 'completion_stale_lock', 'fired')
+    'completion_priority', 'completion_max_attempts', 'completion_stale_lock', 'fired', 'completion_resource',
+    'completion_flow')
   if not c[1] or c[1] == '' or c[7] == '1' then return end
   redis.call('HSET', gk, 'fired', '1')
   local id, p = c[1], c[2]
   local jk = job_key(id)
-  if redis.call('EXISTS', jk) == 1 then return end
+  if redis.call('EXISTS', jk) == 1 then
+    -- not this group's job: retention of the group does not wait for it
+    redis.call('HSET', gk, 'completion_purged', '1')
+    return
+  end
   redis.call('HSET', jk, 'id', id, 'queue', string.match(BASE, '{(.*)}$') or '', 'pipeline', p, 'input', c[3],
-    'input_key', '', 'resource', '', 'priority', c[4], 'max_attempts', c[5], 'stale_lock', c[6],
+    'input_key', '', 'resource', c[8] or '', 'priority', c[4], 'max_attempts', c[5], 'stale_lock', c[6],
     'created_at', fmt(now), 'updated_at', fmt(now), 'not_before', fmt(now), 'attempt', '1', 'state', 'QUEUED',
     'step', '', 'last_step', '', 'cleanup_needed', '0', 'completes', g)
+  if c[9] and c[9] ~= '' then redis.call('HSET', jk, 'flow', c[9]) end
   redis.call('ZADD', ready_key(p), ready_score(c[4], now), id)
   emit(events, 'enqueue', id, 1, '', 'QUEUED', '', 'completion of group ' .. g)
   wake(wake_key(p))
 end
 
 -- Decides whether group `g` is settled and acts on it: a sealed group whose
--- children are all terminal completes (its completion job enqueued, its
--- dependents told) when every child SUCCEEDED or the policy is all_terminal,
--- and is blocked otherwise (a retried child may unblock it). A STALE child
--- holds it open.
+-- children are all done with (SUCCEEDED, FAILED, CANCELLED, QUARANTINED)
+-- completes (its completion job enqueued, its dependents told) when every
+-- child SUCCEEDED or the policy is all_terminal, and is blocked otherwise (a
+-- retried or repaired child may unblock it). A child QUEUED, LEASED, RUNNING
+-- or STALE holds it open.
 local function group_check(events, g, gk, now)
-  local h = redis.call('HMGET', gk, 'status', 'policy', 'total', 'SUCCEEDED', 'FAILED', 'CANCELLED')
+  local h = redis.call('HMGET', gk, 'status', 'policy', 'total', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'QUARANTINED')
   local status = h[1]
   if status ~= 'sealed' and status ~= 'blocked' then return end
   local total, s = tonumber(h[3]) or 0, tonumber(h[4]) or 0
-  local ended = s + (tonumber(h[5]) or 0) + (tonumber(h[6]) or 0)
+  local ended = s + (tonumber(h[5]) or 0) + (tonumber(h[6]) or 0) + (tonumber(h[7]) or 0)
   if ended < total then
     if status == 'blocked' then redis.call('HSET', gk, 'status', 'sealed', 'outcome', '') end
     return
@@ -139,23 +189,26 @@ local function group_check(events, g, gk, now)
       'group ' .. g .. ': ' .. (total - s) .. ' of ' .. total .. ' children did not succeed; completion held')
   end
   notify_dependents(events, gk .. ':dependents', 'group ' .. g, outcome, now)
+  group_gc(g, gk)
 end
 
--- Counts child `id` of group `g` in state `to` (a settled state or STALE;
--- QUEUED when a new attempt takes it out of them), then checks the group.
-local function group_child_moved(events, g, id, to, now)
+-- Counts child `id` of group `g` in state `to` instead of the state it was
+-- counted in (each child once, by its current attempt: the counts always sum
+-- to the group's total), and checks the group when the child enters or
+-- leaves a state that settles it.
+local function group_count(events, g, id, to, now)
   local gk = group_key(g)
-  local ek = gk .. ':ended'
-  local old = redis.call('HGET', ek, id)
+  local sk = gk .. ':states'
+  local old = redis.call('HGET', sk, id)
   if old == to then return end
-  if old then redis.call('HINCRBY', gk, old, -1) end
-  if TERMINAL[to] or to == 'STALE' then
-    redis.call('HSET', ek, id, to)
-    redis.call('HINCRBY', gk, to, 1)
-  else
-    redis.call('HDEL', ek, id)
+  if old then
+    redis.call('HINCRBY', gk, old, -1)
+  elseif redis.call('EXISTS', gk) == 0 then
+    return -- the group was deleted (retention): nothing to count in
   end
-  group_check(events, g, gk, now)
+  redis.call('HINCRBY', gk, to, 1)
+  redis.call('HSET', sk, id, to)
+  if group_done(old) or group_done(to) then group_check(events, g, gk, now) end
 end
 
 -- The parents of `deps` ('j:<id> g:<name> ...') that are not settled for a
@@ -214,11 +267,12 @@ end
 -- What a script calls after it moved job `id` (hash `jk`, `links` set) to
 -- `to`: the job's group counts it, and when it settled its dependents are
 -- told (released, or cancelled); a new attempt of a dependent (`to` QUEUED)
--- waits again for parents that are not SUCCEEDED.
+-- waits again for parents that are not SUCCEEDED. (A move that concerns only
+-- the group's counts, a lease, a start, a hand-back, calls group_count.)
 links_moved = function(events, jk, id, to, now)
   local f = redis.call('HMGET', jk, 'group', 'deps', 'on_parent_failure', 'pipeline')
   if TERMINAL[to] then redis.call('ZREM', awaiting_key(), id) end
-  if f[1] and f[1] ~= '' then group_child_moved(events, f[1], id, to, now) end
+  if f[1] and f[1] ~= '' then group_count(events, f[1], id, to, now) end
   if TERMINAL[to] then
     notify_dependents(events, dependents_key(id), id, to, now)
   elseif to == 'QUEUED' and f[2] and f[2] ~= '' and f[4] then
@@ -229,21 +283,56 @@ links_moved = function(events, jk, id, to, now)
   end
 end
 
--- Checks enqueue's link arguments (group, deps, on_parent_failure) before
--- any write: nil, or the refusal reply.
-local function links_refusal(group, deps, policy)
-  if policy ~= 'cancel' and policy ~= 'run' then return { 'BAD_LINKS', 'on_parent_failure', policy or '' } end
+-- Checks enqueue's link arguments (group, deps, on_parent_failure) and the
+-- jobs of the call that exist already and would join the group (`joining`)
+-- before any write: nil, or the refusal reply ({REFUSED, code, values...}).
+-- Cycles: parents exist before their dependent, and a job with parents joins
+-- no group that has dependents (nor a group it waits for itself): a cycle
+-- through a group needs both, so none can be built.
+local function links_refusal(group, deps, policy, joining)
+  if policy ~= 'cancel' and policy ~= 'run' then return { REFUSED, 'BAD_LINKS', 'on_parent_failure', policy or '' } end
+  local gk = group_key(group)
   if group ~= '' then
-    local status = redis.call('HGET', group_key(group), 'status')
-    if not status then return { 'GROUP_NOT_FOUND', group } end
-    if status ~= 'open' then return { 'GROUP_SEALED', group, status } end
+    local status = redis.call('HGET', gk, 'status')
+    if not status then return { REFUSED, 'GROUP_NOT_FOUND', group } end
+    if status ~= 'open' then return { REFUSED, 'GROUP_SEALED', group, status } end
   end
   local _, bad, bad_state = pending_parents(deps, policy == 'run')
   if bad then
-    if bad_state == 'missing' then return { 'PARENT_NOT_FOUND', bad } end
-    return { 'PARENT_ENDED', bad, bad_state }
+    if bad_state == 'missing' then return { REFUSED, 'PARENT_NOT_FOUND', bad } end
+    return { REFUSED, 'PARENT_ENDED', bad, bad_state }
+  end
+  if group == '' then return nil end
+  local waited = nil
+  -- whether a job with parents `d` joining the group could close a cycle
+  local function closes_cycle(d)
+    if not d or d == '' then return false end
+    if string.find(' ' .. d .. ' ', ' g:' .. group .. ' ', 1, true) then return true end
+    if waited == nil then waited = redis.call('EXISTS', gk .. ':dependents') == 1 end
+    return waited
+  end
+  if closes_cycle(deps) then return { REFUSED, 'CYCLE', group, '' } end
+  for _, id in ipairs(joining) do
+    if redis.call('ZSCORE', K_QUARANTINE, id) then
+      return { REFUSED, 'CANNOT_JOIN', id, 'it is in the quarantine (repair or purge it first)' }
+    end
+    local h = redis.pcall('HMGET', job_key(id), 'group', 'deps', 'state')
+    if h.err then return { REFUSED, 'CANNOT_JOIN', id, 'its key is not a job hash' } end
+    if h[3] and not STATES[h[3]] then return { REFUSED, 'CANNOT_JOIN', id, 'its state cannot be read' } end
+    if h[1] and h[1] ~= '' and h[1] ~= group and h[3] ~= 'SUCCEEDED' then
+      return { REFUSED, 'CANNOT_JOIN', id, 'it is a child of group ' .. h[1] .. ' and ' .. (h[3] or 'gone') }
+    end
+    if h[1] ~= group and closes_cycle(h[2]) then return { REFUSED, 'CYCLE', group, id } end
   end
   return nil
+end
+
+-- Adds child `id` (state `state`) to group `group`: children, state count, total.
+local function add_child(gk, id, state, now)
+  redis.call('ZADD', gk .. ':children', fmt(now), id)
+  redis.call('HINCRBY', gk, 'total', 1)
+  redis.call('HINCRBY', gk, state, 1)
+  redis.call('HSET', gk .. ':states', id, state)
 end
 
 -- Links a job enqueue just created (QUEUED, in no index yet) to its group and
@@ -251,14 +340,70 @@ end
 local function link_new_job(jk, id, group, deps, policy, now)
   redis.call('HSET', jk, 'links', '1')
   if group ~= '' then
-    local gk = group_key(group)
     redis.call('HSET', jk, 'group', group)
-    redis.call('ZADD', gk .. ':children', fmt(now), id)
-    redis.call('HINCRBY', gk, 'total', 1)
+    redis.call('HSET', group_of_key(), id, group)
+    add_child(group_key(group), id, 'QUEUED', now)
   end
   if deps == '' then return false end
   redis.call('HSET', jk, 'deps', deps, 'on_parent_failure', policy)
   return wait_for_parents(jk, id, deps, policy == 'run', now)
+end
+
+-- Adds job `id`, which an enqueue with a group answered instead of creating
+-- it ('existing', 'succeeded'; links_refusal allowed it), to the group: it is
+-- counted in the state it is in. A job is the child of one group: one that
+-- SUCCEEDED as another group's child (it never moves again) is counted
+-- SUCCEEDED and listed in its `also_groups` field, for retention to tell
+-- this group too when it deletes the job; one retention deleted already
+-- (only its SUCCEEDED outcome is left) counts as SUCCEEDED and purged. A job
+-- already in the group is left as it is; its parents are its own (an
+-- enqueue's depends_on applies to the jobs it creates).
+local function link_existing_job(events, id, group, now)
+  local jk, gk = job_key(id), group_key(group)
+  local h = redis.call('HMGET', jk, 'state', 'group', 'also_groups')
+  if h[2] == group then return end
+  local state = h[1]
+  if not state then
+    state = 'SUCCEEDED'
+    redis.call('HINCRBY', gk, 'purged', 1)
+  elseif h[2] and h[2] ~= '' then
+    if string.find(' ' .. (h[3] or '') .. ' ', ' ' .. group .. ' ', 1, true) then return end
+    redis.call('HSET', jk, 'also_groups', ((h[3] and h[3] ~= '') and (h[3] .. ' ') or '') .. group)
+  else
+    redis.call('HSET', jk, 'links', '1', 'group', group)
+    redis.call('HSET', group_of_key(), id, group)
+  end
+  add_child(gk, id, state, now)
+  group_event(events, gk, 'group_join', state, '', 'job ' .. id .. ' (' .. state .. ', enqueued before) joined group ' .. group)
+end
+
+-- Counts job `id` QUARANTINED in its group, if it has one (the job hash may be
+-- unreadable: the group is looked up in group_of).
+local function group_quarantined(events, id, now)
+  local g = redis.call('HGET', group_of_key(), id)
+  if g then group_count(events, g, id, 'QUARANTINED', now) end
+end
+
+-- Retention (or a quarantine purge) deleted job `id`, a child of group `g`
+-- (and of the groups listed in `also`, its `also_groups` field) and/or the
+-- completion job of group `c` (false for none): each group counts it and is
+-- deleted once nothing of it is left (group_gc).
+local function group_job_deleted(id, g, c, also)
+  if g and g ~= '' then redis.call('HDEL', group_of_key(), id) end
+  for name in string.gmatch((g or '') .. ' ' .. (also or ''), '%S+') do
+    local gk = group_key(name)
+    if redis.call('EXISTS', gk) == 1 then
+      redis.call('HINCRBY', gk, 'purged', 1)
+      group_gc(name, gk)
+    end
+  end
+  if c and c ~= '' then
+    local gk = group_key(c)
+    if redis.call('HGET', gk, 'completion_id') == id then
+      redis.call('HSET', gk, 'completion_purged', '1')
+      group_gc(c, gk)
+    end
+  end
 end
 
 -- Whether `name` may name a group (it is part of key names and of a job's

@@ -5,10 +5,13 @@
 --   quarantine:why  hash  job id -> JSON {reason, field, at, from_index}
 -- Both are named from KEYS[1] (lib/keys). The job's own key is left as it was found (it
 -- may not even be a hash): it is the evidence an operator repairs or purges.
+-- A child of a group is counted QUARANTINED there (lib/groups) until it is
+-- repaired (QUEUED again) or purged.
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/moves"
 --- @include "lib/events"
+--- @include "lib/groups"
 
 -- Whether `s` is well-formed UTF-8 (ASCII text takes the fast path).
 local function is_utf8(s)
@@ -100,4 +103,5 @@ local function quarantine(log, id, reason, field, from_index, state, attempt, by
     emit(log, 'quarantine', id, n, state, state, by or '',
       'quarantined: ' .. field .. ' ' .. reason .. ' (found in ' .. from_index .. ')')
   end
+  group_quarantined(log, id, now)
 end

@@ -3,11 +3,20 @@
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/attempts"
+--- @include "lib/groups"
 
 -- Deletes job `jk` (`id`) and its attempt records. A job key of another type
 -- (overwritten by hand) is deleted too: reading it must not fail the call.
+-- A child or completion job of a group tells the group (lib/groups: the
+-- fields come with the attempt, in the same HMGET).
 local function delete_job(jk, id)
-  local attempt = redis.pcall('HGET', jk, 'attempt')
+  local f = redis.pcall('HMGET', jk, 'attempt', 'group', 'completes', 'also_groups')
+  local attempt, g, c, also = nil, nil, nil, nil
+  if f.err then
+    g = redis.call('HGET', group_of_key(), id)
+  else
+    attempt, g, c, also = f[1], f[2], f[3], f[4]
+  end
   local n = type(attempt) == 'string' and tonumber(attempt) or 0
   if n > 0 then
     local fields = {}
@@ -15,6 +24,7 @@ local function delete_job(jk, id)
     redis.call('HDEL', K_ATTEMPTS, unpack(fields))
   end
   redis.call('DEL', jk)
+  if g or c then group_job_deleted(id, g, c, also) end
 end
 
 -- Deletes the jobs `ids` and their `done` entries (one ZREM per 1000); returns how many.

@@ -143,6 +143,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     local why = 'automatic retry, backoff ' .. fmt(backoff) .. ' ms'
     if interrupted then why = 'new attempt after a worker shutdown' end
     emit(batch.events, 'retry', id, next_attempt, 'FAILED', 'QUEUED', worker, why)
+    if j.links then links_moved(batch.events, jk, id, 'QUEUED', now) end
     wake(k_wake)
     return { 'RETRY', next_attempt, fmt(not_before) }
   end

@@ -28,9 +28,12 @@
 --- @include "lib/moves"
 --- @include "lib/quarantine"
 --- @include "lib/flow"
+--- @include "lib/groups"
 
--- The fields lease reads from a job hash (HMGET order).
-local LEASE_FIELDS = { 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before', 'flow' }
+-- The fields lease reads from a job hash (HMGET order); `group` is a group's
+-- child (lib/groups: counted LEASED there; a plain job pays nothing more).
+local LEASE_FIELDS = { 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before', 'flow',
+  'group' }
 
 -- The reason and field that make a QUEUED job of `pipeline` unleasable (its
 -- lease reply could not be read), or nil; `f` holds LEASE_FIELDS.
@@ -122,7 +125,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       quarantine(batch.events, id, why, field, 'ready:' .. served[p], f[1], f[3], worker)
       return
     end
-    f[9] = last_out
+    f[10] = last_out
     if gates then
       fresh = fresh or {}
       local g = flow_blocker(gates, jk, now, fresh)
@@ -213,8 +216,9 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       index[2 * t - 1] = deadline
       index[2 * t] = id
       emit(batch.events, 'lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
+      if f[9] then group_count(batch.events, f[9], id, 'LEASED', now) end
       local last = f[6] or ''
-      local last_out = f[9]
+      local last_out = f[10]
       local o = #out
       out[o + 1] = id
       out[o + 2] = token

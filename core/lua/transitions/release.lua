@@ -18,7 +18,7 @@ local function release(batch, jk, k_ready, k_wake, lk, pk, token, res)
   if refusal then return refusal end
   local now = now_ms()
   local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'priority', 'created_at', 'cancel_reason', 'flow',
-    'links')
+    'links', 'group')
   local corrupt = corrupt_field({ id = f[1], attempt = f[2], priority = f[4], created_at = f[5] },
     { 'id', 'attempt', 'priority', 'created_at' })
   if corrupt then return corrupt end
@@ -38,6 +38,7 @@ local function release(batch, jk, k_ready, k_wake, lk, pk, token, res)
   redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
   redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[5]) or now), id)
   emit(batch.events, 'release', id, f[2], 'LEASED', 'QUEUED', f[3], 'released by its worker')
+  if f[9] then group_count(batch.events, f[9], id, 'QUEUED', now) end
   wake(k_wake)
   return { 'OK', 'QUEUED' }
 end

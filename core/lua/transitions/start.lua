@@ -17,7 +17,7 @@
 --- @include "lib/args"
 --- @include "lib/groups"
 local function start(batch, jk, lk, pk, token, step, res)
-  local f = redis.call('HMGET', jk, 'state', 'token', 'cancel_reason', 'id', 'attempt', 'worker')
+  local f = redis.call('HMGET', jk, 'state', 'token', 'cancel_reason', 'id', 'attempt', 'worker', 'group')
   local state = f[1]
   local refusal = refusal_of(state, f[2], 'start', nil, token)
   if refusal then return refusal end
@@ -43,5 +43,6 @@ local function start(batch, jk, lk, pk, token, step, res)
   end
   redis.call('HSET', jk, 'state', 'RUNNING', 'started_at', now_s(), 'updated_at', now_s(), 'step', step)
   emit(batch.events, 'start', id, f[5], 'LEASED', 'RUNNING', f[6], '')
+  if f[7] then group_count(batch.events, f[7], id, 'RUNNING', now) end
   return { 'OK', 'RUNNING' }
 end

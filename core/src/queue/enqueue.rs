@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
-use crate::queue::groups::encode_dependencies;
+use crate::queue::groups::{encode_dependencies, REFUSED};
 use crate::queue::{EnqueueStatus, Enqueued, Queue};
 use crate::wire::args::millis;
 use crate::wire::reply::Reply;
@@ -70,10 +70,10 @@ impl Queue {
                     }
                 }
                 let mut reply = Reply::new("enqueue", self.invoke(&inv).await?)?;
-                if let Some(status) = reply.peek_text() {
-                    if let Some(e) = self.links_refusal(&status, &mut reply) {
-                        return Err(e);
-                    }
+                // a refusal starts with a marker no job id can be (ids have no braces)
+                if reply.peek_text().as_deref() == Some(REFUSED) {
+                    let group = chunk.first().and_then(|(_, j)| j.group.as_deref());
+                    return Err(self.links_refusal(&mut reply, group.unwrap_or("")));
                 }
                 for (index, _) in chunk {
                     let id = JobId::parse(&reply.text()?)?;

@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
-use crate::lease::{Cancelled, RetryMode};
+use crate::lease::RetryMode;
 use crate::queue::Queue;
 use crate::record::Millis;
 use crate::state::JobState;
@@ -24,6 +24,15 @@ use crate::wire::scripts;
 
 // The longest group name, in bytes.
 const MAX_GROUP_NAME_BYTES: usize = 128;
+
+/// The first element of a refused enqueue's reply: no job id has braces, so
+/// a refusal is never taken for a reply's first id (and a job named like a
+/// refusal code is read as a job).
+pub(crate) const REFUSED: &str = "{refused}";
+
+/// Children a `group_cancel` or `group_retry` call acts on (one script call
+/// per batch: each is bounded, and the group keeps the cursor between them).
+const GROUP_BATCH: usize = 200;
 
 /// Checks a group name: 1 to 128 ASCII letters, digits, `.`, `_` or `-`
 /// (it is part of key names and of a dependent's `deps` field).
@@ -260,8 +269,14 @@ pub struct GroupInfo {
     pub status: GroupStatus,
     /// When its completion job runs.
     pub policy: GroupPolicy,
-    /// Children added.
+    /// Children added (the sum of the counts per state).
     pub total: u64,
+    /// Children QUEUED (ready, delayed, parked or waiting for parents).
+    pub queued: u64,
+    /// Children LEASED by a worker, not yet started.
+    pub leased: u64,
+    /// Children RUNNING.
+    pub running: u64,
     /// Children whose current attempt SUCCEEDED.
     pub succeeded: u64,
     /// Children whose current attempt FAILED (automatic retries used up).
@@ -270,6 +285,16 @@ pub struct GroupInfo {
     pub cancelled: u64,
     /// Children STALE, waiting for an operator.
     pub stale: u64,
+    /// Children set aside in the quarantine (unreadable): they count as not
+    /// succeeded until repaired (QUEUED again) or purged.
+    pub quarantined: u64,
+    /// Children retention deleted (the group is deleted once it is settled
+    /// and all are, with its completion job).
+    pub purged: u64,
+    /// A group cancel under way: the index of the next child it acts on.
+    pub cancel_next: Option<u64>,
+    /// A group retry under way: the index of the next child it acts on.
+    pub retry_next: Option<u64>,
     /// SUCCEEDED (every child did), FAILED (some did not) or CANCELLED, once settled.
     pub outcome: Option<JobState>,
     /// The completion job's id (it exists once `fired`).
@@ -289,14 +314,20 @@ pub struct GroupInfo {
 }
 
 impl GroupInfo {
-    /// Children that ended (SUCCEEDED, FAILED or CANCELLED).
+    /// Children the group is done with (SUCCEEDED, FAILED, CANCELLED or QUARANTINED).
     pub fn ended(&self) -> u64 {
-        self.succeeded + self.failed + self.cancelled
+        self.succeeded + self.failed + self.cancelled + self.quarantined
     }
 
-    /// Children neither ended nor STALE (QUEUED, waiting for parents, LEASED, RUNNING).
+    /// Children QUEUED (waiting for parents included), LEASED or RUNNING.
     pub fn active(&self) -> u64 {
-        self.total.saturating_sub(self.ended() + self.stale)
+        self.queued + self.leased + self.running
+    }
+
+    /// The sum of the counts per state (equal to `total`: each child is
+    /// counted once, in the state of its current attempt).
+    pub fn counted(&self) -> u64 {
+        self.active() + self.ended() + self.stale
     }
 
     fn from_hash(queue: &str, key: &str, mut h: HashMap<String, String>) -> Result<Self> {
@@ -353,6 +384,17 @@ impl GroupInfo {
             failed: num(text("FAILED"), "FAILED")?,
             cancelled: num(text("CANCELLED"), "CANCELLED")?,
             stale: num(text("STALE"), "STALE")?,
+            queued: num(text("QUEUED"), "QUEUED")?,
+            leased: num(text("LEASED"), "LEASED")?,
+            running: num(text("RUNNING"), "RUNNING")?,
+            quarantined: num(text("QUARANTINED"), "QUARANTINED")?,
+            purged: num(text("purged"), "purged")?,
+            cancel_next: text("cancel_next")
+                .map(|v| num(Some(v), "cancel_next"))
+                .transpose()?,
+            retry_next: text("retry_next")
+                .map(|v| num(Some(v), "retry_next"))
+                .transpose()?,
             outcome,
             completion,
             completion_pipeline: text("completion_pipeline"),
@@ -391,6 +433,8 @@ pub struct GroupView {
     pub cancelled: Vec<JobId>,
     /// Children STALE: the group waits for an operator on them.
     pub stale: Vec<JobId>,
+    /// Children in the quarantine (unreadable): repair or purge them.
+    pub quarantined: Vec<JobId>,
 }
 
 impl GroupView {
@@ -422,7 +466,7 @@ impl GroupView {
             )),
             GroupStatus::Blocked => parts.push(format!(
                 "completion held: {} of {} children did not succeed (retry them to move the group on)",
-                info.failed + info.cancelled,
+                info.failed + info.cancelled + info.quarantined,
                 info.total
             )),
             _ => {}
@@ -431,6 +475,24 @@ impl GroupView {
             parts.push(format!(
                 "waiting for an operator on job {} (STALE: resolve or retry it)",
                 ids(&self.stale)
+            ));
+        }
+        if !self.quarantined.is_empty() {
+            parts.push(format!(
+                "job {} in the quarantine (unreadable; repair it to move the group on, or purge it)",
+                ids(&self.quarantined)
+            ));
+        }
+        if let Some(next) = info.cancel_next {
+            parts.push(format!(
+                "cancel under way: {next} of {} children handled (cancel the group again to finish)",
+                info.total
+            ));
+        }
+        if let Some(next) = info.retry_next {
+            parts.push(format!(
+                "retry under way: {next} of {} children handled (retry the group again to finish)",
+                info.total
             ));
         }
         if !self.failed.is_empty() && info.status != GroupStatus::Completed {
@@ -459,8 +521,8 @@ pub struct GroupCancelled {
 }
 
 impl Queue {
-    /// The key of group `name` (its hash; the children, ended-children and
-    /// dependents keys add `:children`, `:ended`, `:dependents`).
+    /// The key of group `name` (its hash; the children, children's states and
+    /// dependents keys add `:children`, `:states`, `:dependents`).
     pub(crate) fn group_key(&self, name: &str) -> String {
         format!("{}:group:{name}", self.keys.base())
     }
@@ -498,6 +560,11 @@ impl Queue {
             }
         }
         inv.arg(by);
+        // the completion job's flow gates and resource, as its pipeline's
+        // contract gave them (crate::job_for, Contract::job)
+        let completion = group.completion.as_ref();
+        inv.arg(completion.and_then(|j| j.flow.as_deref()).unwrap_or(""))
+            .arg(completion.and_then(|j| j.resource.as_deref()).unwrap_or(""));
         let mut reply = Reply::new("group_create", self.invoke(&inv).await?)?;
         match reply.text()?.as_str() {
             "CREATED" => Ok(true),
@@ -542,16 +609,12 @@ impl Queue {
         }
     }
 
-    /// The error for an enqueue refused for its links, if `status` is one.
-    pub(crate) fn links_refusal(&self, status: &str, reply: &mut Reply) -> Option<Error> {
-        let refusal = matches!(
-            status,
-            "GROUP_NOT_FOUND" | "GROUP_SEALED" | "PARENT_NOT_FOUND" | "PARENT_ENDED" | "BAD_LINKS"
-        );
-        if !refusal {
-            return None;
-        }
+    /// The error of an enqueue refused for its links: `reply` starts with
+    /// [`REFUSED`], then the code and its values (`enqueue.lua`); `group` is
+    /// the group the call named ('' for none).
+    pub(crate) fn links_refusal(&self, reply: &mut Reply, group: &str) -> Error {
         let _ = reply.text();
+        let code = reply.text().unwrap_or_default();
         let a = reply.text().unwrap_or_default();
         let b = reply.text().unwrap_or_default();
         let shown = |r: &str| {
@@ -559,7 +622,7 @@ impl Queue {
                 .map(|d| d.to_string())
                 .unwrap_or_else(|| r.to_owned())
         };
-        Some(match status {
+        match code.as_str() {
             "GROUP_NOT_FOUND" => self.group_not_found(&a),
             "GROUP_SEALED" => Error::GroupClosed {
                 group: a,
@@ -573,8 +636,25 @@ impl Queue {
                 parent: shown(&a),
                 state: b,
             },
-            _ => Error::InvalidArgument(format!("enqueue refused its links: {a} {b:?}")),
-        })
+            "CYCLE" => Error::GroupCycle {
+                detail: if b.is_empty() {
+                    format!("the job's parents include group {a}, or the group has dependents")
+                } else {
+                    format!("existing job {b} has parents and the group has dependents (or is one of them)")
+                },
+                group: a,
+            },
+            "CANNOT_JOIN" => Error::CannotJoinGroup {
+                job: a,
+                group: group.to_owned(),
+                reason: b,
+            },
+            "BAD_LINKS" => Error::InvalidArgument(format!("enqueue refused its links: {a} {b:?}")),
+            other => Error::Protocol {
+                script: "enqueue",
+                detail: format!("unknown refusal {other:?}"),
+            },
+        }
     }
 
     /// The group `name`, or `None`.
@@ -641,13 +721,16 @@ impl Queue {
         let ended: HashMap<String, String> = self
             .timed(
                 redis::cmd("HGETALL")
-                    .arg(format!("{key}:ended"))
+                    .arg(format!("{key}:states"))
                     .query_async(&mut conn),
             )
             .await?;
         let mut children = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(500) {
             let mut pipe = redis::pipe();
+            // a child whose key is not a hash (quarantined) is read as gone,
+            // not as a failure of the whole view
+            pipe.ignore_errors();
             for id in chunk {
                 pipe.cmd("HMGET")
                     .arg(self.keys.job(id))
@@ -671,11 +754,13 @@ impl Queue {
         let mut failed = Vec::new();
         let mut cancelled = Vec::new();
         let mut stale = Vec::new();
+        let mut quarantined = Vec::new();
         for c in &children {
             match ended.get(c.id.as_str()).map(String::as_str) {
                 Some("FAILED") => failed.push(c.id.clone()),
                 Some("CANCELLED") => cancelled.push(c.id.clone()),
                 Some("STALE") => stale.push(c.id.clone()),
+                Some("QUARANTINED") => quarantined.push(c.id.clone()),
                 _ => {}
             }
         }
@@ -685,6 +770,7 @@ impl Queue {
             failed,
             cancelled,
             stale,
+            quarantined,
         }))
     }
 
@@ -705,21 +791,26 @@ impl Queue {
             )
             .await?;
         let mut out = Vec::with_capacity(ids.len());
+        // a child whose key is not a hash (quarantined) has no output
+        let text = |v: redis::Value| redis::from_redis_value::<Option<String>>(v).unwrap_or(None);
         for chunk in ids.chunks(500) {
             let mut pipe = redis::pipe();
+            pipe.ignore_errors();
             for id in chunk {
                 pipe.cmd("HGET").arg(self.keys.job(id)).arg("last_step");
             }
-            let steps: Vec<Option<String>> = self.timed(pipe.query_async(&mut conn)).await?;
+            let steps: Vec<redis::Value> = self.timed(pipe.query_async(&mut conn)).await?;
+            let steps: Vec<Option<String>> = steps.into_iter().map(text).collect();
             let mut pipe = redis::pipe();
+            pipe.ignore_errors();
             for (id, step) in chunk.iter().zip(&steps) {
                 pipe.cmd("HGET")
                     .arg(self.keys.job(id))
                     .arg(format!("out:{}", step.as_deref().unwrap_or("")));
             }
-            let outputs: Vec<Option<String>> = self.timed(pipe.query_async(&mut conn)).await?;
+            let outputs: Vec<redis::Value> = self.timed(pipe.query_async(&mut conn)).await?;
             for (id, output) in chunk.iter().zip(outputs) {
-                out.push((JobId::parse(id)?, output));
+                out.push((JobId::parse(id)?, text(output)));
             }
         }
         Ok(out)
@@ -794,17 +885,44 @@ impl Queue {
     }
 
     /// Cancels a group: it takes no more children and never fires its
-    /// completion job; each unsettled child is cancelled (`cancel`: a QUEUED
-    /// one at once, a LEASED or RUNNING one by an in-flight request its
-    /// holder honours). STALE children are left to an operator.
+    /// completion job; each unsettled child is cancelled (a QUEUED one at
+    /// once, a LEASED or RUNNING one by an in-flight request its holder
+    /// honours). STALE children are left to an operator. One `group_cancel`
+    /// call per batch of children ([`Queue::cancel_group_batch`]), each
+    /// atomic; the group keeps the cursor, so a cancel stopped midway (a
+    /// crash) says so, and calling this again finishes it.
     pub async fn cancel_group(&self, name: &str, reason: &str, by: &str) -> Result<GroupCancelled> {
+        let mut done = GroupCancelled::default();
+        loop {
+            let (step, finished) = self
+                .cancel_group_batch(name, reason, by, GROUP_BATCH)
+                .await?;
+            done.cancelled += step.cancelled;
+            done.requested += step.requested;
+            done.skipped += step.skipped;
+            if finished {
+                return Ok(done);
+            }
+        }
+    }
+
+    /// One `group_cancel` call: the group marked cancelled (the first time)
+    /// and up to `batch` of its children cancelled from the cursor the group
+    /// keeps; true once every child was handled.
+    pub async fn cancel_group_batch(
+        &self,
+        name: &str,
+        reason: &str,
+        by: &str,
+        batch: usize,
+    ) -> Result<(GroupCancelled, bool)> {
         check_group_name(name)?;
         if reason.is_empty() {
             return Err(Error::InvalidArgument("a cancel needs a reason".into()));
         }
         let mut inv = self.invocation(&scripts::GROUP_CANCEL);
         inv.key(self.group_key(name));
-        inv.arg(name).arg(reason).arg(by);
+        inv.arg(name).arg(reason).arg(by).arg(batch.max(1));
         let mut reply = Reply::new("group_cancel", self.invoke(&inv).await?)?;
         match reply.text()?.as_str() {
             "OK" => {}
@@ -822,26 +940,20 @@ impl Queue {
                 })
             }
         }
-        let mut done = GroupCancelled::default();
-        let why = format!("group {name} cancelled: {reason}");
-        while reply.remaining() > 0 {
-            let id = JobId::parse(&reply.text()?)?;
-            match self.cancel(&id, &why, by).await {
-                Ok(Cancelled::Now) => done.cancelled += 1,
-                Ok(Cancelled::Requested { .. }) => done.requested += 1,
-                Ok(Cancelled::AlreadyRequested { .. }) => done.requested += 1,
-                Err(e) if e.is_lease_lost() || matches!(e, Error::AlreadyTerminal { .. }) => {
-                    done.skipped += 1
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(done)
+        let step = GroupCancelled {
+            cancelled: reply.int()?,
+            requested: reply.int()?,
+            skipped: reply.int()?,
+        };
+        Ok((step, reply.opt_text()?.is_none()))
     }
 
-    /// Retries every FAILED and CANCELLED child of a group (one `retry` call
-    /// each, each with its event); returns the children retried and those
-    /// refused, with the reason.
+    /// Retries every FAILED and CANCELLED child of a group (each a new
+    /// attempt with its event, as [`Queue::retry`] makes one); returns the
+    /// children retried and those refused, with the reason. One `group_retry`
+    /// call per batch of children ([`Queue::retry_group_batch`]), each atomic;
+    /// the group keeps the cursor, so a retry stopped midway says so, and
+    /// calling this again finishes it.
     pub async fn retry_group(
         &self,
         name: &str,
@@ -849,19 +961,99 @@ impl Queue {
         by: &str,
         reason: &str,
     ) -> Result<(Vec<JobId>, Vec<(JobId, Error)>)> {
-        let view = self
-            .group_view(name)
-            .await?
-            .ok_or_else(|| self.group_not_found(name))?;
         let mut retried = Vec::new();
         let mut refused = Vec::new();
-        for id in view.failed.iter().chain(&view.cancelled) {
-            match self.retry(id, mode, by, reason).await {
-                Ok(_) => retried.push(id.clone()),
-                Err(e) if e.is_transient() => return Err(e),
-                Err(e) => refused.push((id.clone(), e)),
+        loop {
+            let step = self
+                .retry_group_batch(name, mode, by, reason, GROUP_BATCH)
+                .await?;
+            retried.extend(step.retried);
+            refused.extend(step.refused);
+            if step.done {
+                return Ok((retried, refused));
             }
         }
-        Ok((retried, refused))
     }
+
+    /// One `group_retry` call: up to `batch` children from the cursor the
+    /// group keeps, the FAILED and CANCELLED ones retried.
+    pub async fn retry_group_batch(
+        &self,
+        name: &str,
+        mode: RetryMode,
+        by: &str,
+        reason: &str,
+        batch: usize,
+    ) -> Result<GroupRetried> {
+        check_group_name(name)?;
+        let mode = match mode {
+            RetryMode::Resume => "resume",
+            RetryMode::FromStart => "start",
+        };
+        let mut inv = self.invocation(&scripts::GROUP_RETRY);
+        inv.key(self.group_key(name));
+        inv.arg(name)
+            .arg(mode)
+            .arg(by)
+            .arg(reason)
+            .arg(batch.max(1));
+        let mut reply = Reply::new("group_retry", self.invoke(&inv).await?)?;
+        match reply.text()?.as_str() {
+            "OK" => {}
+            "GROUP_NOT_FOUND" => return Err(self.group_not_found(name)),
+            "SETTLED" => {
+                return Err(Error::GroupClosed {
+                    group: name.to_owned(),
+                    status: reply.text()?,
+                })
+            }
+            other => {
+                return Err(Error::Protocol {
+                    script: "group_retry",
+                    detail: format!("unknown status {other:?}"),
+                })
+            }
+        }
+        let done = reply.opt_text()?.is_none();
+        let mut out = GroupRetried {
+            retried: Vec::new(),
+            refused: Vec::new(),
+            done,
+        };
+        while reply.remaining() > 0 {
+            let id = JobId::parse(&reply.text()?)?;
+            let verdict = reply.text()?;
+            let detail = reply.text()?;
+            match verdict.as_str() {
+                "RETRIED" => out.retried.push(id),
+                "INPUT_KEY_TAKEN" => out.refused.push((
+                    id.clone(),
+                    Error::InputKeyTaken {
+                        job: id.to_string(),
+                        holder: detail,
+                    },
+                )),
+                _ => out.refused.push((
+                    id.clone(),
+                    Error::Corrupt {
+                        key: self.keys.job(id.as_str()),
+                        field: detail,
+                        problem: "unreadable: the child was not retried".into(),
+                    },
+                )),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What one `group_retry` call did.
+#[derive(Debug)]
+pub struct GroupRetried {
+    /// Children given a new attempt.
+    pub retried: Vec<JobId>,
+    /// Children refused, with the reason.
+    pub refused: Vec<(JobId, Error)>,
+    /// Whether every child was handled (no batch is left).
+    pub done: bool,
 }

@@ -21,8 +21,8 @@ mod schedules;
 
 pub use flow::PauseChange;
 pub use groups::{
-    check_group_name, Dependency, GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupStatus,
-    GroupView, NewGroup, ParentFailure,
+    check_group_name, Dependency, GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupRetried,
+    GroupStatus, GroupView, NewGroup, ParentFailure,
 };
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
 pub use schedules::{ScheduleInfo, TickEntry, TickReply, TickedWindow};

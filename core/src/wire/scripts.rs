@@ -45,6 +45,11 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../../lua/lib/quarantine.lua"),
     ),
     ("lib/groups", include_str!("../../lua/lib/groups.lua")),
+    ("lib/cancel", include_str!("../../lua/lib/cancel.lua")),
+    (
+        "lib/new_attempt",
+        include_str!("../../lua/lib/new_attempt.lua"),
+    ),
     (
         "transitions/start",
         include_str!("../../lua/transitions/start.lua"),
@@ -87,6 +92,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("group_create", include_str!("../../lua/group_create.lua")),
     ("group_seal", include_str!("../../lua/group_seal.lua")),
     ("group_cancel", include_str!("../../lua/group_cancel.lua")),
+    ("group_retry", include_str!("../../lua/group_retry.lua")),
     (
         "schedule_register",
         include_str!("../../lua/schedule_register.lua"),
@@ -273,7 +279,7 @@ pub fn library_source() -> &'static str {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 19] = [
+const SCRIPTS: [&str; 20] = [
     "enqueue",
     "renew",
     "cancel",
@@ -288,6 +294,7 @@ const SCRIPTS: [&str; 19] = [
     "group_create",
     "group_seal",
     "group_cancel",
+    "group_retry",
     "pause",
     "limit",
     "schedule_register",
@@ -346,8 +353,10 @@ pub(crate) static QUARANTINE_PURGE: LazyLock<LuaScript> = script!("quarantine_pu
 pub(crate) static GROUP_CREATE: LazyLock<LuaScript> = script!("group_create");
 /// group_seal.lua: closes a group to new children.
 pub(crate) static GROUP_SEAL: LazyLock<LuaScript> = script!("group_seal");
-/// group_cancel.lua: cancels a group and names its unsettled children.
+/// group_cancel.lua: cancels a group, a batch of its children per call.
 pub(crate) static GROUP_CANCEL: LazyLock<LuaScript> = script!("group_cancel");
+/// group_retry.lua: retries the failed children of a group, a batch per call.
+pub(crate) static GROUP_RETRY: LazyLock<LuaScript> = script!("group_retry");
 
 /// pause.lua: pauses or resumes a pipeline or a queue.
 pub(crate) static PAUSE: LazyLock<LuaScript> = script!("pause");
@@ -362,7 +371,7 @@ pub(crate) static SCHEDULE_TICK: LazyLock<LuaScript> = script!("schedule_tick");
 pub(crate) static SCHEDULE_STATE: LazyLock<LuaScript> = script!("schedule_state");
 
 /// Every script, for preloading without functions.
-pub(crate) fn all() -> [&'static LuaScript; 19] {
+pub(crate) fn all() -> [&'static LuaScript; 20] {
     [
         &ENQUEUE,
         &RENEW,
@@ -378,6 +387,7 @@ pub(crate) fn all() -> [&'static LuaScript; 19] {
         &GROUP_CREATE,
         &GROUP_SEAL,
         &GROUP_CANCEL,
+        &GROUP_RETRY,
         &PAUSE,
         &LIMIT,
         &SCHEDULE_REGISTER,
