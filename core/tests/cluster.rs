@@ -591,3 +591,52 @@ async fn a_worker_on_a_cluster_pool_of_yours_waits_on_every_shard() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_functions_scripts_run_by_evalsha_and_a_flushed_master_gets_them_again() {
+    let cluster = RedisCluster::start(3, 0);
+    for m in cluster.masters() {
+        let reply = cluster.node(m).cmd(&[
+            "ACL",
+            "SETUSER",
+            "nofn",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-fcall",
+            "-function",
+        ]);
+        assert!(
+            matches!(reply, Value::Okay),
+            "ACL SETUSER on {m}: {reply:?}"
+        );
+    }
+    let url = cluster
+        .url()
+        .replace("redis+cluster://", "redis+cluster://nofn:pw@");
+    let client = Client::connect(&url, QueueConfig::default())
+        .await
+        .expect("a client as a user without FCALL");
+    for i in 0..QUEUES.len() {
+        enqueue(&client, i, 1, 0).await;
+    }
+    // the master of q2 loses its script cache (a restart, a new node, SCRIPT FLUSH):
+    // its next call answers NOSCRIPT, the client loads the script and calls again
+    let q2 = client.queue(QUEUES[2]).unwrap();
+    let owner = cluster.owner_of_key(q2.keys().base());
+    assert!(matches!(
+        cluster.node(owner).cmd(&["SCRIPT", "FLUSH"]),
+        Value::Okay
+    ));
+    let ids = enqueue(&client, 2, 1, 0).await;
+    assert!(q2.job(&ids[0]).await.unwrap().is_some());
+    let stats = cluster.node(owner).info("commandstats");
+    assert!(stats.contains("cmdstat_evalsha"), "{stats}");
+    assert!(
+        !stats.contains("cmdstat_fcall:calls"),
+        "no FCALL ran: {stats}"
+    );
+    assert!(stats.contains("cmdstat_script|load"), "{stats}");
+}
