@@ -22,11 +22,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold::redis;
-use leasehold::{
-    BoxFuture, Client, JobId, NewJob, Pipeline, PipelineOptions, Queue, QueueConfig, StepContext,
-    StepError, StepSpec, Steps, UnknownStep, Worker,
+use leasehold::pipeline::{
+    BoxFuture, Pipeline, PipelineOptions, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
+use leasehold::queue::{Client, JobId, NewJob, Queue, QueueConfig};
+use leasehold::redis;
+use leasehold::worker::Worker;
 use leasehold_testkit::RedisCluster;
 use serde::{Deserialize, Serialize};
 

@@ -10,7 +10,11 @@
 
 use std::time::Duration;
 
-use leasehold::{pipeline, Queue, QueueConfig, StepContext, StepError, Window, Worker};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Queue, QueueConfig};
+use leasehold::schedule::Window;
+use leasehold::worker::Worker;
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 

@@ -7,7 +7,7 @@
 //! bench with `cargo build --release --example bench_peer` first): a separate OS process,
 //! as in production and as in the peer harness (`shared/peers`). The enqueue rates are
 //! measured with `bench_peer enqueue` (the peers' protocol); the pickup, recovery, scale
-//! and per-script measurements drive `leasehold::Queue` in this process.
+//! and per-script measurements drive `leasehold::queue::Queue` in this process.
 //!
 //! Sections:
 //! 1. W1 (1 no-op step) and W2 (4 steps, a checkpoint after each): N pre-enqueued jobs,
@@ -29,8 +29,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use leasehold::lease::{HolderOp, Lease, LeaseRequest, Outcome};
+use leasehold::queue::{NewJob, Queue, QueueConfig};
 use leasehold::redis::{self, Value};
-use leasehold::{HolderOp, Lease, LeaseRequest, NewJob, Outcome, Queue, QueueConfig};
 use leasehold_testkit::RedisServer;
 
 const QUEUE: &str = "bench";
@@ -959,7 +960,7 @@ fn section_scripts(b: &mut Bench) -> f64 {
     let q = queue.clone();
     let ls = leases.clone();
     let m = measure(b, n, |rt, i| {
-        rt.block_on(q.start(&ls[i], "noop")).expect("start");
+        let _ = rt.block_on(q.start(&ls[i], "noop")).expect("start");
     });
     let start_us = m.1;
     rows.push(script_row("start", n, 1.0, &m));

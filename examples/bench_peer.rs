@@ -47,7 +47,10 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use leasehold::{pipeline, Client, QueueConfig, StepContext, StepError, Worker};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Client, QueueConfig};
+use leasehold::worker::Worker;
 use serde::{Deserialize, Serialize};
 
 /// The job input of `w1`, `w2` and `hold`: the peers' `{ i }`.
@@ -215,7 +218,7 @@ async fn enqueue(args: &[String]) -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn single<P: leasehold::Pipeline<Input = Item>>(
+async fn single<P: leasehold::pipeline::Pipeline<Input = Item>>(
     client: &Client,
     n: u64,
 ) -> Result<(), BoxError> {
@@ -225,7 +228,7 @@ async fn single<P: leasehold::Pipeline<Input = Item>>(
     Ok(())
 }
 
-async fn bulk<P: leasehold::Pipeline<Input = Item>>(
+async fn bulk<P: leasehold::pipeline::Pipeline<Input = Item>>(
     client: &Client,
     n: u64,
 ) -> Result<(), BoxError> {

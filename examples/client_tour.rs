@@ -8,7 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold::{AttemptError, Cancelled, JobState, NewJob, Outcome, Queue, QueueConfig, Started};
+use leasehold::lease::{Outcome, Started};
+use leasehold::queue::{AttemptError, Cancelled, JobState, NewJob, Queue, QueueConfig};
 use serde_json::json;
 
 const STEPS: [&str; 4] = ["fetch", "validate", "load", "aggregate"];
@@ -118,7 +119,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "   worker-2 leased {} attempt {} (resumes at {})",
                 lease.job, lease.attempt, STEPS[resume_at]
             );
-            queue.start(lease, STEPS[resume_at]).await?;
+            let _ = queue.start(lease, STEPS[resume_at]).await?;
             for (s, step) in STEPS.iter().enumerate().skip(resume_at) {
                 queue
                     .checkpoint(

@@ -17,10 +17,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::{
-    pipeline, CleanupContext, Client, EventFollower, GroupStatus, JobId, JobState, NewGroup, Queue,
-    QueueConfig, StepContext, StepError, Worker,
-};
+use leasehold::group::{GroupStatus, NewGroup};
+use leasehold::inspect::EventFollower;
+use leasehold::prelude::*;
+use leasehold::queue::Queue;
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 
@@ -380,7 +380,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let group = format!("orders-2026-05-06-{}", std::process::id());
     let daily = JobId::new();
     // built like any job of its pipeline (its max attempts, flow gates)
-    let completion = leasehold::job_for::<DailyAggregate>(&Day {
+    let completion = leasehold::queue::job_for::<DailyAggregate>(&Day {
         day: "2026-05-06".into(),
         group: group.clone(),
     })?

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold::{pipeline, Client, JobState, QueueConfig, StepContext, StepError, Worker};
+use leasehold::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// The job input: the fixed input boundary of one job.

@@ -7,11 +7,12 @@ mod support;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use leasehold::redis;
-use leasehold::{
-    AttemptError, Cancelled, Error, Finished, JobId, JobState, Lease, NewJob, Outcome, Queue,
-    Renewal, RetryMode, StaleLock, Started,
+use leasehold::lease::{Finished, Lease, Outcome, Renewal, Started};
+use leasehold::queue::{
+    AttemptError, Cancelled, JobId, JobState, NewJob, Queue, RetryMode, StaleLock,
 };
+use leasehold::redis;
+use leasehold::Error;
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde_json::json;
 use support::{
@@ -178,7 +179,11 @@ async fn enqueue_is_idempotent_on_input_key_until_the_job_is_terminal() {
     let again = q.enqueue(job("sync", 2).input_key(key)).await.unwrap();
     assert_eq!(
         (again.id.clone(), again.created, again.status),
-        (a.id.clone(), false, leasehold::EnqueueStatus::Existing)
+        (
+            a.id.clone(),
+            false,
+            leasehold::queue::EnqueueStatus::Existing
+        )
     );
     assert_eq!(
         read(&q, &a.id).await.input,
@@ -204,7 +209,11 @@ async fn enqueue_is_idempotent_on_input_key_until_the_job_is_terminal() {
     let same = q.enqueue(job("sync", 5).input_key(key)).await.unwrap();
     assert_eq!(
         (same.id.clone(), same.created, same.status),
-        (a.id.clone(), false, leasehold::EnqueueStatus::Succeeded)
+        (
+            a.id.clone(),
+            false,
+            leasehold::queue::EnqueueStatus::Succeeded
+        )
     );
     let b = q
         .enqueue(job("sync", 5).input_key(key).rerun(true))
@@ -212,7 +221,7 @@ async fn enqueue_is_idempotent_on_input_key_until_the_job_is_terminal() {
         .unwrap();
     assert!(b.created);
     assert_ne!(b.id, a.id);
-    assert_eq!(b.status, leasehold::EnqueueStatus::Rerun);
+    assert_eq!(b.status, leasehold::queue::EnqueueStatus::Rerun);
     assert_eq!(b.previous.as_ref(), Some(&a.id));
     assert_eq!(read(&q, &b.id).await.previous.as_ref(), Some(&a.id));
     assert_eq!(
@@ -649,7 +658,7 @@ async fn wrong_token_is_refused_as_lease_lost_and_changes_nothing() {
         Error::LeaseLost { .. }
     ));
     assert_eq!(before, srv.dump("*"), "refusals write nothing");
-    q.start(&l, "fetch").await.unwrap();
+    let _ = q.start(&l, "fetch").await.unwrap();
     let err = q
         .checkpoint(&forged, "fetch", "{}", None)
         .await
@@ -691,9 +700,9 @@ async fn renew_reports_held_cancel_requested_and_lost_per_lease_in_one_call() {
     let ls = q.lease("w", &["p"], 4, ttl).await.unwrap().leases;
     assert_eq!(ls.len(), 4);
     let (running, leased, cancelled, finished) = (&ls[0], &ls[1], &ls[2], &ls[3]);
-    q.start(running, "s").await.unwrap();
-    q.start(cancelled, "s").await.unwrap();
-    q.start(finished, "s").await.unwrap();
+    let _ = q.start(running, "s").await.unwrap();
+    let _ = q.start(cancelled, "s").await.unwrap();
+    let _ = q.start(finished, "s").await.unwrap();
     assert!(matches!(
         q.cancel(&cancelled.job, "operator says stop", "op")
             .await
@@ -782,7 +791,7 @@ async fn retryable_failure_queues_a_new_attempt_that_resumes_after_the_last_step
     )
     .await;
     let l1 = lease_one(&q, "w1", "p").await;
-    q.start(&l1, "fetch").await.unwrap();
+    let _ = q.start(&l1, "fetch").await.unwrap();
     q.checkpoint(&l1, "fetch", r#"{"cursor":42}"#, Some("load"))
         .await
         .unwrap();
@@ -869,7 +878,7 @@ async fn retryable_failure_queues_a_new_attempt_that_resumes_after_the_last_step
     assert_eq!(out, json!({"cursor": 42}));
 
     // Attempt 2 fails without backoff: attempt 3 is ready at once.
-    q.start(&l2, "load").await.unwrap();
+    let _ = q.start(&l2, "load").await.unwrap();
     let r = q
         .finish(&l2, &failed("io", "disk full", true, Duration::ZERO))
         .await
@@ -878,7 +887,7 @@ async fn retryable_failure_queues_a_new_attempt_that_resumes_after_the_last_step
     assert!(zscore(&srv, &k.ready("p"), id.as_str()).is_some());
     let l3 = lease_one(&q, "w3", "p").await;
     assert_eq!(l3.attempt, 3);
-    q.start(&l3, "load").await.unwrap();
+    let _ = q.start(&l3, "load").await.unwrap();
     // Attempts exhausted: FAILED is terminal even though retryable.
     assert_eq!(
         q.finish(&l3, &failed("io", "disk full again", true, Duration::ZERO))
@@ -920,7 +929,7 @@ async fn permanent_failure_is_terminal_at_once() {
     let q = connect(&srv, "perm").await;
     let id = enqueue(&q, job("p", 1).max_attempts(5)).await;
     let l = lease_one(&q, "w", "p").await;
-    q.start(&l, "validate").await.unwrap();
+    let _ = q.start(&l, "validate").await.unwrap();
     // The message survives the trip through Lua's cjson: quotes, newlines, slashes, non-ASCII.
     let message = "금액이 음수입니다: \"-3\"\n  at row 7 / file a\\b.csv";
     assert_eq!(
@@ -964,7 +973,7 @@ async fn pending_cancel_request_stops_automatic_retry() {
     let q = connect(&srv, "cr").await;
     let id = enqueue(&q, job("p", 1).max_attempts(3)).await;
     let l = lease_one(&q, "w", "p").await;
-    q.start(&l, "fetch").await.unwrap();
+    let _ = q.start(&l, "fetch").await.unwrap();
     q.cancel(&id, "bad input window", "op").await.unwrap();
     // The step failed (e.g. because it was interrupted): the cancel must still win.
     let r = q
@@ -1090,7 +1099,7 @@ async fn cancel_of_leased_or_running_job_is_a_request_its_holder_sees() {
     let ls = q.lease("w", &["p"], 3, TTL).await.unwrap().leases;
     assert_eq!(ls.len(), 2, "the waiter is parked behind r2");
     let (lr, ll) = (&ls[0], &ls[1]);
-    q.start(lr, "fetch").await.unwrap();
+    let _ = q.start(lr, "fetch").await.unwrap();
 
     assert_eq!(
         q.cancel(&running, "customer asked", "op:a").await.unwrap(),
@@ -1224,7 +1233,7 @@ async fn cancel_of_leased_or_running_job_is_a_request_its_holder_sees() {
 async fn make_stale(srv: &RedisServer, q: &Queue, id: &JobId, pipeline: &str) -> Lease {
     let l = lease_one(q, "w-dead", pipeline).await;
     assert_eq!(&l.job, id);
-    q.start(&l, "fetch").await.unwrap();
+    let _ = q.start(&l, "fetch").await.unwrap();
     q.checkpoint(&l, "fetch", r#"{"n":1}"#, Some("load"))
         .await
         .unwrap();
@@ -1287,7 +1296,7 @@ async fn operator_retry_resumes_or_starts_over_and_keeps_history() {
     // From the start: outputs cleared. From FAILED, too.
     let b = enqueue(&q, job("p", 2)).await;
     let lb = lease_one(&q, "w", "p").await;
-    q.start(&lb, "fetch").await.unwrap();
+    let _ = q.start(&lb, "fetch").await.unwrap();
     q.checkpoint(&lb, "fetch", "{}", Some("load"))
         .await
         .unwrap();
@@ -1331,7 +1340,7 @@ async fn operator_retry_resumes_or_starts_over_and_keeps_history() {
             err,
             Error::Refused {
                 state: JobState::Leased,
-                op: leasehold::Op::Retry,
+                op: leasehold::transitions::Op::Retry,
                 ..
             }
         ),
@@ -1463,7 +1472,7 @@ async fn resolve_moves_stale_to_each_terminal_state_with_a_mandatory_reason() {
             err,
             Error::Refused {
                 state: JobState::Queued,
-                op: leasehold::Op::Resolve,
+                op: leasehold::transitions::Op::Resolve,
                 ..
             }
         ),
@@ -1508,7 +1517,7 @@ async fn cleanup_claims_run_every_hook_at_least_once() {
     let list =
         |srv: &RedisServer| -> Vec<String> { get(srv, &["LRANGE", &k.cleanup(), "0", "-1"]) };
     assert_eq!(list(&srv), [a.to_string(), b.to_string()]);
-    let inspector = leasehold::Inspector::new(q.clone());
+    let inspector = leasehold::inspect::Inspector::new(q.clone());
     let status = inspector.status().await.unwrap();
     assert_eq!((status.cleanups_waiting, status.cleanups_claimed), (2, 0));
 

@@ -16,7 +16,10 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use leasehold::{pipeline, Client, JobId, JobState, QueueConfig, StepContext, StepError, Worker};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Client, JobId, JobState, QueueConfig};
+use leasehold::worker::Worker;
 use leasehold_testkit::{wait_until_async, RedisServer, TcpProxy};
 use serde::{Deserialize, Serialize};
 use support::get;

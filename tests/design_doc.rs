@@ -1,10 +1,10 @@
 //! `docs/design.md` shows the transition table exactly as `core/src/transitions.rs`
 //! defines it: the block between the two markers is rendered from
-//! `leasehold::TRANSITIONS` here and must match byte for byte, so the document
+//! `leasehold::transitions::TRANSITIONS` here and must match byte for byte, so the document
 //! cannot drift from the data the scripts are tested against.
 
 use leasehold::transitions::Kind;
-use leasehold::TRANSITIONS;
+use leasehold::transitions::TRANSITIONS;
 
 /// The design document, read at compile time.
 const DESIGN: &str = include_str!("../docs/design.md");

@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::{
-    pipeline, Client, Error, JobId, NewJob, Queue, QueueConfig, StepContext, StepError,
-};
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Client, JobId, NewJob, Queue, QueueConfig};
+use leasehold::{pipeline, Error};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use support::{connect, get};
@@ -217,7 +217,7 @@ async fn enqueue_json_applies_the_published_contract() {
     let client = Client::connect(&srv.url(), QueueConfig::default())
         .await
         .expect("client");
-    let opts = leasehold::EnqueueOptions::new();
+    let opts = leasehold::queue::EnqueueOptions::new();
     // nothing registered yet: refused, nothing written
     let err = client
         .enqueue_json("sync", r#"{"shop":"a","hour":1}"#, &opts)
@@ -264,7 +264,7 @@ async fn enqueue_json_applies_the_published_contract() {
     }
     assert_eq!(dbsize(&srv), keys);
     // an unregistered pipeline with everything given explicitly
-    let mut explicit = leasehold::EnqueueOptions::new();
+    let mut explicit = leasehold::queue::EnqueueOptions::new();
     explicit.unregistered = true;
     explicit.queue = Some("elsewhere".into());
     explicit.resource = Some("r1".into());
@@ -290,9 +290,9 @@ async fn enqueue_json_applies_the_published_contract() {
 /// the contract (over JSON): both give the same resource and input key.
 #[test]
 fn the_contract_renders_the_keys_the_typed_code_computes() {
-    use leasehold::Pipeline;
+    use leasehold::pipeline::Pipeline;
     let contract =
-        leasehold::Contract::new(leasehold::pipeline::spec_of::<Sync>()).expect("contract");
+        leasehold::queue::Contract::new(leasehold::pipeline::spec_of::<Sync>()).expect("contract");
     for input in [
         Window {
             shop: "a".into(),
@@ -305,9 +305,54 @@ fn the_contract_renders_the_keys_the_typed_code_computes() {
     ] {
         let json = serde_json::to_string(&input).expect("json");
         let job = contract
-            .job(&json, &leasehold::EnqueueOptions::new())
+            .job(&json, &leasehold::queue::EnqueueOptions::new())
             .expect("the contract accepts what the type serialises");
         assert_eq!(job.input_key, Sync::input_key(&input));
         assert_eq!(job.resource, Sync::resource_key(&input));
     }
+}
+
+/// A W3C traceparent for the trace-context tests.
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[tokio::test]
+async fn a_trace_context_is_stored_only_when_given_and_reaches_the_lease() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "traced").await;
+    let traced = support::enqueue(&q, support::job("p", 1).traceparent(TRACEPARENT)).await;
+    let plain = support::enqueue(&q, support::job("p", 2)).await;
+    let field = |id: &JobId| -> Option<String> {
+        get(&srv, &["HGET", &q.keys().job(id.as_str()), "trace"])
+    };
+    assert_eq!(field(&traced).as_deref(), Some(TRACEPARENT));
+    assert_eq!(field(&plain), None, "a plain job has no trace field");
+    let first = support::lease_one(&q, "w", "p").await;
+    let second = support::lease_one(&q, "w", "p").await;
+    assert_eq!(first.job, traced);
+    assert_eq!(first.traceparent.as_deref(), Some(TRACEPARENT));
+    assert_eq!(second.job, plain);
+    assert_eq!(second.traceparent, None);
+}
+
+#[tokio::test]
+async fn a_malformed_trace_context_is_refused_before_any_write() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "traced").await;
+    let before = dbsize(&srv);
+    for bad in [
+        "",
+        "not a traceparent",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+    ] {
+        let err = q
+            .enqueue(support::job("p", 1).traceparent(bad))
+            .await
+            .expect_err(bad);
+        assert!(
+            matches!(&err, Error::InvalidArgument(why) if why.contains("traceparent")),
+            "{bad:?}: {err:?}"
+        );
+    }
+    assert_eq!(dbsize(&srv), before, "nothing was written");
 }

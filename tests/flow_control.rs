@@ -7,10 +7,12 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold::{
-    job_for, pipeline, Client, FlowSpec, JobId, JobState, Lease, NewJob, Outcome, PauseChange,
-    PauseScope, Queue, QueueConfig, StepContext, StepError, Worker,
-};
+use leasehold::flow::{FlowSpec, PauseChange, PauseScope};
+use leasehold::lease::{Lease, Outcome};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{job_for, Client, JobId, JobState, NewJob, Queue, QueueConfig};
+use leasehold::worker::Worker;
 use leasehold_testkit::RedisServer;
 use support::{connect, events, force_expire, get, job, zmembers, zscore, TTL};
 
@@ -45,7 +47,7 @@ async fn lease(q: &Queue, worker: &str, n: usize) -> Vec<Lease> {
 }
 
 async fn done(q: &Queue, l: &Lease) {
-    q.start(l, "s").await.expect("start");
+    let _ = q.start(l, "s").await.expect("start");
     q.finish(l, &Outcome::Succeeded).await.expect("finish");
 }
 
@@ -266,7 +268,7 @@ async fn a_holder_whose_lease_expired_frees_its_slot_and_a_stale_one_keeps_it_un
     let held = lease(&q, "dead", 10).await;
     assert_eq!(held.len(), 2);
     // holder 0 never started (LEASED), holder 1 was running: both die
-    q.start(&held[1], "s").await.unwrap();
+    let _ = q.start(&held[1], "s").await.unwrap();
     force_expire(&srv, &q, &held[0].job);
     force_expire(&srv, &q, &held[1].job);
     let report = q.sweep(100).await.unwrap();

@@ -12,11 +12,11 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use leasehold::lease::{Finished, Lease, Outcome, Renewal, Started};
+use leasehold::queue::{AttemptError, JobId, JobState, NewJob, Queue, QueueConfig};
 use leasehold::redis::Value;
-use leasehold::{
-    AttemptError, Error, Finished, JobId, JobState, Lease, NewJob, Op, Outcome, Queue, QueueConfig,
-    Renewal, Started,
-};
+use leasehold::transitions::Op;
+use leasehold::Error;
 use leasehold_testkit::RedisServer;
 use support::get;
 

@@ -7,7 +7,8 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::{JobState, Outcome, Queue, QueueConfig};
+use leasehold::lease::Outcome;
+use leasehold::queue::{JobState, Queue, QueueConfig};
 use leasehold_testkit::RedisServer;
 use support::{command_calls, connect, enqueue, get, job, lease_one};
 
@@ -56,7 +57,7 @@ async fn the_library_is_loaded_again_after_function_flush() {
     let _: String = get(&srv, &["FUNCTION", "FLUSH"]);
     let l = lease_one(&q, "w", "p").await;
     assert_eq!(l.job, id);
-    q.start(&l, "s").await.unwrap();
+    let _ = q.start(&l, "s").await.unwrap();
     q.finish(&l, &Outcome::Succeeded).await.unwrap();
     assert_eq!(
         q.job(&id).await.unwrap().unwrap().state,
@@ -91,7 +92,7 @@ async fn a_server_refusing_functions_runs_the_same_scripts_by_evalsha() {
     let id = enqueue(&q, job("p", 1)).await;
     let l = lease_one(&q, "w", "p").await;
     assert_eq!(l.job, id);
-    q.start(&l, "s").await.unwrap();
+    let _ = q.start(&l, "s").await.unwrap();
     q.finish(&l, &Outcome::Succeeded).await.unwrap();
     assert_eq!(
         q.job(&id).await.unwrap().unwrap().state,

@@ -16,11 +16,13 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::{
-    pipeline, AttemptError, Dependency, EnqueueStatus, Error, GroupPolicy, GroupStatus, JobId,
-    JobState, NewGroup, Outcome, ParentFailure, Queue, QueueConfig, Retention, RetryMode,
-    StepContext, StepError,
+use leasehold::group::{Dependency, GroupPolicy, GroupStatus, NewGroup, ParentFailure};
+use leasehold::lease::Outcome;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{
+    AttemptError, EnqueueStatus, JobId, JobState, Queue, QueueConfig, Retention, RetryMode,
 };
+use leasehold::{pipeline, Error};
 use leasehold_testkit::RedisServer;
 use support::{connect, enqueue, force_expire, get, group_count_errors, job, lease_one, read, TTL};
 
@@ -40,7 +42,7 @@ fn failed(retryable: bool) -> Outcome {
 /// Leases one job of `pipeline`, starts it and finishes it with `outcome`; returns its id.
 async fn run_one(q: &Queue, pipeline: &str, outcome: Outcome) -> JobId {
     let lease = lease_one(q, "w1", pipeline).await;
-    q.start(&lease, "only").await.expect("start");
+    let _ = q.start(&lease, "only").await.expect("start");
     q.finish(&lease, &outcome).await.expect("finish");
     lease.job
 }
@@ -184,7 +186,7 @@ async fn all_terminal_fires_whatever_the_outcome_and_a_stale_child_holds_the_gro
     // b's worker dies while RUNNING: STALE holds the group open
     let lease = lease_one(&q, "w1", "win").await;
     assert_eq!(lease.job, b);
-    q.start(&lease, "only").await.unwrap();
+    let _ = q.start(&lease, "only").await.unwrap();
     force_expire(&srv, &q, &b);
     q.sweep(10).await.unwrap();
     let view = q.group_view("t").await.unwrap().unwrap();
@@ -232,7 +234,7 @@ async fn cancelling_a_group_cancels_queued_children_and_asks_running_ones() {
     q.seal_group("c", "t").await.unwrap();
     run_one(&q, "win", Outcome::Succeeded).await;
     let running = lease_one(&q, "w1", "win").await;
-    q.start(&running, "only").await.unwrap();
+    let _ = q.start(&running, "only").await.unwrap();
     let report = q.cancel_group("c", "wrong day", "op").await.unwrap();
     assert_eq!((report.cancelled, report.requested), (2, 1));
     let job = read(&q, &running.job).await;
@@ -359,7 +361,7 @@ async fn a_job_may_depend_on_a_whole_group() {
 
 /// Asserts group `g`'s counts per state are exact (each child once, in the
 /// state it is in) and returns the group.
-async fn exact(srv: &RedisServer, q: &Queue, g: &str) -> leasehold::GroupInfo {
+async fn exact(srv: &RedisServer, q: &Queue, g: &str) -> leasehold::group::GroupInfo {
     let errors = group_count_errors(srv, q, g);
     assert!(errors.is_empty(), "group {g}: {errors:?}");
     let info = q.group(g).await.unwrap().unwrap();
@@ -386,7 +388,7 @@ async fn every_move_of_a_child_is_counted_in_its_state_and_the_counts_always_sum
     let a = leases.pop().unwrap();
     let b = leases.pop().unwrap();
     let c = leases.pop().unwrap();
-    q.start(&a, "only").await.unwrap();
+    let _ = q.start(&a, "only").await.unwrap();
     assert_eq!(exact(&srv, &q, "m").await.running, 1);
     // handed back unstarted
     q.release(&b).await.unwrap();
@@ -402,7 +404,7 @@ async fn every_move_of_a_child_is_counted_in_its_state_and_the_counts_always_sum
     assert_eq!(exact(&srv, &q, "m").await.queued, 5);
     // one RUNNING when its lease expires goes STALE; an operator's retry is QUEUED
     let d = lease_one(&q, "w1", "win").await;
-    q.start(&d, "only").await.unwrap();
+    let _ = q.start(&d, "only").await.unwrap();
     force_expire(&srv, &q, &d.job);
     q.sweep(10).await.unwrap();
     assert_eq!(exact(&srv, &q, "m").await.stale, 1);
@@ -414,7 +416,7 @@ async fn every_move_of_a_child_is_counted_in_its_state_and_the_counts_always_sum
     let e = lease_one(&q, "w1", "win").await;
     q.cancel(&e.job, "not needed", "op").await.unwrap();
     assert_eq!(exact(&srv, &q, "m").await.leased, 1);
-    q.start(&e, "only").await.unwrap();
+    let _ = q.start(&e, "only").await.unwrap();
     let info = exact(&srv, &q, "m").await;
     assert_eq!((info.cancelled, info.leased, info.queued), (1, 0, 4));
     // the rest run to their end: each counted once, by its final attempt
@@ -423,7 +425,7 @@ async fn every_move_of_a_child_is_counted_in_its_state_and_the_counts_always_sum
     while ended < 6 {
         let l = q.lease("w1", &["win"], 1, TTL).await.unwrap().leases;
         let Some(l) = l.into_iter().next() else { break };
-        q.start(&l, "only").await.unwrap();
+        let _ = q.start(&l, "only").await.unwrap();
         q.finish(&l, &Outcome::Succeeded).await.unwrap();
         exact(&srv, &q, "m").await;
         ended += 1;
@@ -438,13 +440,7 @@ async fn every_move_of_a_child_is_counted_in_its_state_and_the_counts_always_sum
 #[tokio::test]
 async fn retention_deletes_a_settled_groups_keys_with_its_children_and_its_completion_job() {
     let srv = RedisServer::start();
-    let config = QueueConfig {
-        retention: Retention {
-            keep_count: 0,
-            keep_age: Duration::from_millis(1),
-        },
-        ..QueueConfig::default()
-    };
+    let config = QueueConfig::default().retention(Retention::new(0, Duration::from_millis(1)));
     let q = Queue::connect(&srv.url(), "g", config).await.unwrap();
     let done = JobId::new();
     q.create_group(
@@ -512,7 +508,7 @@ async fn a_quarantined_child_is_counted_and_named_and_its_repair_moves_the_group
     let leased = q.lease("w1", &["win"], 3, TTL).await.unwrap().leases;
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].job, good);
-    q.start(&leased[0], "only").await.unwrap();
+    let _ = q.start(&leased[0], "only").await.unwrap();
     q.finish(&leased[0], &Outcome::Succeeded).await.unwrap();
     let view = q.group_view("qg").await.unwrap().unwrap();
     assert_eq!(
@@ -595,7 +591,7 @@ async fn the_completion_job_carries_its_pipelines_flow_gates_and_policies() {
     let srv = RedisServer::start();
     let q = connect(&srv, "g").await;
     let done = JobId::new();
-    let completion = leasehold::job_for::<LimitedAgg>(&serde_json::json!({"day": 1}))
+    let completion = leasehold::queue::job_for::<LimitedAgg>(&serde_json::json!({"day": 1}))
         .unwrap()
         .id(done.clone());
     q.create_group(&NewGroup::new("f").completion(completion), "t")
@@ -707,13 +703,7 @@ async fn a_job_that_exists_joins_the_group_it_is_enqueued_into_or_is_refused_wit
     let purging = Queue::connect(
         &srv.url(),
         "g",
-        QueueConfig {
-            retention: Retention {
-                keep_count: 0,
-                keep_age: Duration::from_millis(1),
-            },
-            ..QueueConfig::default()
-        },
+        QueueConfig::default().retention(Retention::new(0, Duration::from_millis(1))),
     )
     .await
     .unwrap();
@@ -862,7 +852,7 @@ async fn a_large_group_is_cancelled_and_retried_a_batch_per_call_and_says_so_mid
 
     // cancel: a running child, then the caller stops after one batch
     let running = lease_one(&q, "w1", "win").await;
-    q.start(&running, "only").await.unwrap();
+    let _ = q.start(&running, "only").await.unwrap();
     let (step, finished) = q
         .cancel_group_batch("big", "abandoned", "op", 200)
         .await

@@ -12,11 +12,12 @@ mod support;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use leasehold::group::{Dependency, GroupStatus, NewGroup};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{JobId, JobState, NewJob, Queue, QueueConfig, RetryMode};
 use leasehold::redis::AsyncCommands;
-use leasehold::{
-    pipeline, Dependency, GroupStatus, JobId, JobState, NewGroup, NewJob, Queue, QueueConfig,
-    RetryMode, StepContext, StepError, Worker,
-};
+use leasehold::worker::Worker;
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use support::{eventually, get, group_count_errors};

@@ -7,11 +7,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::lease::{Finished, Lease, Outcome, Renewal, Started, SweepReport, SweptJob};
+use leasehold::queue::{Cancelled, JobId, JobState, Queue, StaleLock};
 use leasehold::redis;
-use leasehold::{
-    Cancelled, Error, Finished, JobId, JobState, Lease, Outcome, Queue, Renewal, StaleLock,
-    Started, SweepReport, SweptJob,
-};
+use leasehold::Error;
 use leasehold_testkit::{wait_until_async, RedisServer};
 use support::{
     connect, enqueue, events, eventually, force_expire, get, job, lease_one, read, zmembers,
@@ -113,7 +112,7 @@ async fn one_job_per_resource_the_other_is_parked_not_polled() {
     assert_eq!(state(&q, &a2).await, JobState::Queued);
 
     // The holder finishes: the lock goes, a2 is ready again with its old place.
-    q.start(&leased[0], "s").await.unwrap();
+    let _ = q.start(&leased[0], "s").await.unwrap();
     q.finish(&leased[0], &Outcome::Succeeded).await.unwrap();
     assert!(!exists(&srv, &k.lock("shop:a")));
     assert_eq!(zscore(&srv, &k.ready("p"), a2.as_str()), Some(parked_score));
@@ -208,7 +207,7 @@ async fn release_or_cancel_of_the_holder_unparks_the_waiters() {
     // A RUNNING holder cannot release; finishing as CANCELLED unparks the next one.
     let j3 = enqueue(&q, job("p", 3).resource("r")).await;
     assert!(lease(&q, "w", 5).await.is_empty());
-    q.start(&l2, "s").await.unwrap();
+    let _ = q.start(&l2, "s").await.unwrap();
     let err = q.release(&l2).await.unwrap_err();
     assert!(
         matches!(
@@ -258,7 +257,7 @@ async fn lock_ttl_is_renewed_by_renew_and_checkpoint() {
     assert_eq!(lock_holder(&srv, &q, "r").as_deref(), Some(l.job.as_str()));
     assert!(pttl(&srv, &lock) > 5_000);
 
-    q.start(l, "s").await.unwrap();
+    let _ = q.start(l, "s").await.unwrap();
     let _: i64 = get(&srv, &["PEXPIRE", &lock, "2000"]);
     q.checkpoint(l, "s", "{}", None).await.unwrap();
     assert!(pttl(&srv, &lock) > 5_000, "checkpoint extends the lock");
@@ -280,7 +279,7 @@ async fn a_holder_whose_lock_was_taken_by_another_job_cannot_renew_it() {
     let k = q.keys().clone();
     enqueue(&q, job("p", 1).resource("r")).await;
     let l1 = lease_one(&q, "w1", "p").await;
-    q.start(&l1, "s").await.unwrap();
+    let _ = q.start(&l1, "s").await.unwrap();
     let _: i64 = get(&srv, &["PEXPIRE", &k.lock("r"), "1"]);
     wait_until_async(WAIT, "the lock expired", || async {
         !exists(&srv, &k.lock("r"))
@@ -457,7 +456,7 @@ async fn sweep_makes_an_expired_running_job_stale_and_holds_its_lock() {
     let id = enqueue(&q, job("p", 1).resource("r")).await;
     let waiter = enqueue(&q, job("p", 2).resource("r")).await;
     let old = lease_one(&q, "w-dead", "p").await;
-    q.start(&old, "fetch").await.unwrap();
+    let _ = q.start(&old, "fetch").await.unwrap();
     q.checkpoint(&old, "fetch", r#"{"rows":1}"#, Some("load"))
         .await
         .unwrap();
@@ -547,7 +546,7 @@ async fn sweep_releases_the_lock_of_a_stale_job_whose_policy_says_release() {
     let id = enqueue(&q, job("p", 1).resource("r").stale_lock(StaleLock::Release)).await;
     let waiter = enqueue(&q, job("p", 2).resource("r")).await;
     let old = lease_one(&q, "w-dead", "p").await;
-    q.start(&old, "s").await.unwrap();
+    let _ = q.start(&old, "s").await.unwrap();
     assert!(lease(&q, "w", 5).await.is_empty());
     force_expire(&srv, &q, &id);
     assert_eq!(q.sweep(100).await.unwrap().stale, 1);
@@ -599,7 +598,7 @@ async fn concurrent_sweeps_recover_each_expired_lease_exactly_once() {
                 JobState::Cancelled
             }
             _ => {
-                q.start(l, "s").await.unwrap();
+                let _ = q.start(l, "s").await.unwrap();
                 JobState::Stale
             }
         };
@@ -689,7 +688,7 @@ async fn sweep_unparks_waiters_of_a_lock_that_expired_on_its_own() {
     assert_eq!(next.job, w1);
     assert_eq!(state(&q, &holder.job).await, JobState::Leased);
     // when w1 ends, w2 is handed the resource, and the index forgets it
-    q.start(&next, "s").await.unwrap();
+    let _ = q.start(&next, "s").await.unwrap();
     q.finish(&next, &Outcome::Succeeded).await.unwrap();
     assert_eq!(zmembers(&srv, &k.ready("p")), [w2.as_str()]);
     assert!(!exists(&srv, &k.parked("r")));
@@ -713,7 +712,7 @@ async fn sweep_dry_run_reports_the_same_moves_and_changes_nothing() {
     let ls = lease(&q, "w-dead", 10).await;
     assert_eq!(ls.len(), 4);
     q.cancel(&b, "stop", "op").await.unwrap();
-    q.start(&ls[2], "s").await.unwrap();
+    let _ = q.start(&ls[2], "s").await.unwrap();
     assert_eq!(ls[2].job, c);
     force_expire_all(&srv, &q, &[&a, &b, &c]);
     let _: i64 = get(&srv, &["PEXPIRE", &k.lock("r2"), "1"]);
@@ -789,7 +788,7 @@ async fn an_unrenewed_lease_really_expires_and_is_recovered() {
     // Its old holder finds out at its next call.
     let err = q.start(&ls[0], "s").await.unwrap_err();
     assert!(err.is_lease_lost(), "{err:?}");
-    q.start(&next[0], "s").await.unwrap();
+    let _ = q.start(&next[0], "s").await.unwrap();
     assert_eq!(
         q.finish(&next[0], &Outcome::Succeeded).await.unwrap(),
         Finished::Ended(JobState::Succeeded)
@@ -803,7 +802,7 @@ async fn a_retried_stale_job_keeps_its_place_ahead_of_the_jobs_parked_behind_it(
     let first = enqueue(&q, job("p", 1).resource("r")).await;
     let held = lease_one(&q, "w1", "p").await;
     assert_eq!(held.job, first);
-    q.start(&held, "a").await.expect("start");
+    let _ = q.start(&held, "a").await.expect("start");
     // later jobs of the same resource park behind the holder
     let second = enqueue(&q, job("p", 2).resource("r")).await;
     let third = enqueue(&q, job("p", 3).resource("r")).await;
@@ -811,9 +810,14 @@ async fn a_retried_stale_job_keeps_its_place_ahead_of_the_jobs_parked_behind_it(
     force_expire(&srv, &q, &first);
     q.sweep(10).await.expect("sweep");
     assert_eq!(state(&q, &first).await, JobState::Stale);
-    q.retry(&first, leasehold::RetryMode::Resume, "op", "worker died")
-        .await
-        .expect("retry");
+    q.retry(
+        &first,
+        leasehold::queue::RetryMode::Resume,
+        "op",
+        "worker died",
+    )
+    .await
+    .expect("retry");
     // the retry releases the lock and unparks the others; the retried job goes first
     let next = lease(&q, "w3", 3).await;
     assert_eq!(next.len(), 1, "one job holds the resource");

@@ -65,13 +65,17 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::time::Duration;
 
-use leasehold::redis::{self, AsyncCommands};
-use leasehold::transitions::{allowed, op_allowed, rows, Kind, TRANSITIONS};
-use leasehold::{
-    AttemptError, Cancelled, EnqueueStatus, Error, Finished, HolderOp, HolderReply, JobId,
-    JobState, Lease, LeaseRequest, Leased, NewJob, Op, Outcome, Queue, QueueConfig, Renewal,
-    RetryMode, StaleLock, Started,
+use leasehold::lease::{
+    Finished, HolderOp, HolderReply, Lease, LeaseRequest, Leased, Outcome, Renewal, Started,
 };
+use leasehold::queue::{
+    AttemptError, Cancelled, EnqueueStatus, JobId, JobState, NewJob, Queue, QueueConfig, RetryMode,
+    StaleLock,
+};
+use leasehold::redis::{self, AsyncCommands};
+use leasehold::transitions::Op;
+use leasehold::transitions::{allowed, op_allowed, rows, Kind, TRANSITIONS};
+use leasehold::Error;
 use leasehold_testkit::RedisServer;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
@@ -1599,7 +1603,7 @@ async fn check(model: &mut Model, queue: &Queue) -> Checked {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
                 .collect();
-            let job = leasehold::Job::from_fields(&keys.job(&id), bytes)
+            let job = leasehold::queue::Job::from_fields(&keys.job(&id), bytes)
                 .map_err(|e| format!("job {i}: {e}"))?;
             let rec = job
                 .final_attempt_from_hash()

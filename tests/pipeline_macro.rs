@@ -5,10 +5,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use leasehold::{
-    pipeline, queue_of, CleanupContext, CleanupReason, JobId, Pipeline, RetryPolicy, StaleLock,
-    StepContext, StepError, Steps, UnknownStep,
+use leasehold::pipeline;
+use leasehold::pipeline::{
+    queue_of, CleanupContext, CleanupReason, Pipeline, RetryPolicy, StepContext, StepError, Steps,
+    UnknownStep,
 };
+use leasehold::queue::{JobId, StaleLock};
 use serde::{Deserialize, Serialize};
 
 /// The input window of the test pipeline.
@@ -288,13 +290,12 @@ fn options_and_step_specs() {
     assert_eq!(options.queue, Some("orders"));
     assert_eq!(options.lease_ttl, Some(Duration::from_secs(30)));
     assert_eq!(options.stale_lock, StaleLock::Release);
-    let pipeline_retry = RetryPolicy {
-        max_attempts: 4,
-        initial_backoff: Duration::from_secs(2),
-        max_backoff: Duration::from_secs(60),
-        multiplier: 2.0,
-        jitter: 0.1,
-    };
+    let pipeline_retry = RetryPolicy::NONE
+        .max_attempts(4)
+        .initial_backoff(Duration::from_secs(2))
+        .max_backoff(Duration::from_secs(60))
+        .multiplier(2.0)
+        .jitter(0.1);
     assert_eq!(options.retry, pipeline_retry);
 
     let names: Vec<&str> = OrdersSync::STEPS.iter().map(|s| s.name).collect();
@@ -304,11 +305,11 @@ fn options_and_step_specs() {
     // A step's retry settings override the pipeline's, field by field.
     assert_eq!(
         OrdersSync::STEPS[1].retry,
-        Some(RetryPolicy {
-            max_attempts: 5,
-            initial_backoff: Duration::from_millis(500),
-            ..pipeline_retry
-        })
+        Some(
+            pipeline_retry
+                .max_attempts(5)
+                .initial_backoff(Duration::from_millis(500))
+        )
     );
     assert_eq!(OrdersSync::STEPS[3].timeout, None);
 }

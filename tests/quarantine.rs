@@ -7,11 +7,12 @@ mod support;
 
 use std::time::Duration;
 
+use leasehold::inspect::Inspector;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Client, JobId, JobState, Queue, QueueConfig};
 use leasehold::redis;
-use leasehold::{
-    pipeline, Client, Error, Inspector, JobId, JobState, Queue, QueueConfig, StepContext,
-    StepError, Worker,
-};
+use leasehold::worker::Worker;
+use leasehold::{pipeline, Error};
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 use support::{events, force_expire, get, zscore};

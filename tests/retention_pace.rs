@@ -10,7 +10,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leasehold::{pipeline, NewJob, Queue, QueueConfig, Retention, StepContext, StepError, Worker};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{NewJob, Queue, QueueConfig, Retention};
+use leasehold::worker::Worker;
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use support::get;
@@ -39,13 +42,10 @@ impl Noop {
 }
 
 fn config(keep_count: u64) -> QueueConfig {
-    QueueConfig {
-        retention: Retention {
-            keep_count,
-            keep_age: Duration::from_secs(7 * 24 * 3600),
-        },
-        ..QueueConfig::default()
-    }
+    QueueConfig::default().retention(Retention::new(
+        keep_count,
+        Duration::from_secs(7 * 24 * 3600),
+    ))
 }
 
 /// Enqueues `n` no-op jobs in bulk.

@@ -10,11 +10,12 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use leasehold::redis;
-use leasehold::{
-    Error, JobId, JobState, Lease, NewJob, Outcome, Queue, QueueConfig, Renewal, Retention,
-    RetryMode, StaleLock,
+use leasehold::lease::{Lease, Outcome, Renewal};
+use leasehold::queue::{
+    JobId, JobState, NewJob, Queue, QueueConfig, Retention, RetryMode, StaleLock,
 };
+use leasehold::redis;
+use leasehold::Error;
 use leasehold_testkit::{wait_until_async, RedisServer};
 use support::{connect, enqueue, get, job, lease_one, TTL, WAIT};
 
@@ -52,11 +53,9 @@ fn info_field(srv: &RedisServer, section: &str, field: &str) -> i64 {
 }
 
 fn config(retention: Retention, events_max_len: u64) -> QueueConfig {
-    QueueConfig {
-        retention,
-        events_max_len,
-        ..QueueConfig::default()
-    }
+    QueueConfig::default()
+        .retention(retention)
+        .events_max_len(events_max_len)
 }
 
 /// Enqueues `n` jobs (each with its own input key) and runs them all to their
@@ -87,14 +86,14 @@ async fn run_to_end(
         for l in leases {
             let q = q.clone();
             set.spawn(async move {
-                q.start(&l, "only").await.unwrap();
+                let _ = q.start(&l, "only").await.unwrap();
                 q.checkpoint(&l, "only", r#"{"ok":true}"#, None)
                     .await
                     .unwrap();
                 let input: serde_json::Value = serde_json::from_str(&l.input).unwrap();
                 let outcome = if input["n"].as_u64().unwrap().is_multiple_of(3) {
                     Outcome::Failed {
-                        error: leasehold::AttemptError {
+                        error: leasehold::queue::AttemptError {
                             kind: "test".into(),
                             message: "every third job fails".into(),
                             retryable: false,
@@ -124,10 +123,7 @@ async fn run_to_end(
 async fn count_retention_keeps_redis_bounded_over_thousands_of_jobs() {
     let srv = RedisServer::start();
     let events_max = 1000;
-    let retention = Retention {
-        keep_count: 50,
-        keep_age: Duration::from_secs(3600),
-    };
+    let retention = Retention::new(50, Duration::from_secs(3600));
     let q = Queue::connect(&srv.url(), "ret", config(retention, events_max))
         .await
         .unwrap();
@@ -196,10 +192,7 @@ async fn count_retention_keeps_redis_bounded_over_thousands_of_jobs() {
 async fn purge_deletes_at_most_its_batch_oldest_first() {
     let srv = RedisServer::start();
     // This client keeps everything: nothing is purged while the jobs run.
-    let keep_all = Retention {
-        keep_count: 0,
-        keep_age: Duration::ZERO,
-    };
+    let keep_all = Retention::new(0, Duration::ZERO);
     let q = Queue::connect(&srv.url(), "purge", config(keep_all, 10_000))
         .await
         .unwrap();
@@ -212,10 +205,7 @@ async fn purge_deletes_at_most_its_batch_oldest_first() {
     );
     let oldest_first: Vec<String> = get(&srv, &["ZRANGE", &q.keys().done(), "0", "-1"]);
 
-    let keep_10 = Retention {
-        keep_count: 10,
-        keep_age: Duration::ZERO,
-    };
+    let keep_10 = Retention::new(10, Duration::ZERO);
     // Another client of the same queue, with a tighter policy (retention travels with each call).
     let q10 = Queue::with_pool(q.pool().clone(), "purge", config(keep_10, 10_000)).unwrap();
     assert_eq!(q10.purge(5).await.unwrap(), 5);
@@ -235,10 +225,7 @@ async fn purge_deletes_at_most_its_batch_oldest_first() {
 #[tokio::test]
 async fn age_retention_deletes_old_terminal_jobs_only() {
     let srv = RedisServer::start();
-    let keep_hour = Retention {
-        keep_count: 0,
-        keep_age: Duration::from_secs(3600),
-    };
+    let keep_hour = Retention::new(0, Duration::from_secs(3600));
     let q = Queue::connect(&srv.url(), "age", config(keep_hour, 10_000))
         .await
         .unwrap();
@@ -248,13 +235,10 @@ async fn age_retention_deletes_old_terminal_jobs_only() {
     let waiting = enqueue(&q, job("p", 100)).await;
     let l = lease_one(&q, "w", "p").await;
     assert_eq!(l.job, running);
-    q.start(&l, "s").await.unwrap();
+    let _ = q.start(&l, "s").await.unwrap();
     assert_eq!(q.purge(100).await.unwrap(), 0, "an hour has not passed");
 
-    let short = Retention {
-        keep_count: 0,
-        keep_age: Duration::from_millis(200),
-    };
+    let short = Retention::new(0, Duration::from_millis(200));
     let qs = Queue::with_pool(q.pool().clone(), "age", config(short, 10_000)).unwrap();
     let purged = std::cell::Cell::new(0);
     wait_until_async(WAIT, "jobs older than 200 ms are purged", || {
@@ -289,7 +273,7 @@ async fn age_retention_deletes_old_terminal_jobs_only() {
 async fn running_job(q: &Queue, n: u64) -> Lease {
     enqueue(q, job("p", n).max_attempts(3)).await;
     let l = lease_one(q, "w", "p").await;
-    q.start(&l, "fetch").await.unwrap();
+    let _ = q.start(&l, "fetch").await.unwrap();
     l
 }
 
@@ -400,11 +384,11 @@ async fn corrupt_input_is_a_typed_error_when_read() {
     let l = lease_one(&q, "w", "p").await;
     assert_eq!(l.input, "{not json");
     assert!(serde_json::from_str::<serde_json::Value>(&l.input).is_err());
-    q.start(&l, "fetch").await.unwrap();
+    let _ = q.start(&l, "fetch").await.unwrap();
     q.finish(
         &l,
         &Outcome::Failed {
-            error: leasehold::AttemptError {
+            error: leasehold::queue::AttemptError {
                 kind: "input".into(),
                 message: "input is not JSON".into(),
                 retryable: false,
@@ -452,7 +436,7 @@ async fn corrupt_attempt_record_is_a_typed_error_and_is_never_overwritten() {
     assert_corrupt(&q.job(&l.job).await.unwrap_err(), &attempts, &field);
     // a failed finish must append attempt 1's record, which exists: refused, nothing written
     let failed = Outcome::Failed {
-        error: leasehold::AttemptError {
+        error: leasehold::queue::AttemptError {
             kind: "sink".into(),
             message: "down".into(),
             retryable: false,
@@ -490,7 +474,7 @@ async fn corrupt_step_output_is_a_typed_error_when_read() {
     q.finish(
         &l,
         &Outcome::Failed {
-            error: leasehold::AttemptError {
+            error: leasehold::queue::AttemptError {
                 kind: "io".into(),
                 message: "reset".into(),
                 retryable: true,
@@ -559,11 +543,9 @@ async fn every_unreadable_field_is_named_in_the_error() {
 // ---- Redis going away --------------------------------------------------------------
 
 fn short_timeouts() -> QueueConfig {
-    QueueConfig {
-        connect_timeout: Duration::from_secs(1),
-        response_timeout: Duration::from_secs(1),
-        ..QueueConfig::default()
-    }
+    QueueConfig::default()
+        .connect_timeout(Duration::from_secs(1))
+        .response_timeout(Duration::from_secs(1))
 }
 
 /// Runs `fut`, expecting a transient connection-level error within `limit`.
@@ -634,7 +616,7 @@ async fn redis_killed_gives_transient_errors_and_the_same_queue_works_after_rest
     );
     let l2 = lease_one(&q, "w", "p").await;
     assert_eq!(l2.job, id2);
-    q.start(&l2, "s").await.unwrap();
+    let _ = q.start(&l2, "s").await.unwrap();
     q.finish(&l2, &Outcome::Succeeded).await.unwrap();
     assert_eq!(
         q.job(&id2).await.unwrap().unwrap().state,
@@ -683,11 +665,9 @@ async fn a_slow_redis_within_the_response_timeout_is_not_an_error() {
     let q = Queue::connect(
         &srv.url(),
         "slow",
-        QueueConfig {
-            connect_timeout: Duration::from_secs(5),
-            response_timeout: Duration::from_secs(10),
-            ..QueueConfig::default()
-        },
+        QueueConfig::default()
+            .connect_timeout(Duration::from_secs(5))
+            .response_timeout(Duration::from_secs(10)),
     )
     .await
     .unwrap();
@@ -774,10 +754,7 @@ async fn bad_input_is_rejected_before_anything_is_written() {
         ));
         assert!(JobId::parse(name).is_err() || name.is_empty());
     }
-    let prefixed = QueueConfig {
-        prefix: "bad prefix".into(),
-        ..QueueConfig::default()
-    };
+    let prefixed = QueueConfig::default().prefix("bad prefix");
     assert!(matches!(
         Queue::connect(&srv.url(), "q", prefixed).await.unwrap_err(),
         Error::InvalidArgument(_)
@@ -787,7 +764,7 @@ async fn bad_input_is_rejected_before_anything_is_written() {
     // Operations on a real job with bad arguments write nothing either.
     let id = enqueue(&q, ok().stale_lock(StaleLock::Hold)).await;
     let l = lease_one(&q, "w", "p").await;
-    q.start(&l, "fetch").await.unwrap();
+    let _ = q.start(&l, "fetch").await.unwrap();
     let before = srv.dump("*");
     for (what, result) in [
         (

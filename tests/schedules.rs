@@ -19,7 +19,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold::{pipeline, Queue, QueueConfig, StepContext, StepError, Window, Worker};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Queue, QueueConfig};
+use leasehold::schedule::Window;
+use leasehold::worker::Worker;
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 
@@ -482,7 +486,7 @@ async fn five_missed_ticks(
     pipeline: &str,
 ) -> (
     i64,
-    Vec<leasehold::queue::TickEntry>,
+    Vec<leasehold::schedule::TickEntry>,
     BTreeMap<String, Vec<(String, Window)>>,
 ) {
     let srv = RedisServer::start();
@@ -611,7 +615,7 @@ async fn wait_ticks(
     name: &str,
     outcome: &str,
     n: usize,
-) -> Vec<leasehold::queue::TickEntry> {
+) -> Vec<leasehold::schedule::TickEntry> {
     let start = Instant::now();
     loop {
         let ticks = q.schedule_ticks(name, 1000).await.unwrap();
@@ -701,8 +705,8 @@ async fn a_scheduled_job_carries_its_pipelines_flow_gates() {
 #[tokio::test]
 async fn bad_schedules_are_typed_errors() {
     assert!(matches!(
-        leasehold::Schedule::cron("x", "0 25 * * *"),
-        Err(leasehold::ScheduleError::BadCron { .. })
+        leasehold::schedule::Schedule::cron("x", "0 25 * * *"),
+        Err(leasehold::schedule::ScheduleError::BadCron { .. })
     ));
     let srv = RedisServer::start();
     let err = Worker::builder(srv.url())
@@ -713,7 +717,7 @@ async fn bad_schedules_are_typed_errors() {
     assert!(
         matches!(
             err,
-            leasehold::Error::Schedule(leasehold::ScheduleError::BadZone { .. })
+            leasehold::Error::Schedule(leasehold::schedule::ScheduleError::BadZone { .. })
         ),
         "{err}"
     );

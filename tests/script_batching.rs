@@ -10,11 +10,10 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use leasehold::inspect::Inspector;
+use leasehold::lease::{Finished, HolderOp, HolderReply, Lease, LeaseRequest, Outcome, Started};
+use leasehold::queue::{AttemptError, AttemptRecord, JobId, JobState, NewJob, Queue};
 use leasehold::redis::{self, Value};
-use leasehold::{
-    AttemptError, AttemptRecord, Finished, HolderOp, HolderReply, Inspector, JobId, JobState,
-    Lease, LeaseRequest, NewJob, Outcome, Queue, Started,
-};
 use leasehold_testkit::RedisServer;
 use serde_json::json;
 use support::{command_calls, connect, enqueue, get, job, read, zmembers, TTL, WAIT};
@@ -26,7 +25,7 @@ const PRIORITY_SPAN: u64 = 4_398_046_511_104;
 /// includes resolved). The operation lists `Queue::settle` encodes are always
 /// well formed, so a malformed one can only be sent by calling the script directly.
 fn settle_src() -> String {
-    leasehold::wire::script_source("settle").expect("the settle script")
+    leasehold_core::wire::script_source("settle").expect("the settle script")
 }
 
 // ---- helpers ----------------------------------------------------------------

@@ -1,6 +1,6 @@
 //! Every script clients call checks all of its arguments, and the job fields it
 //! reads, before it writes anything. Each script is called directly (the exact
-//! text the crate runs, `leasehold::wire::script_source`) on realistic state,
+//! text the crate runs, `leasehold_core::wire::script_source`) on realistic state,
 //! with the fixed KEYS and common ARGV the crate sends, once per malformed value
 //! of each argument: the reply is a clean refusal (a `BAD_ARG` error reply, or
 //! a `BAD_ARG`/`CORRUPT` status) and a full dump of Redis is byte-identical
@@ -12,8 +12,9 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use leasehold::lease::{Lease, Outcome};
+use leasehold::queue::{AttemptError, JobId, JobState, Queue};
 use leasehold::redis::{self, Value};
-use leasehold::{AttemptError, JobId, JobState, Lease, Outcome, Queue};
 use leasehold_testkit::RedisServer;
 use support::{connect, enqueue, force_expire, get, job, lease_one, read, TTL};
 
@@ -45,7 +46,7 @@ const ODD_TEXT: [&str; 3] = ["", "a, b @ {c} \"quoted\" \\ ✓", "not json {"];
 
 /// The script `name` exactly as the crate builds it.
 fn source(name: &str) -> String {
-    leasehold::wire::script_source(name).expect("a script clients call")
+    leasehold_core::wire::script_source(name).expect("a script clients call")
 }
 
 /// The fixed KEYS and the common ARGV (events cap, keep count, keep age ms), as
@@ -228,7 +229,7 @@ async fn leased(q: &Queue, resource: bool) -> Lease {
 /// A RUNNING job (started at step `fetch`).
 async fn running(q: &Queue, resource: bool) -> Lease {
     let l = leased(q, resource).await;
-    q.start(&l, "fetch").await.expect("start");
+    let _ = q.start(&l, "fetch").await.expect("start");
     l
 }
 
@@ -545,6 +546,25 @@ async fn enqueue_refuses_every_malformed_argument_before_writing() {
         &["slots:3:r running:2:p rate:100:api"],
         Accepted,
     );
+    add(
+        &mut cases,
+        17,
+        &[
+            "x",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        ],
+        Refused,
+    ); // trace context
+    add(
+        &mut cases,
+        17,
+        &["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+        Accepted,
+    );
     run_cases(&srv, "enqueue", &cases, || async {
         // a job already there, so that the call has something to get wrong
         enqueue(&q, job("p", 0)).await;
@@ -571,6 +591,7 @@ async fn enqueue_refuses_every_malformed_argument_before_writing() {
                 "3",
                 "hold",
                 "0",
+                "",
                 "",
             ],
         )
@@ -977,7 +998,7 @@ async fn group_scripts_refuse_every_malformed_argument_before_writing() {
     let setup = |cancelled: bool| {
         let q = q.clone();
         async move {
-            q.create_group(&leasehold::NewGroup::new("g"), "t")
+            q.create_group(&leasehold::group::NewGroup::new("g"), "t")
                 .await
                 .unwrap();
             for n in 0..2 {

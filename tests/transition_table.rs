@@ -1,4 +1,4 @@
-//! Proves that the Lua scripts and `leasehold::TRANSITIONS` agree, exhaustively.
+//! Proves that the Lua scripts and `leasehold::transitions::TRANSITIONS` agree, exhaustively.
 //!
 //! For every operation that acts on an existing job (in every variant: each
 //! finish outcome, each resolve target, both retry modes, start and sweep with
@@ -25,13 +25,16 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use leasehold::lease::{
+    Finished, HolderOp, HolderReply, Lease, LeaseRequest, Outcome, Renewal, Started,
+};
+use leasehold::queue::{
+    AttemptError, Cancelled, Job, JobId, JobState, NewJob, Queue, QueueConfig, RetryMode, StaleLock,
+};
 use leasehold::redis::Value;
 use leasehold::transitions::{self, Kind};
-use leasehold::{
-    AttemptError, Cancelled, Error, Finished, HolderOp, HolderReply, Job, JobId, JobState, Lease,
-    LeaseRequest, NewJob, Op, Outcome, Queue, QueueConfig, Renewal, RetryMode, StaleLock, Started,
-    TRANSITIONS,
-};
+use leasehold::transitions::{Op, TRANSITIONS};
+use leasehold::Error;
 use leasehold_testkit::{RedisCluster, RedisServer};
 
 const QUEUE: &str = "q";

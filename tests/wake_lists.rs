@@ -6,9 +6,10 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::{
-    pipeline, Client, JobId, JobState, NewJob, QueueConfig, StepContext, StepError, Worker,
-};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Client, JobId, JobState, NewJob, QueueConfig};
+use leasehold::worker::Worker;
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 use support::{connect, get, TTL};

@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{
-    pipeline, Client, JobId, JobState, QueueConfig, StepContext, StepError, Worker, WorkerBuilder,
-};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Client, JobId, JobState, QueueConfig};
+use leasehold::worker::{Worker, WorkerBuilder};
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 use support::get;

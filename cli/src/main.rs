@@ -10,8 +10,11 @@
 mod commands;
 mod context;
 mod dashboard;
+mod examples;
 mod failure;
+mod progress;
 mod render;
+mod style;
 mod table;
 mod time;
 mod wording;
@@ -19,7 +22,7 @@ mod wording;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 use leasehold_core::{
     connect_pool, GroupPolicy, JobId, JobState, Queue, QueueConfig, Retention, RetryMode,
 };
@@ -240,6 +243,20 @@ pub enum Command {
         /// Most jobs deleted per queue.
         #[arg(long, default_value_t = 10_000)]
         batch: usize,
+    },
+    /// Print the shell completion script for `shell` (generated from these
+    /// definitions; needs no Redis).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) of leasehold, or write one page per command
+    /// into --dir (needs no Redis).
+    Man {
+        /// Write `leasehold.1`, `leasehold-status.1`, ... into this directory.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
     },
 }
 
@@ -541,7 +558,29 @@ fn parse_state_arg(s: &str) -> Result<StateArg, String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match examples::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    style::init();
+    // what needs no Redis
+    let generated = match &cli.command {
+        Command::Completions { shell } => Some(commands::docs::completions(*shell)),
+        Command::Man { dir } => Some(commands::docs::man(dir.as_deref())),
+        _ => None,
+    };
+    if let Some(result) = generated {
+        return match result {
+            Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,
+            Err(failure) => {
+                eprintln!("leasehold: {}", failure.message());
+                ExitCode::from(failure.code())
+            }
+        };
+    }
     // rediss:// needs a rustls crypto provider; an error only means one is installed already
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -572,17 +611,12 @@ async fn run(cli: Cli) -> Outcome {
         .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());
     let shown_url = redact(&url);
-    let config = QueueConfig {
-        prefix: cli.prefix.clone(),
-        retention: Retention {
-            keep_count: cli.keep_count,
-            keep_age: cli.keep_age,
-        },
-        events_max_len: cli.events_max_len,
-        connect_timeout: cli.timeout,
-        response_timeout: cli.timeout.max(Duration::from_secs(1)),
-        ..QueueConfig::default()
-    };
+    let config = QueueConfig::default()
+        .prefix(cli.prefix.clone())
+        .retention(Retention::new(cli.keep_count, cli.keep_age))
+        .events_max_len(cli.events_max_len)
+        .connect_timeout(cli.timeout)
+        .response_timeout(cli.timeout.max(Duration::from_secs(1)));
     // the prefix must be a valid key part before anything is read
     leasehold_core::QueueKeys::new(&config.prefix, "x").map_err(|e| classify(&shown_url, e))?;
     let pool = connect_pool(&url, &config)
@@ -758,6 +792,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
             } => commands::schedules::trigger(ctx, &name, queue, window, rerun).await,
         },
         Command::Dashboard(args) => dashboard::run(ctx, args).await,
+        Command::Completions { shell } => commands::docs::completions(shell),
+        Command::Man { dir } => commands::docs::man(dir.as_deref()),
     }
 }
 

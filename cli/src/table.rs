@@ -1,4 +1,8 @@
-//! Plain, left-aligned text tables (no terminal control codes).
+//! Left-aligned text tables: columns padded to their widest cell; a header
+//! in bold and cells styled by `style` only when colour is on (widths count
+//! what shows, not the escape codes).
+
+use crate::style::{self, width};
 
 /// A table: a header row and data rows, printed with columns padded to their widest cell.
 #[derive(Debug, Default)]
@@ -30,29 +34,34 @@ impl Table {
     pub(crate) fn render(&self, indent: &str) -> String {
         let n = self.header.len();
         let clean = |s: &str| s.replace(['\n', '\r', '\t'], " ");
-        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| width(h)).collect();
         for row in &self.rows {
             for (i, cell) in row.iter().enumerate().take(n) {
-                widths[i] = widths[i].max(clean(cell).chars().count());
+                widths[i] = widths[i].max(width(&clean(cell)));
             }
         }
         let mut out = String::new();
-        let mut line = |cells: &[String]| {
+        let mut line = |cells: &[String], head: bool| {
             let mut text = String::from(indent);
-            for (i, width) in widths.iter().enumerate() {
+            for (i, column) in widths.iter().enumerate() {
                 let cell = clean(cells.get(i).map(String::as_str).unwrap_or(""));
-                text.push_str(&cell);
+                let shown = width(&cell);
+                if head {
+                    text.push_str(&style::header(&cell));
+                } else {
+                    text.push_str(&cell);
+                }
                 if i + 1 < n {
-                    let pad = width - cell.chars().count() + 2;
+                    let pad = column - shown + 2;
                     text.extend(std::iter::repeat_n(' ', pad));
                 }
             }
             out.push_str(text.trim_end());
             out.push('\n');
         };
-        line(&self.header);
+        line(&self.header, true);
         for row in &self.rows {
-            line(row);
+            line(row, false);
         }
         out
     }

@@ -7,19 +7,15 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use jiff::tz::TimeZone;
-use jiff::{Span, SpanRelativeTo, Timestamp, Zoned};
+use jiff::{Span, Timestamp, Zoned};
 
 /// Most windows one backfill may create (a guard against a typo in `--step`).
 pub(crate) const MAX_WINDOWS: usize = 1_000_000;
 
-/// Parses a duration such as `5m`, `1h30m`, `2d`, `500ms` or `PT5M` (days are 24 hours).
+/// Parses a duration such as `5m`, `1h30m`, `2d`, `500ms` or `PT5M` (days are
+/// 24 hours): the library's parser, the one the `#[pipeline]` attribute uses.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    let span = Span::from_str(s.trim())
-        .map_err(|e| format!("{s:?} is not a duration (try 30s, 5m, 1h, 7d): {e}"))?;
-    let d = span
-        .to_duration(SpanRelativeTo::days_are_24_hours())
-        .map_err(|e| format!("{s:?}: {e}"))?;
-    Duration::try_from(d).map_err(|_| format!("{s:?} must not be negative"))
+    leasehold_core::parse_duration(s).map_err(|e| format!("{s:?} is not a duration: {e}"))
 }
 
 /// Parses a backfill step: a positive span such as `1h`, `15m`, `1d` or `1mo`.

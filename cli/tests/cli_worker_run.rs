@@ -102,29 +102,13 @@ impl Pipeline for Sync {
     type Step = Step;
     const NAME: &'static str = PIPELINE;
     const STEPS: &'static [StepSpec] = &[
-        StepSpec {
-            name: "fetch",
-            timeout: None,
-            retry: None,
-        },
-        StepSpec {
-            name: "load",
-            timeout: None,
-            retry: None,
-        },
-        StepSpec {
-            name: "aggregate",
-            timeout: None,
-            retry: None,
-        },
+        StepSpec::new("fetch"),
+        StepSpec::new("load"),
+        StepSpec::new("aggregate"),
     ];
 
     fn options() -> PipelineOptions {
-        PipelineOptions {
-            queue: Some(QUEUE),
-            retry: RetryPolicy::NONE,
-            ..PipelineOptions::default()
-        }
+        PipelineOptions::new().queue(QUEUE).retry(RetryPolicy::NONE)
     }
 
     fn run_step<'a>(

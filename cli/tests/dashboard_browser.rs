@@ -22,9 +22,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
-use leasehold::{
-    pipeline, Client, JobId, JobState, Queue, QueueConfig, StepContext, StepError, Worker,
-};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Client, JobId, JobState, Queue, QueueConfig};
+use leasehold::worker::Worker;
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -176,7 +177,12 @@ async fn wait_text(b: &Browser, css: &str, what: &str, pred: impl Fn(&str) -> bo
     }
 }
 
-async fn wait_for_job(q: &Queue, id: &JobId, what: &str, cond: impl Fn(&leasehold::Job) -> bool) {
+async fn wait_for_job(
+    q: &Queue,
+    id: &JobId,
+    what: &str,
+    cond: impl Fn(&leasehold::queue::Job) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let job = q.job(id).await.unwrap().expect("job exists");
@@ -298,7 +304,7 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
     .await;
     // the page refreshes itself: a job of a pipeline no worker serves shows up as QUEUED
     let waiting = q
-        .enqueue(leasehold::NewJob::new("report", &json!({"day": "2026-05-06"})).unwrap())
+        .enqueue(leasehold::queue::NewJob::new("report", &json!({"day": "2026-05-06"})).unwrap())
         .await
         .unwrap()
         .id;
@@ -434,7 +440,7 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
         attempt.cancel.as_ref().map(|c| c.by.as_str()),
         Some("dashboard:e2e")
     );
-    let events = leasehold::Inspector::new(q.clone())
+    let events = leasehold::inspect::Inspector::new(q.clone())
         .job_events(&slow)
         .await
         .unwrap();

@@ -10,7 +10,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold::{pipeline, StepContext, StepError, Worker};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::worker::Worker;
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -151,10 +153,10 @@ async fn a_cli_backfill_of_one_resource_never_overlaps() {
     terminal(&srv, 4).await;
     let q = queue(&srv, QUEUE).await;
     for j in v["jobs"].as_array().expect("jobs") {
-        let id = leasehold::JobId::parse(j["id"].as_str().unwrap_or_default()).expect("id");
+        let id = leasehold::queue::JobId::parse(j["id"].as_str().unwrap_or_default()).expect("id");
         let job = q.job(&id).await.expect("read").expect("a job");
         assert_eq!(job.resource.as_deref(), Some("shop:a"));
-        assert_eq!(job.state, leasehold::JobState::Succeeded);
+        assert_eq!(job.state, leasehold::queue::JobState::Succeeded);
     }
     let mut spans = record.lock().expect("record").spans.clone();
     assert_eq!(spans.len(), 4);

@@ -22,7 +22,7 @@ async fn cli(srv: &RedisServer, args: &[&str]) -> Run {
 
 async fn finish_one(q: &Queue, pipeline: &str, outcome: Outcome) -> JobId {
     let lease = lease_one(q, "w1", pipeline, Duration::from_secs(60)).await;
-    q.start(&lease, "only").await.unwrap();
+    let _ = q.start(&lease, "only").await.unwrap();
     q.finish(&lease, &outcome).await.unwrap();
     lease.job
 }
@@ -232,7 +232,7 @@ async fn cancel_a_group_and_wait_for_parents_from_the_command_line_and_the_dashb
 
     // one child runs; the dashboard shows the group, then cancels it
     let lease = lease_one(&q, "w1", "sync", Duration::from_secs(60)).await;
-    q.start(&lease, "only").await.unwrap();
+    let _ = q.start(&lease, "only").await.unwrap();
     let dash = Dashboard::start(&srv.url(), &["--token", "s3cret"], None).await;
     let c = http();
     // create a group and add a child over HTTP

@@ -376,7 +376,7 @@ async fn after_success_a_post_is_succeeded_and_rerun_makes_a_linked_job() {
     let first = id_of(&v["jobs"][0]);
     let lease = lease_one(&q, "w1", PIPELINE, Duration::from_secs(60)).await;
     assert_eq!(lease.job, first);
-    q.start(&lease, "fetch").await.unwrap();
+    let _ = q.start(&lease, "fetch").await.unwrap();
     q.finish(&lease, &Outcome::Succeeded).await.unwrap();
 
     let (status, v) = post(&dash, body.clone()).await;

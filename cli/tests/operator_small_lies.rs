@@ -10,7 +10,9 @@ mod support;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use leasehold::{pipeline, StepContext, StepError, Worker};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::worker::Worker;
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -11,8 +11,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use leasehold::{pipeline, Client, JobId, JobState, Queue, QueueConfig, StepContext, StepError};
-use leasehold::{Worker, WorkerBuilder};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::queue::{Client, JobId, JobState, Queue, QueueConfig};
+use leasehold::worker::{Worker, WorkerBuilder};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -83,7 +85,12 @@ async fn run(builder: WorkerBuilder) -> tokio::sync::oneshot::Sender<()> {
     stop
 }
 
-async fn wait_for(q: &Queue, id: &JobId, what: &str, cond: impl Fn(&leasehold::Job) -> bool) {
+async fn wait_for(
+    q: &Queue,
+    id: &JobId,
+    what: &str,
+    cond: impl Fn(&leasehold::queue::Job) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let job = q.job(id).await.unwrap().expect("job exists");

@@ -9,7 +9,10 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::{pipeline, StepContext, StepError, Window, Worker};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
+use leasehold::schedule::Window;
+use leasehold::worker::Worker;
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

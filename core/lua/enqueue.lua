@@ -2,9 +2,10 @@
 -- KEYS[10] ready:<pipeline>  KEYS[11] delayed:<pipeline>  KEYS[12] wake:<pipeline>
 -- KEYS[13..] job keys, one per job
 -- ARGV[4] queue  ARGV[5] pipeline  ARGV[6] job count
--- then per job 10 values: id, input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
+-- then per job 11 values: id, input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
 --   rerun ('1': create a new job even when the key's latest job SUCCEEDED), flow (the
---   job's flow-control gates, lib/flow; '' for none: the field is then not written)
+--   job's flow-control gates, lib/flow; '' for none: the field is then not written),
+--   trace (the enqueuer's W3C traceparent, lib/create; '' for none: no field)
 -- An input key is idempotent: while a job with it is not terminal, that job is
 -- the answer ('existing'); when its latest job SUCCEEDED (recorded in
 -- `outcomes` for the queue's input window), that job is the answer
@@ -25,7 +26,8 @@
 -- A malformed argument (lib/args: an empty id, queue or pipeline, a priority
 -- outside 0..255, a delay or max attempts that is not an integer, a stale-lock
 -- policy other than hold or release, a rerun flag other than '1', '0' or '', a
--- flow text that lists no gates, a count that does not match the KEYS and ARGV) is an error reply, before any
+-- flow text that lists no gates, a trace that is not a traceparent, a count that does not match
+-- the KEYS and ARGV) is an error reply, before any
 -- job is written.
 --- @include "lib/keys"
 --- @include "lib/args"
@@ -40,24 +42,26 @@ local queue, pipeline, n = ARGV[4], ARGV[5], int_value(ARGV[6], 0)
 if queue == nil or queue == '' then return bad_arg('enqueue', 'queue', queue) end
 if pipeline == nil or pipeline == '' then return bad_arg('enqueue', 'pipeline', pipeline) end
 if not n then return bad_arg('enqueue', 'job count', ARGV[6]) end
-local links = #ARGV == 9 + 10 * n
-if (#ARGV ~= 6 + 10 * n and not links) or #KEYS ~= 12 + n then
+local links = #ARGV == 9 + 11 * n
+if (#ARGV ~= 6 + 11 * n and not links) or #KEYS ~= 12 + n then
   return redis.error_reply('BAD_ARG enqueue: ' .. n .. ' jobs do not match ' .. #KEYS .. ' keys and ' .. #ARGV .. ' values')
 end
 for i = 1, n do
-  local a = 6 + (i - 1) * 10
+  local a = 6 + (i - 1) * 11
   local bad_job = job_args_bad('enqueue', ARGV, a, i)
   if bad_job then return bad_job end
   local flow = ARGV[a + 10]
   if flow ~= '' and not gates_of(flow) then return bad_arg('enqueue', 'job ' .. i .. ' flow', flow) end
+  local trace = ARGV[a + 11]
+  if trace ~= '' and not traceparent_ok(trace) then return bad_arg('enqueue', 'job ' .. i .. ' trace', trace) end
 end
-local lg, ld, lp = ARGV[7 + 10 * n], ARGV[8 + 10 * n], ARGV[9 + 10 * n]
+local lg, ld, lp = ARGV[7 + 11 * n], ARGV[8 + 11 * n], ARGV[9 + 11 * n]
 if links then
   -- the jobs that exist already and would join the group
   local joining = {}
   if lg ~= '' then
     for i = 1, n do
-      local ex = existing_job(ARGV, 6 + (i - 1) * 10, KEYS[12 + i])
+      local ex = existing_job(ARGV, 6 + (i - 1) * 11, KEYS[12 + i])
       if ex then joining[#joining + 1] = ex end
     end
   end
@@ -68,8 +72,9 @@ local out = {}
 local events = event_log(true)
 local created = 0
 for i = 1, n do
+  local a = 6 + (i - 1) * 11
   local id, status, previous, made = create_job(events, KEYS[12 + i], k_ready, k_delayed, queue, pipeline,
-    ARGV, 6 + (i - 1) * 10, '', ARGV[6 + (i - 1) * 10 + 10])
+    ARGV, a, '', ARGV[a + 10], ARGV[a + 11])
   if made then created = created + 1 end
   -- a dependent waits for its parents in the waiting index, in no ready set (lib/groups)
   if made and links and link_new_job(KEYS[12 + i], id, lg, ld, lp, now_ms()) then

@@ -9,6 +9,7 @@ use crate::transitions::Op;
 
 /// Everything that can go wrong talking to a queue.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Redis answered with an error or the connection failed.
     #[error("redis: {0}")]

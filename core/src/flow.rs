@@ -31,8 +31,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::wire::keys::check_name;
 
-/// The flow-control options of `#[pipeline(...)]` (all off by default).
+/// The flow-control options of `#[pipeline(...)]` (all off by default),
+/// built with the `const` setters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FlowOptions {
     /// At most this many jobs hold the job's resource at once, across all
     /// replicas (1, or unset: the resource's lock).
@@ -44,6 +46,47 @@ pub struct FlowOptions {
     pub rate: Option<&'static str>,
     /// The template of a named rate limiter shared by pipelines (`"shop-api:{shop}"`).
     pub limiter: Option<&'static str>,
+}
+
+impl FlowOptions {
+    /// No flow control.
+    #[must_use]
+    pub const fn new() -> Self {
+        FlowOptions {
+            resource_limit: None,
+            max_running: None,
+            rate: None,
+            limiter: None,
+        }
+    }
+
+    /// Sets how many jobs may hold one resource at once.
+    #[must_use]
+    pub const fn resource_limit(mut self, n: u32) -> Self {
+        self.resource_limit = Some(n);
+        self
+    }
+
+    /// Sets how many jobs of the pipeline may be leased or running at once.
+    #[must_use]
+    pub const fn max_running(mut self, n: u32) -> Self {
+        self.max_running = Some(n);
+        self
+    }
+
+    /// Sets the start rate (`"<n>/s"`, `"<n>/m"`, `"<n>/h"`).
+    #[must_use]
+    pub const fn rate(mut self, rate: &'static str) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+
+    /// Sets the template of the named rate limiter.
+    #[must_use]
+    pub const fn limiter(mut self, template: &'static str) -> Self {
+        self.limiter = Some(template);
+        self
+    }
 }
 
 /// The flow control of a pipeline as published in its spec (what the CLI's

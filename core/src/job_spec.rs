@@ -12,6 +12,7 @@ use crate::record::StaleLock;
 
 /// A job to enqueue.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct NewJob {
     /// The id to use; a new time-sortable id when `None`.
     pub id: Option<JobId>,
@@ -44,6 +45,10 @@ pub struct NewJob {
     /// The flow-control gates its lease must pass (the `flow` field, see
     /// [`crate::flow::FlowSpec::gates`]); `None` for a job under none.
     pub flow: Option<String>,
+    /// The W3C `traceparent` of the trace that enqueued the job: the job's
+    /// spans join that trace (the `otel` feature fills it in from the current
+    /// span when it is `None`); stored only when set.
+    pub traceparent: Option<String>,
 }
 
 impl NewJob {
@@ -71,40 +76,47 @@ impl NewJob {
             depends_on: Vec::new(),
             on_parent_failure: ParentFailure::Cancel,
             flow: None,
+            traceparent: None,
         }
     }
 
     /// Sets the idempotency key.
+    #[must_use]
     pub fn input_key(mut self, key: impl Into<String>) -> Self {
         self.input_key = Some(key.into());
         self
     }
 
     /// Sets the resource to lock.
+    #[must_use]
     pub fn resource(mut self, resource: impl Into<String>) -> Self {
         self.resource = Some(resource.into());
         self
     }
 
     /// Sets the priority (higher first).
+    #[must_use]
     pub fn priority(mut self, priority: u8) -> Self {
         self.priority = priority;
         self
     }
 
     /// Delays the job.
+    #[must_use]
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
         self
     }
 
     /// Sets the attempts allowed to automatic retries (at least 1).
+    #[must_use]
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = max_attempts;
         self
     }
 
     /// Sets the STALE lock policy.
+    #[must_use]
     pub fn stale_lock(mut self, policy: StaleLock) -> Self {
         self.stale_lock = policy;
         self
@@ -112,18 +124,21 @@ impl NewJob {
 
     /// Asks for a re-run: a new job even when the input key's latest job
     /// SUCCEEDED (the new job names it as `previous`).
+    #[must_use]
     pub fn rerun(mut self, rerun: bool) -> Self {
         self.rerun = rerun;
         self
     }
 
     /// Makes the job a child of group `name` (created and still open).
+    #[must_use]
     pub fn group(mut self, name: impl Into<String>) -> Self {
         self.group = Some(name.into());
         self
     }
 
     /// Makes the job wait until `parent` (a job, or a whole group) SUCCEEDED.
+    #[must_use]
     pub fn depends_on(mut self, parent: impl Into<Dependency>) -> Self {
         self.depends_on.push(parent.into());
         self
@@ -131,18 +146,29 @@ impl NewJob {
 
     /// Sets what a parent ending FAILED or CANCELLED does (cancel this job, the
     /// default, or run it anyway).
+    #[must_use]
     pub fn on_parent_failure(mut self, policy: ParentFailure) -> Self {
         self.on_parent_failure = policy;
         self
     }
 
     /// Sets the flow-control gates (see [`crate::flow::FlowSpec::gates`]).
+    #[must_use]
     pub fn flow(mut self, flow: Option<String>) -> Self {
         self.flow = flow;
         self
     }
 
+    /// Sets the trace context the job's spans join: a W3C `traceparent`
+    /// (`00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`).
+    #[must_use]
+    pub fn traceparent(mut self, traceparent: impl Into<String>) -> Self {
+        self.traceparent = Some(traceparent.into());
+        self
+    }
+
     /// Sets the id.
+    #[must_use]
     pub fn id(mut self, id: JobId) -> Self {
         self.id = Some(id);
         self
@@ -167,6 +193,9 @@ impl NewJob {
                     "flow {flow:?} lists no gates"
                 )));
             }
+        }
+        if let Some(tp) = &self.traceparent {
+            crate::trace::check_traceparent(tp)?;
         }
         if let Some(key) = &self.input_key {
             if key.is_empty() {

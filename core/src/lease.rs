@@ -31,6 +31,8 @@ pub struct Lease {
     pub ttl: Duration,
     /// When the job became due (ms): its enqueue time, delay, or retry time.
     pub not_before: Millis,
+    /// The W3C `traceparent` the job was enqueued under, if any.
+    pub traceparent: Option<String>,
 }
 
 /// The reply to a lease call.
@@ -78,6 +80,7 @@ pub struct UnreadableLease {
 
 /// What `start` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a job cancelled before its start must not run its step: check for `Started::Running`"]
 pub enum Started {
     /// LEASED → RUNNING.
     Running,

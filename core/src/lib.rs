@@ -32,6 +32,8 @@ pub mod inspect;
 pub mod job_spec;
 pub mod lease;
 pub mod metrics;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod pipeline;
 pub mod pool;
 pub mod queue;
@@ -40,11 +42,16 @@ pub mod schedule;
 pub mod settle;
 pub mod state;
 pub mod template;
+pub mod trace;
 pub mod transitions;
 pub mod wire;
 pub mod worker;
 
 pub use wire::keys;
+
+/// The one duration parser of leasehold (the `#[pipeline]` attribute and the
+/// `leasehold` command line use it too).
+pub use leasehold_duration::{parse_duration, DurationError};
 
 pub use client::{job_for, Client, Enqueue};
 pub use config::{QueueConfig, Retention};

@@ -66,6 +66,7 @@ impl Window {
 
 /// Why a schedule cannot be declared or evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScheduleError {
     /// The cron expression does not parse (or has other than 5 or 6 fields).
     #[error("schedule {schedule}: bad cron expression {expr:?}: {why}")]
@@ -298,6 +299,7 @@ impl Schedule {
     }
 
     /// The first window starts here (and a fixed interval is anchored here).
+    #[must_use]
     pub fn starting(mut self, start: Timestamp) -> Schedule {
         self.start = Some(start);
         self
@@ -327,12 +329,14 @@ impl Schedule {
     }
 
     /// No window ends after `end`.
+    #[must_use]
     pub fn ending(mut self, end: Timestamp) -> Schedule {
         self.end = Some(end);
         self
     }
 
     /// The catch-up policy (default [`CatchUp::Latest`]).
+    #[must_use]
     pub fn catch_up(mut self, policy: CatchUp) -> Schedule {
         if let CatchUp::All { max } = policy {
             self.catch_up = CatchUp::All {
@@ -345,6 +349,7 @@ impl Schedule {
     }
 
     /// The overlap policy (default [`Overlap::Allow`]).
+    #[must_use]
     pub fn overlap(mut self, policy: Overlap) -> Schedule {
         self.overlap = policy;
         self
@@ -352,6 +357,7 @@ impl Schedule {
 
     /// How late after its due time a window still counts as on time (default
     /// 60 s): later ones are "caught up", or missed under [`CatchUp::None`].
+    #[must_use]
     pub fn grace(mut self, grace: Duration) -> Schedule {
         self.grace = grace;
         self

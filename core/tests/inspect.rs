@@ -514,10 +514,7 @@ async fn queues_are_discovered_by_their_fence_and_events_keys() {
     enqueue(&a, job("p", 1)).await;
     enqueue(&b, job("p", 1)).await;
     // another prefix is not ours
-    let cfg = QueueConfig {
-        prefix: "elsewhere".into(),
-        ..QueueConfig::default()
-    };
+    let cfg = QueueConfig::default().prefix("elsewhere");
     let c = Queue::connect(&srv.url(), "gamma", cfg).await.unwrap();
     enqueue(&c, job("p", 1)).await;
     let found = discover_queues(a.pool(), a.config()).await.unwrap();

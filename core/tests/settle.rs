@@ -193,7 +193,7 @@ async fn a_cancel_pending_is_reported_by_a_batched_checkpoint() {
         .unwrap()
         .leases
         .remove(0);
-    q.start(&lease, "a").await.unwrap();
+    let _ = q.start(&lease, "a").await.unwrap();
     q.cancel(&id, "stop", "op").await.unwrap();
     let settled = q
         .settle(

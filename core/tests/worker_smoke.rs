@@ -61,25 +61,12 @@ impl Pipeline for Math {
     type Step = Step;
     const NAME: &'static str = "math";
     const STEPS: &'static [StepSpec] = &[
-        StepSpec {
-            name: "double",
-            timeout: None,
-            retry: None,
-        },
-        StepSpec {
-            name: "add",
-            timeout: Some(Duration::from_secs(5)),
-            retry: None,
-        },
+        StepSpec::new("double"),
+        StepSpec::new("add").timeout(Duration::from_secs(5)),
     ];
     fn options() -> PipelineOptions {
-        PipelineOptions {
-            retry: RetryPolicy {
-                initial_backoff: Duration::from_millis(10),
-                ..RetryPolicy::exponential(2)
-            },
-            ..PipelineOptions::default()
-        }
+        PipelineOptions::new()
+            .retry(RetryPolicy::exponential(2).initial_backoff(Duration::from_millis(10)))
     }
     fn run_step<'a>(
         &'a self,

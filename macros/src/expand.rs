@@ -88,7 +88,7 @@ fn step_enum(model: &Model, type_ident: &Ident, enum_ident: &Ident) -> TokenStre
 
         #(#cfgs)*
         #[automatically_derived]
-        impl ::leasehold::Steps for #enum_ident {
+        impl ::leasehold::__private::core::Steps for #enum_ident {
             const ALL: &'static [Self] = &[#(Self::#variants),*];
 
             fn name(self) -> &'static str {
@@ -108,19 +108,19 @@ fn step_enum(model: &Model, type_ident: &Ident, enum_ident: &Ident) -> TokenStre
         #[automatically_derived]
         impl ::core::fmt::Display for #enum_ident {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                f.write_str(<Self as ::leasehold::Steps>::name(*self))
+                f.write_str(<Self as ::leasehold::__private::core::Steps>::name(*self))
             }
         }
 
         #(#cfgs)*
         #[automatically_derived]
         impl ::core::str::FromStr for #enum_ident {
-            type Err = ::leasehold::UnknownStep;
+            type Err = ::leasehold::__private::core::UnknownStep;
 
             fn from_str(name: &str) -> ::core::result::Result<Self, Self::Err> {
                 match name {
                     #(#names => ::core::result::Result::Ok(Self::#variants),)*
-                    _ => ::core::result::Result::Err(::leasehold::UnknownStep {
+                    _ => ::core::result::Result::Err(::leasehold::__private::core::UnknownStep {
                         pipeline: #pipeline,
                         name: ::std::string::ToString::to_string(name),
                     }),
@@ -135,7 +135,7 @@ fn step_enum(model: &Model, type_ident: &Ident, enum_ident: &Ident) -> TokenStre
             where
                 S: #serde::Serializer,
             {
-                serializer.serialize_str(<Self as ::leasehold::Steps>::name(*self))
+                serializer.serialize_str(<Self as ::leasehold::__private::core::Steps>::name(*self))
             }
         }
 
@@ -163,39 +163,37 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
     let queue = &model.queue;
     let specs = model.steps.iter().map(|step| {
         let step_name = &step.name;
-        let timeout = option(step.timeout.map(duration));
-        let retry = option(step.retry.map(|r| retry(r.or(model.retry))));
-        quote! {
-            ::leasehold::StepSpec {
-                name: #step_name,
-                timeout: #timeout,
-                retry: #retry,
-            }
-        }
+        let timeout = step.timeout.map(|d| {
+            let d = duration(d);
+            quote!(.timeout(#d))
+        });
+        let retry = step.retry.map(|r| {
+            let r = retry(r.or(model.retry));
+            quote!(.retry(#r))
+        });
+        quote!(::leasehold::__private::core::StepSpec::new(#step_name) #timeout #retry)
     });
-    let lease_ttl = option(model.lease_ttl.map(duration));
+    let lease_ttl = model.lease_ttl.map(|d| {
+        let d = duration(d);
+        quote!(.lease_ttl(#d))
+    });
     let pipeline_retry = retry(model.retry);
     let stale_lock = if model.release_on_stale {
-        quote!(::leasehold::StaleLock::Release)
+        quote!(::leasehold::__private::core::StaleLock::Release)
     } else {
-        quote!(::leasehold::StaleLock::Hold)
+        quote!(::leasehold::__private::core::StaleLock::Hold)
     };
     let flow = {
         let f = &model.flow;
-        let resource_limit = option(f.resource_limit.map(|n| quote!(#n)));
-        let max_running = option(f.max_running.map(|n| quote!(#n)));
-        let rate = option(f.rate.as_ref().map(|l| quote!(#l)));
-        let limiter = option(f.limiter.as_ref().map(|t| {
+        let resource_limit = f.resource_limit.map(|n| quote!(.resource_limit(#n)));
+        let max_running = f.max_running.map(|n| quote!(.max_running(#n)));
+        let rate = f.rate.as_ref().map(|l| quote!(.rate(#l)));
+        let limiter = f.limiter.as_ref().map(|t| {
             let lit = &t.lit;
-            quote!(#lit)
-        }));
+            quote!(.limiter(#lit))
+        });
         quote! {
-            ::leasehold::FlowOptions {
-                resource_limit: #resource_limit,
-                max_running: #max_running,
-                rate: #rate,
-                limiter: #limiter,
-            }
+            ::leasehold::__private::core::FlowOptions::new() #resource_limit #max_running #rate #limiter
         }
     };
     let body = if full {
@@ -244,10 +242,10 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
             fn run_step<'a>(
                 &'a self,
                 _: usize,
-                _: &'a ::leasehold::StepContext,
+                _: &'a ::leasehold::__private::core::StepContext,
                 _: &'a Self::Input,
                 _: ::core::option::Option<&'a str>,
-            ) -> ::leasehold::BoxFuture<'a, ::core::result::Result<::std::string::String, ::leasehold::StepError>> {
+            ) -> ::leasehold::__private::core::BoxFuture<'a, ::core::result::Result<::std::string::String, ::leasehold::__private::core::StepError>> {
                 ::core::unreachable!("#[pipeline] reported errors")
             }
         }
@@ -255,24 +253,21 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
     quote! {
         #(#cfgs)*
         #[automatically_derived]
-        impl ::leasehold::Pipeline for #self_ty {
+        impl ::leasehold::__private::core::Pipeline for #self_ty {
             type Input = #input;
             type Step = #enum_ident;
 
             const NAME: &'static str = #name;
 
-            const STEPS: &'static [::leasehold::StepSpec] = &[#(#specs),*];
+            const STEPS: &'static [::leasehold::__private::core::StepSpec] = &[#(#specs),*];
 
-            #[allow(clippy::needless_update)]
-            fn options() -> ::leasehold::PipelineOptions {
-                ::leasehold::PipelineOptions {
-                    queue: ::core::option::Option::Some(#queue),
-                    lease_ttl: #lease_ttl,
-                    retry: #pipeline_retry,
-                    stale_lock: #stale_lock,
-                    flow: #flow,
-                    ..::core::default::Default::default()
-                }
+            fn options() -> ::leasehold::__private::core::PipelineOptions {
+                ::leasehold::__private::core::PipelineOptions::new()
+                    .queue(#queue)
+                    #lease_ttl
+                    .retry(#pipeline_retry)
+                    .stale_lock(#stale_lock)
+                    .flow(#flow)
             }
 
             #body
@@ -332,10 +327,10 @@ fn run_step(model: &Model) -> TokenStream {
         fn run_step<'a>(
             &'a self,
             index: usize,
-            ctx: &'a ::leasehold::StepContext,
+            ctx: &'a ::leasehold::__private::core::StepContext,
             input: &'a Self::Input,
             previous: ::core::option::Option<&'a str>,
-        ) -> ::leasehold::BoxFuture<'a, ::core::result::Result<::std::string::String, ::leasehold::StepError>> {
+        ) -> ::leasehold::__private::core::BoxFuture<'a, ::core::result::Result<::std::string::String, ::leasehold::__private::core::StepError>> {
             ::std::boxed::Box::pin(async move {
                 match index {
                     #(#arms)*
@@ -421,9 +416,9 @@ fn cleanup(model: &Model) -> TokenStream {
         #[allow(unused_variables)]
         fn cleanup<'a>(
             &'a self,
-            ctx: &'a ::leasehold::CleanupContext,
+            ctx: &'a ::leasehold::__private::core::CleanupContext,
             input: &'a Self::Input,
-        ) -> ::leasehold::BoxFuture<'a, ()> {
+        ) -> ::leasehold::__private::core::BoxFuture<'a, ()> {
             ::std::boxed::Box::pin(async move { #call.await })
         }
     }
@@ -431,13 +426,6 @@ fn cleanup(model: &Model) -> TokenStream {
 
 fn span_of(tokens: &impl ToTokens) -> Span {
     syn::spanned::Spanned::span(&tokens.to_token_stream())
-}
-
-fn option(value: Option<TokenStream>) -> TokenStream {
-    match value {
-        Some(value) => quote!(::core::option::Option::Some(#value)),
-        None => quote!(::core::option::Option::None),
-    }
 }
 
 fn duration(d: Duration) -> TokenStream {
@@ -449,27 +437,23 @@ fn duration(d: Duration) -> TokenStream {
 /// `n = 3`) with the fields the user set.
 fn retry(r: Retry) -> TokenStream {
     let max_attempts = Literal::u32_unsuffixed(r.max_attempts.unwrap_or(3));
-    let base = quote!(::leasehold::RetryPolicy::exponential(#max_attempts));
-    let mut fields = Vec::new();
+    let base = quote!(::leasehold::__private::core::RetryPolicy::exponential(#max_attempts));
+    let mut setters = Vec::new();
     if let Some(d) = r.backoff {
         let d = duration(d);
-        fields.push(quote!(initial_backoff: #d));
+        setters.push(quote!(.initial_backoff(#d)));
     }
     if let Some(d) = r.max_backoff {
         let d = duration(d);
-        fields.push(quote!(max_backoff: #d));
+        setters.push(quote!(.max_backoff(#d)));
     }
     if let Some(m) = r.multiplier {
         let m = Literal::f64_suffixed(m);
-        fields.push(quote!(multiplier: #m));
+        setters.push(quote!(.multiplier(#m)));
     }
     if let Some(j) = r.jitter {
         let j = Literal::f64_suffixed(j);
-        fields.push(quote!(jitter: #j));
+        setters.push(quote!(.jitter(#j)));
     }
-    if fields.is_empty() {
-        base
-    } else {
-        quote!(::leasehold::RetryPolicy { #(#fields,)* ..#base })
-    }
+    quote!(#base #(#setters)*)
 }

@@ -26,7 +26,7 @@ mod template;
 /// markers, so the methods stay callable), and generates
 ///
 /// - a step enum named `<Type>Step` (variants in `PascalCase` of the step
-///   names, in order) implementing `leasehold::Steps`,
+///   names, in order) implementing `leasehold::pipeline::Steps`,
 ///   `Display`/`FromStr` (the step's name; parsing fails with `UnknownStep`),
 ///   `Debug`, `Clone`, `Copy`, `Eq`, `Ord`, `Hash`, and serde's `Serialize` /
 ///   `Deserialize` as the name string;
@@ -38,7 +38,8 @@ mod template;
 /// # Example
 ///
 /// ```
-/// use leasehold::{pipeline, CleanupContext, Pipeline, StepContext, StepError};
+/// use leasehold::pipeline;
+/// use leasehold::pipeline::{CleanupContext, Pipeline, StepContext, StepError};
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Debug, Serialize, Deserialize)]
@@ -105,8 +106,10 @@ mod template;
 ///
 /// # Pipeline options: `#[pipeline(...)]`
 ///
-/// All optional. Durations are strings of a number and a unit (`ms`, `s`,
-/// `m`, `h`), parts may be combined: `"250ms"`, `"30s"`, `"1m30s"`, `"1h"`.
+/// All optional. Durations are strings read by `leasehold::parse_duration`,
+/// the parser the `leasehold` command line uses too: `"250ms"`, `"30s"`,
+/// `"1m30s"`, `"1h"`, `"2d"` (24 hours), `"PT5M"`; months, years, negative
+/// and sub-millisecond durations are compile errors.
 ///
 /// | option | value | default | meaning |
 /// |---|---|---|---|
@@ -128,7 +131,7 @@ mod template;
 /// register the schedule on start and enqueue, once per tick and by whichever
 /// replica comes first, a job for the window `[previous tick, tick)`. The cron
 /// literal (5 fields, or 6 with seconds first) is checked at compile time. The
-/// input type must have a `window: leasehold::Window` field (a compile error
+/// input type must have a `window: leasehold::schedule::Window` field (a compile error
 /// at `schedule` otherwise); the static `input` (a JSON object) fills the rest.
 /// Settings: `name` (default: the pipeline's name), `cron` or `every`, `zone`
 /// (IANA, default UTC), `start` / `end` (RFC 3339), `catch_up` (`"all"`,

@@ -48,7 +48,7 @@ impl Setting {
     /// A duration string, like `"30s"`.
     pub(crate) fn duration(&self) -> syn::Result<(Duration, Span)> {
         let lit = self.string_of("a duration string", "\"30s\"")?;
-        let duration = parse_duration(&lit.value()).map_err(|why| {
+        let duration = leasehold_duration::parse_duration(&lit.value()).map_err(|why| {
             syn::Error::new(lit.span(), format!("bad duration {:?}: {why}", lit.value()))
         })?;
         Ok((duration, lit.span()))
@@ -176,75 +176,10 @@ pub(crate) fn known(
 fn suggest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
     known
         .iter()
-        .map(|k| (edit_distance(name, k), *k))
+        .map(|k| (strsim::levenshtein(name, k), *k))
         .filter(|(d, k)| *d <= 2.max(k.len() / 3))
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
-}
-
-/// Parses `"250ms"`, `"30s"`, `"5m"`, `"1h"`, or a sum like `"1m30s"`; the
-/// error says what is wrong and how to write it.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    const HELP: &str =
-        "write a number and a unit (ms, s, m, h), like \"250ms\", \"30s\" or \"1m30s\"";
-    if text.is_empty() {
-        return Err(format!("it is empty; {HELP}"));
-    }
-    let mut total: u64 = 0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(HELP.to_owned());
-        }
-        let number: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| "it is too large".to_owned())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let millis_per_unit = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "" => return Err(format!("a unit is missing; {HELP}")),
-            unit if unit.starts_with(['.', ',']) => {
-                return Err(
-                    "fractions are not supported; use a smaller unit, like \"1500ms\" for 1.5s"
-                        .to_owned(),
-                )
-            }
-            unit if unit.contains(char::is_whitespace) => {
-                return Err(format!("no spaces inside a duration; {HELP}"))
-            }
-            unit => return Err(format!("unknown unit `{unit}`; {HELP}")),
-        };
-        rest = &rest[unit_len..];
-        total = number
-            .checked_mul(millis_per_unit)
-            .and_then(|ms| total.checked_add(ms))
-            .ok_or_else(|| "it is too large".to_owned())?;
-    }
-    Ok(Duration::from_millis(total))
 }
 
 /// A retry policy as written: unset fields come from elsewhere (the pipeline's
@@ -296,28 +231,6 @@ impl Retry {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
-        for bad in [
-            "",
-            "s",
-            "30",
-            "30sec",
-            "1.5s",
-            "-1s",
-            "30 s",
-            "99999999999999999999h",
-        ] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
-        }
-    }
 
     #[test]
     fn suggestions() {

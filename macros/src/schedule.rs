@@ -163,10 +163,10 @@ pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDec
 pub(crate) fn expand(d: &ScheduleDecl, pipeline_name: &str, input: &syn::Type) -> TokenStream {
     let name = d.name.clone().unwrap_or_else(|| pipeline_name.to_owned());
     let mut chain = match (&d.cron, d.every) {
-        (Some(expr), _) => quote!(::leasehold::Schedule::cron(#name, #expr)?),
+        (Some(expr), _) => quote!(::leasehold::__private::core::Schedule::cron(#name, #expr)?),
         (None, Some(every)) => {
             let ms = every.as_millis() as u64;
-            quote!(::leasehold::Schedule::every(#name, ::core::time::Duration::from_millis(#ms))?)
+            quote!(::leasehold::__private::core::Schedule::every(#name, ::core::time::Duration::from_millis(#ms))?)
         }
         (None, None) => return TokenStream::new(),
     };
@@ -182,15 +182,18 @@ pub(crate) fn expand(d: &ScheduleDecl, pipeline_name: &str, input: &syn::Type) -
     match d.catch_up.as_deref() {
         Some("all") => {
             let max = d.catch_up_max.unwrap_or(::core::primitive::u32::MAX);
-            chain = quote!(#chain.catch_up(::leasehold::CatchUp::All { max: #max }));
+            chain =
+                quote!(#chain.catch_up(::leasehold::__private::core::CatchUp::All { max: #max }));
         }
-        Some("none") => chain = quote!(#chain.catch_up(::leasehold::CatchUp::None)),
-        Some(_) => chain = quote!(#chain.catch_up(::leasehold::CatchUp::Latest)),
+        Some("none") => {
+            chain = quote!(#chain.catch_up(::leasehold::__private::core::CatchUp::None))
+        }
+        Some(_) => chain = quote!(#chain.catch_up(::leasehold::__private::core::CatchUp::Latest)),
         None => {}
     }
     match d.overlap.as_deref() {
-        Some("skip") => chain = quote!(#chain.overlap(::leasehold::Overlap::Skip)),
-        Some("wait") => chain = quote!(#chain.overlap(::leasehold::Overlap::Wait)),
+        Some("skip") => chain = quote!(#chain.overlap(::leasehold::__private::core::Overlap::Skip)),
+        Some("wait") => chain = quote!(#chain.overlap(::leasehold::__private::core::Overlap::Wait)),
         _ => {}
     }
     if let Some(grace) = d.grace {
@@ -203,14 +206,14 @@ pub(crate) fn expand(d: &ScheduleDecl, pipeline_name: &str, input: &syn::Type) -
     let check = quote_spanned! {d.span=>
         // a scheduled pipeline's input carries the tick's window
         #[allow(dead_code)]
-        fn __leasehold_schedule_window(input: &#input) -> &::leasehold::Window {
+        fn __leasehold_schedule_window(input: &#input) -> &::leasehold::__private::core::Window {
             &input.window
         }
     };
     quote! {
         fn schedules() -> ::core::result::Result<
-            ::std::vec::Vec<::leasehold::Schedule>,
-            ::leasehold::ScheduleError,
+            ::std::vec::Vec<::leasehold::__private::core::Schedule>,
+            ::leasehold::__private::core::ScheduleError,
         > {
             #check
             ::core::result::Result::Ok(::std::vec![#chain])

@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
+use leasehold::lease::Lease;
+use leasehold::queue::{JobId, NewJob, Queue, QueueConfig};
 use leasehold::redis::{self, FromRedisValue, Value};
-use leasehold::{JobId, Lease, NewJob, Queue, QueueConfig};
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde_json::json;
 
@@ -112,7 +113,7 @@ pub(crate) async fn lease_one(q: &Queue, worker: &str, pipeline: &str) -> Lease 
 }
 
 /// The job as the client reads it; it must exist.
-pub(crate) async fn read(q: &Queue, id: &JobId) -> leasehold::Job {
+pub(crate) async fn read(q: &Queue, id: &JobId) -> leasehold::queue::Job {
     q.job(id).await.expect("read job").expect("job exists")
 }
 

@@ -12,10 +12,11 @@ use serde_json::json;
 
 use super::print_json;
 use crate::context::Ctx;
+use crate::progress::Progress;
 use crate::time;
 use crate::{EnqueueArgs, Failure, Outcome, ParentFailureArg};
 
-/// Jobs per `enqueue_bulk` call of a backfill (one progress line each).
+/// Jobs per `enqueue_bulk` call of a backfill (one progress update each).
 const ENQUEUE_CHUNK: usize = 500;
 
 /// The options `args` give.
@@ -234,6 +235,7 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
     let mut windows_left = windows.iter();
     let mut done_count = 0usize;
     let mut rest = jobs;
+    let progress = Progress::lines(ctx.json, total as u64, "enqueued", "windows");
     while !rest.is_empty() {
         let tail = rest.split_off(rest.len().min(ENQUEUE_CHUNK));
         let chunk = std::mem::replace(&mut rest, tail);
@@ -257,8 +259,9 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
             }));
             done_count += 1;
         }
-        eprintln!("enqueued {done_count}/{total} windows ({})", counts.short());
+        progress.update(done_count as u64, &counts.short());
     }
+    progress.finish();
     seal_group(ctx, &q, &args).await?;
     if ctx.json {
         return print_json(&json!({

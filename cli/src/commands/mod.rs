@@ -4,7 +4,8 @@
 //! `upkeep` sweeps and purges, `flow` pauses and resumes queues and pipelines,
 //! `groups` shows and acts on groups of jobs, `quarantine` lists, repairs and
 //! purges unreadable jobs, `schedules` lists, pauses, resumes and triggers
-//! schedules. (`main` dispatches; `dashboard` is a command of its own.)
+//! schedules, `docs` prints shell completions and man pages. (`main`
+//! dispatches; `dashboard` is a command of its own.)
 
 /// `println!` for command output: a reader that closed the pipe ends the
 /// command quietly (see `out`) instead of panicking.
@@ -22,6 +23,7 @@ macro_rules! outp {
 }
 
 mod actions;
+pub(crate) mod docs;
 mod enqueue;
 mod flow;
 pub(crate) mod groups;

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::{one, print_json};
 use crate::context::Ctx;
+use crate::progress::Progress;
 use crate::time::human_duration;
 use crate::Outcome;
 
@@ -74,17 +75,32 @@ pub(crate) async fn sweep(
     Ok(())
 }
 
+/// Most deletions per `purge` script call.
+const PURGE_CHUNK: usize = 1_000;
+
 /// `purge`.
 pub(crate) async fn purge(ctx: &Ctx, queue: Option<String>, batch: usize) -> Outcome {
     let mut out = BTreeMap::new();
-    for name in ctx.queues(&one(queue)).await? {
-        let n = ctx
-            .queue(&name)?
-            .purge(batch)
-            .await
-            .map_err(|e| ctx.fail(e))?;
+    let queues = ctx.queues(&one(queue)).await?;
+    let progress = Progress::new(ctx.json, queues.len() as u64);
+    for (i, name) in queues.into_iter().enumerate() {
+        let q = ctx.queue(&name)?;
+        // in calls of at most PURGE_CHUNK deletions: each script stays short,
+        // and the bar moves while a large queue is purged
+        let mut n = 0u64;
+        while (n as usize) < batch {
+            let want = (batch - n as usize).min(PURGE_CHUNK);
+            let deleted = q.purge(want).await.map_err(|e| ctx.fail(e))?;
+            n += deleted;
+            progress.update(i as u64, &format!("{name}: {n} purged"));
+            if (deleted as usize) < want {
+                break;
+            }
+        }
+        progress.update(i as u64 + 1, &format!("{name}: {n} purged"));
         out.insert(name, n);
     }
+    progress.finish();
     let retention = &ctx.config.retention;
     if ctx.json {
         let rows: Vec<_> = out

@@ -42,7 +42,7 @@ pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
                 j.id.to_string(),
                 j.queue.clone(),
                 j.pipeline.clone(),
-                state,
+                crate::style::state(j.state, &state),
                 j.attempt.to_string(),
                 opt(j.step.as_deref()),
                 opt(j.last_step.as_deref()),

@@ -27,7 +27,9 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
         "state",
         format!(
             "{} (attempt {}; automatic retries stop at attempt {})",
-            j.state, j.attempt, j.max_attempts
+            crate::style::state(j.state, j.state.as_str()),
+            j.attempt,
+            j.max_attempts
         ),
     );
     if let Some(v) = verdict(j) {

@@ -41,9 +41,9 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
             c.queued.to_string(),
             leased,
             c.running.to_string(),
-            c.stale.to_string(),
+            warn_unless_zero(c.stale, ""),
             format!("{}{mark}", c.succeeded),
-            format!("{}{mark}", c.failed),
+            warn_unless_zero(c.failed, mark),
             format!("{}{mark}", c.cancelled),
             s.oldest_waiting
                 .as_ref()
@@ -269,4 +269,14 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
         }
     }
     out
+}
+
+/// A count, with `mark`, in the warning style when it is not zero.
+fn warn_unless_zero(n: u64, mark: &str) -> String {
+    let text = format!("{n}{mark}");
+    if n == 0 {
+        text
+    } else {
+        crate::style::warn(&text)
+    }
 }

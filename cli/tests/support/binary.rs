@@ -24,12 +24,16 @@ const OPTION_VARS: &[&str] = &[
     "LEASEHOLD_DASHBOARD_TOKEN",
 ];
 
+/// The variables that turn colour on or off: removed too, so that output is
+/// plain (stdout is a pipe) unless a test sets one.
+const COLOUR_VARS: &[&str] = &["NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE"];
+
 /// `leasehold --redis-url URL ARGS...` with a clean environment: the option
-/// variables removed, `USER=tester`, stdin closed, killed when dropped.
+/// and colour variables removed, `USER=tester`, stdin closed, killed when dropped.
 pub(crate) fn command(url: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.arg("--redis-url").arg(url).args(args);
-    for var in OPTION_VARS {
+    for var in OPTION_VARS.iter().chain(COLOUR_VARS) {
         cmd.env_remove(var);
     }
     cmd.env("USER", "tester")

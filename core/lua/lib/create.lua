@@ -4,7 +4,9 @@
 -- file never reads ARGV itself) from offset `a` (argv[a + 1 .. a + 9]): id,
 -- input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
 -- rerun ('1': create a new job even when the key's latest job SUCCEEDED); its
--- flow-control gates (lib/flow) come apart, `flow` ('' or nil: none, and no field).
+-- flow-control gates (lib/flow) come apart, `flow` ('' or nil: none, and no field),
+-- and so does its trace context, `trace` (a W3C traceparent, checked with
+-- traceparent_ok; '' or nil: none, and no field: a plain job pays nothing).
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -21,6 +23,15 @@ local JOB_CHECKS = {
   { 8, 'stale lock policy', function(v) return STALE_LOCKS[v] end },
   { 9, 'rerun flag', function(v) return v == '1' or v == '0' or v == '' end },
 }
+
+-- Whether `v` is a W3C traceparent: version 00, a 32-hex trace id and a
+-- 16-hex parent id (neither all zeros), 2-hex flags, all lower case.
+local function traceparent_ok(v)
+  local trace_id, parent_id = string.match(v or '', '^00%-(%x+)%-(%x+)%-%x%x$')
+  if not trace_id or #trace_id ~= 32 or #parent_id ~= 16 then return false end
+  if string.find(v, '%u') then return false end
+  return string.find(trace_id, '[^0]') ~= nil and string.find(parent_id, '[^0]') ~= nil
+end
 
 -- The error reply for the first malformed value of job `i` at offset `a` of
 -- `argv` (for `script`), or nil.
@@ -56,7 +67,7 @@ end
 -- or id already has a job: existing_job), emitting `enqueue` with `why` (or the re-run's).
 -- Returns id, status ('created' | 'rerun' | 'existing' | 'succeeded'),
 -- previous id or '', and whether a job was created.
-local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why, flow)
+local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why, flow, trace)
   local id, input, input_key, resource = argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4]
   local priority, delay_ms, max_attempts, stale_lock = argv[a + 5], tonumber(argv[a + 6]), argv[a + 7], argv[a + 8]
   local existing, previous = existing_job(argv, a, jk)
@@ -69,6 +80,7 @@ local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv,
     'attempt', '1', 'state', 'QUEUED', 'step', '', 'last_step', '', 'cleanup_needed', '0')
   if previous ~= '' then redis.call('HSET', jk, 'previous', previous) end
   if flow and flow ~= '' then redis.call('HSET', jk, 'flow', flow) end
+  if trace and trace ~= '' then redis.call('HSET', jk, 'trace', trace) end
   if input_key ~= '' then redis.call('HSET', K_INPUTS, input_key, id) end
   if delay_ms > 0 then
     redis.call('ZADD', k_delayed, fmt(not_before), id)

@@ -19,8 +19,9 @@
 -- Reply: { next_due_ms or -1, now ms, jobs parked on a locked resource by this call,
 --          jobs set aside by this call at a resource limit, at max_running, by a
 --          rate limit, served pipelines found paused,
---          then per leased job 10 values:
---          id, token, fence, attempt, pipeline, input, resource, last_step, last_output, not_before }
+--          then per leased job 11 values:
+--          id, token, fence, attempt, pipeline, input, resource, last_step, last_output, not_before,
+--          trace (the enqueuer's traceparent, or '') }
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -31,9 +32,10 @@
 --- @include "lib/groups"
 
 -- The fields lease reads from a job hash (HMGET order); `group` is a group's
--- child (lib/groups: counted LEASED there; a plain job pays nothing more).
+-- child (lib/groups: counted LEASED there), `trace` the enqueuer's trace
+-- context (lib/create); a plain job has neither and pays nothing more.
 local LEASE_FIELDS = { 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before', 'flow',
-  'group' }
+  'group', 'trace' }
 
 -- The reason and field that make a QUEUED job of `pipeline` unleasable (its
 -- lease reply could not be read), or nil; `f` holds LEASE_FIELDS.
@@ -56,6 +58,10 @@ local function job_problem(f, pipeline)
   end
   why = text_problem(f[6])
   if why then return why, 'last_step' end
+  if f[10] then
+    why = text_problem(f[10])
+    if why then return why, 'trace' end
+  end
   return nil
 end
 local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n, tokens)
@@ -125,7 +131,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       quarantine(batch.events, id, why, field, 'ready:' .. served[p], f[1], f[3], worker)
       return
     end
-    f[10] = last_out
+    f[11] = last_out
     if gates then
       fresh = fresh or {}
       local g = flow_blocker(gates, jk, now, fresh)
@@ -218,7 +224,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       emit(batch.events, 'lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
       if f[9] then group_count(batch.events, f[9], id, 'LEASED', now) end
       local last = f[6] or ''
-      local last_out = f[10]
+      local last_out = f[11]
       local o = #out
       out[o + 1] = id
       out[o + 2] = token
@@ -230,6 +236,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       out[o + 8] = last
       out[o + 9] = last_out
       out[o + 10] = f[7] or ''
+      out[o + 11] = f[10] or ''
     end
     for i = 1, #index, 2000 do
       redis.call('ZADD', K_LEASES, unpack(index, i, math.min(i + 1999, #index)))

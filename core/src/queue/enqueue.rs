@@ -9,6 +9,12 @@ use crate::wire::args::millis;
 use crate::wire::reply::Reply;
 use crate::wire::scripts;
 
+/// The trace context a job carries: the one it was given, else (with the
+/// `otel` feature) the current span's; `None` for a plain job.
+fn trace_of(job: &NewJob) -> Option<String> {
+    job.traceparent.clone().or_else(crate::trace::current)
+}
+
 impl Queue {
     /// Enqueues one job. Idempotent on its input key.
     pub async fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
@@ -60,7 +66,8 @@ impl Queue {
                         .arg(job.max_attempts)
                         .arg(job.stale_lock.as_str())
                         .arg(if job.rerun { "1" } else { "0" })
-                        .arg(job.flow.as_deref().unwrap_or(""));
+                        .arg(job.flow.as_deref().unwrap_or(""))
+                        .arg(trace_of(job).as_deref().unwrap_or(""));
                 }
                 if let Some((_, first)) = chunk.first() {
                     if first.has_links() {

@@ -175,6 +175,7 @@ impl NewJob {
 
 /// A group to create.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct NewGroup {
     /// Its name, unique in the queue.
     pub name: String,
@@ -196,12 +197,14 @@ impl NewGroup {
     }
 
     /// Sets the policy.
+    #[must_use]
     pub fn policy(mut self, policy: GroupPolicy) -> Self {
         self.policy = policy;
         self
     }
 
     /// Sets the completion job.
+    #[must_use]
     pub fn completion(mut self, job: NewJob) -> Self {
         self.completion = Some(job);
         self

@@ -55,11 +55,11 @@ impl LeaseRequest<'_> {
 }
 
 /// Values per leased job in a lease reply.
-const LEASE_ENTRY: usize = 10;
+const LEASE_ENTRY: usize = 11;
 
 /// Reads a lease reply: next due time, Redis's clock, jobs parked, jobs set
 /// aside by flow control (resource limit, max running, rate), pipelines found
-/// paused, then ten
+/// paused, then eleven
 /// values per leased job. With `lenient`, a job whose values cannot be read is
 /// reported in [`Leased::unreadable`] instead of failing the whole reply.
 pub(crate) fn read_leased(reply: &mut Reply, ttl: Duration, lenient: bool) -> Result<Leased> {
@@ -97,7 +97,7 @@ pub(crate) fn read_leased(reply: &mut Reply, ttl: Duration, lenient: bool) -> Re
 }
 
 /// One leased job's values: id, token, fence, attempt, pipeline, input,
-/// resource, last step, its output, not-before.
+/// resource, last step, its output, not-before, trace context.
 fn read_lease_entry(reply: &mut Reply, ttl: Duration, now: i64) -> Result<Lease> {
     if reply.remaining() != LEASE_ENTRY {
         return Err(Error::Protocol {
@@ -123,5 +123,6 @@ fn read_lease_entry(reply: &mut Reply, ttl: Duration, now: i64) -> Result<Lease>
             .opt_text()?
             .and_then(|t| t.parse().ok())
             .unwrap_or(now),
+        traceparent: reply.opt_text()?,
     })
 }

@@ -281,6 +281,7 @@ mod tests {
             last_output: None,
             ttl,
             not_before: 0,
+            traceparent: None,
         };
         ActiveJob::new(lease, "q".into(), "w", leased_at, Arc::default(), None)
     }

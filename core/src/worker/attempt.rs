@@ -86,7 +86,7 @@ where
 
 /// A number in 0..1 for jitter.
 fn unit_random() -> f64 {
-    (uuid::Uuid::new_v4().as_u128() >> 75) as f64 / (1u64 << 53) as f64
+    fastrand::f64()
 }
 
 /// Runs one attempt at a leased job, from its run slot to its final operation,
@@ -124,6 +124,10 @@ pub(crate) async fn run(
         pipeline = %active.lease.pipeline,
         fence = active.lease.fence
     );
+    // the job's spans join the trace that enqueued it (`otel` feature)
+    if let Some(tp) = &active.lease.traceparent {
+        crate::trace::join(&span, tp);
+    }
     let attempt = Attempt {
         shared: &shared,
         runner: runner.as_ref(),

@@ -91,11 +91,13 @@ impl std::fmt::Debug for WorkerBuilder {
 
 impl WorkerBuilder {
     /// Client settings (key prefix, retention, timeouts).
+    #[must_use]
     pub fn config(mut self, config: QueueConfig) -> Self {
         self.config = config;
         self
     }
     /// Jobs run at once (default 10).
+    #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
         self
@@ -109,56 +111,67 @@ impl WorkerBuilder {
     /// replica with free slots cannot take it meanwhile. By default a worker
     /// prefetches up to its concurrency only while its jobs run shorter than
     /// 25 ms on average, and not at all for longer jobs; `prefetch(0)` turns it off.
+    #[must_use]
     pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = Some(n);
         self
     }
     /// Lease time-to-live for pipelines that do not set one (default 30 s).
+    #[must_use]
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl;
         self
     }
     /// How often all leases are renewed in one call (default: a third of the shortest lease TTL).
+    #[must_use]
     pub fn renew_interval(mut self, every: Duration) -> Self {
         self.renew_interval = Some(every);
         self
     }
     /// How often this worker sweeps expired leases (default 5 s).
+    #[must_use]
     pub fn sweep_interval(mut self, every: Duration) -> Self {
         self.sweep_interval = every;
         self
     }
     /// Most expired leases handled per sweep call (default 500).
+    #[must_use]
     pub fn sweep_batch(mut self, n: usize) -> Self {
         self.sweep_batch = n.max(1);
         self
     }
     /// How long running jobs get, on shutdown, to reach a step boundary (default 30 s).
+    #[must_use]
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
         self
     }
     /// How long a step may run on after its cancellation token fired before it is dropped (default 5 s).
+    #[must_use]
     pub fn cancel_grace(mut self, grace: Duration) -> Self {
         self.cancel_grace = grace;
         self
     }
     /// Longest an idle worker blocks before looking again (default 5 s; wake-ups normally come sooner).
+    #[must_use]
     pub fn max_idle_wait(mut self, wait: Duration) -> Self {
         self.max_idle_wait = wait;
         self
     }
     /// Records metrics into `metrics` (shared with other workers or an HTTP server of yours).
+    #[must_use]
     pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }
     /// Serves Prometheus metrics at `http://addr/metrics` while the worker runs (opt-in).
+    #[must_use]
     pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
         self.metrics_addr = Some(addr);
         self
     }
     /// Serves pipeline `P`.
+    #[must_use]
     pub fn pipeline<P: Pipeline>(mut self, pipeline: P) -> Self {
         self.runners
             .push(Arc::new(PipelineRunner(Arc::new(pipeline))));
@@ -167,11 +180,13 @@ impl WorkerBuilder {
     /// Adds `schedule` to pipeline `P` (served by this worker), beside those
     /// its `#[pipeline(schedule(...))]` declares. Its input type must carry
     /// the window as a `window: leasehold::Window` field.
+    #[must_use]
     pub fn schedule<P: Pipeline>(mut self, schedule: crate::schedule::Schedule) -> Self {
         self.schedules.push((P::NAME, schedule));
         self
     }
     /// Serves pipeline `P`, shared with other code.
+    #[must_use]
     pub fn pipeline_arc<P: Pipeline>(mut self, pipeline: Arc<P>) -> Self {
         self.runners.push(Arc::new(PipelineRunner(pipeline)));
         self
@@ -304,12 +319,15 @@ impl WorkerBuilder {
 
 /// A unique id for this worker instance: host, process id and a random suffix.
 fn instance_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "host".to_owned());
+    let host = gethostname::gethostname()
+        .to_string_lossy()
+        .trim()
+        .to_owned();
+    let host = if host.is_empty() {
+        "host".to_owned()
+    } else {
+        host
+    };
     let host: String = host
         .chars()
         .map(|c| {

@@ -1,9 +1,10 @@
-use leasehold::{pipeline, StepContext, StepError};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
 
 struct Sync;
 
 #[pipeline(
-    lease_ttl = "30 seconds",
+    lease_ttl = "1mo",
     backoff = 5,
     max_attempts = 0,
     jitter = 1.5,
@@ -12,7 +13,7 @@ struct Sync;
     input_key = "sync:{shop_id"
 )]
 impl Sync {
-    #[step(timeout = "1.5s")]
+    #[step(timeout = "250us")]
     async fn fetch(&self, _ctx: &StepContext, input: &u32) -> Result<u32, StepError> {
         Ok(*input)
     }

@@ -1,4 +1,5 @@
-use leasehold::{pipeline, CleanupContext, StepContext, StepError};
+use leasehold::pipeline;
+use leasehold::pipeline::{CleanupContext, StepContext, StepError};
 
 struct Sync;
 

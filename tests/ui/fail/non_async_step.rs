@@ -1,4 +1,5 @@
-use leasehold::{pipeline, Pipeline, StepContext, StepError};
+use leasehold::pipeline;
+use leasehold::pipeline::{Pipeline, StepContext, StepError};
 
 struct Sync;
 

@@ -1,4 +1,5 @@
-use leasehold::{pipeline, StepContext, StepError};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
 
 struct Rows(Vec<u8>);
 

@@ -1,4 +1,5 @@
-use leasehold::{pipeline, StepContext, StepError};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Window {

@@ -1,6 +1,7 @@
 use std::rc::Rc;
 
-use leasehold::{pipeline, StepContext, StepError};
+use leasehold::pipeline;
+use leasehold::pipeline::{StepContext, StepError};
 
 struct Sync;
 

@@ -3,7 +3,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use leasehold::{pipeline, CleanupContext, CleanupReason, JobId, Pipeline, StepContext, StepError};
+use leasehold::pipeline;
+use leasehold::pipeline::{CleanupContext, CleanupReason, Pipeline, StepContext, StepError};
+use leasehold::queue::JobId;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Export(String);

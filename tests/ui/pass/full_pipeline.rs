@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use leasehold::__private::serde_json;
-use leasehold::{pipeline, JobId, Pipeline, StaleLock, StepContext, StepError, Steps};
+use leasehold::pipeline;
+use leasehold::pipeline::{Pipeline, StepContext, StepError, Steps};
+use leasehold::queue::{JobId, StaleLock};
 use serde::{Deserialize, Serialize};
 
 /// The job input.
@@ -46,13 +48,13 @@ pub struct OrdersSync {
     lease_ttl = "30s",
     max_attempts = 3,
     backoff = "1s",
-    max_backoff = "5m",
+    max_backoff = "1h30m",
     multiplier = 3,
     jitter = 0.2,
     on_stale = "hold"
 )]
 impl OrdersSync {
-    #[step(timeout = "60s")]
+    #[step(timeout = "1d")]
     async fn fetch(&self, ctx: &StepContext, input: &Window) -> Result<Vec<Order>, StepError> {
         ctx.check_cancelled()?;
         Ok(vec![
@@ -118,7 +120,8 @@ fn main() {
     // The trait impl.
     assert_eq!(OrdersSync::NAME, "orders_sync");
     assert_eq!(OrdersSync::STEPS.len(), 4);
-    assert_eq!(OrdersSync::STEPS[0].timeout, Some(Duration::from_secs(60)));
+    assert_eq!(OrdersSync::STEPS[0].timeout, Some(Duration::from_secs(86_400)));
+    assert_eq!(OrdersSync::options().retry.max_backoff, Duration::from_secs(5_400));
     assert_eq!(OrdersSync::STEPS[1].retry.map(|r| r.max_attempts), Some(5));
     let options = OrdersSync::options();
     assert_eq!(options.queue, Some("orders"));

@@ -2,7 +2,9 @@
 //! may also ignore the previous output, and `Result<T>` aliases work.
 #![deny(warnings)]
 
-use leasehold::{pipeline, JobId, Pipeline, StepContext, StepError};
+use leasehold::pipeline;
+use leasehold::pipeline::{Pipeline, StepContext, StepError};
+use leasehold::queue::JobId;
 
 type Result<T> = std::result::Result<T, StepError>;
 
@@ -63,6 +65,6 @@ fn main() {
     assert_eq!(RetentionStep::Compact.to_string(), "compact");
     assert_eq!(
         Retention::options().stale_lock,
-        leasehold::StaleLock::Release
+        leasehold::queue::StaleLock::Release
     );
 }
