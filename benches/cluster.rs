@@ -82,16 +82,11 @@ impl<const I: usize> Pipeline for W1<I> {
     type Input = Input;
     type Step = Only;
     const NAME: &'static str = NAMES[I];
-    const STEPS: &'static [StepSpec] = &[StepSpec {
-        name: "run",
-        timeout: None,
-        retry: None,
-    }];
+    const STEPS: &'static [StepSpec] = &[StepSpec::new("run")];
     fn options() -> PipelineOptions {
-        let queue = QUEUES.lock().ok().and_then(|q| q.get(I).copied());
-        PipelineOptions {
-            queue,
-            ..PipelineOptions::default()
+        match QUEUES.lock().ok().and_then(|q| q.get(I).copied()) {
+            Some(queue) => PipelineOptions::new().queue(queue),
+            None => PipelineOptions::new(),
         }
     }
     fn run_step<'a>(

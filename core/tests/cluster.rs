@@ -75,20 +75,11 @@ impl<const I: usize> Pipeline for Echo<I> {
     type Input = Input;
     type Step = Only;
     const NAME: &'static str = PIPELINES[I];
-    const STEPS: &'static [StepSpec] = &[StepSpec {
-        name: "run",
-        timeout: None,
-        retry: None,
-    }];
+    const STEPS: &'static [StepSpec] = &[StepSpec::new("run")];
     fn options() -> PipelineOptions {
-        PipelineOptions {
-            queue: Some(QUEUES[I]),
-            retry: RetryPolicy {
-                initial_backoff: Duration::from_millis(10),
-                ..RetryPolicy::exponential(3)
-            },
-            ..PipelineOptions::default()
-        }
+        PipelineOptions::new()
+            .queue(QUEUES[I])
+            .retry(RetryPolicy::exponential(3).initial_backoff(Duration::from_millis(10)))
     }
     fn run_step<'a>(
         &'a self,
