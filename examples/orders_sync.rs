@@ -7,7 +7,8 @@
 //! windows' final outputs and writes the day's row.
 //!
 //! Run: `cargo run --example orders_sync` (starts a throwaway redis-server when
-//! `REDIS_URL` is unset). Set `RUST_LOG=leasehold=info` to see the runtime's logs.
+//! `REDIS_URL` is unset; `LEASEHOLD_DEMO_CLUSTER=1` starts a throwaway
+//! 3-master Redis Cluster instead, and `REDIS_URL=redis+cluster://...` uses yours). Set `RUST_LOG=leasehold=info` to see the runtime's logs.
 
 mod common;
 
@@ -17,9 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::group::{GroupStatus, NewGroup};
+use leasehold::inspect::EventFollower;
 use leasehold::prelude::*;
 use leasehold::queue::Queue;
-use leasehold::redis::{self, AsyncCommands};
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 
@@ -303,60 +304,48 @@ async fn narrate(
     names: Arc<Mutex<BTreeMap<String, String>>>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let Ok(client) = redis::Client::open(url.as_str()) else {
+    // the library's follower: one XREAD BLOCK on a server; on a cluster, an
+    // XREAD on the node of the queue's slot
+    let Ok(mut follower) = EventFollower::connect(
+        &url,
+        queue.config(),
+        &[queue.name().to_owned()],
+        Duration::from_millis(200),
+    )
+    .await
+    else {
         return;
     };
-    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
-        return;
-    };
-    let key = queue.keys().events();
-    let mut last = "0-0".to_owned();
+    follower.resume_after(queue.name(), "0-0");
     loop {
-        let reply: redis::RedisResult<redis::streams::StreamReadReply> = conn
-            .xread_options(
-                &[&key],
-                &[&last],
-                &redis::streams::StreamReadOptions::default()
-                    .count(100)
-                    .block(200),
-            )
-            .await;
-        if let Ok(reply) = reply {
-            for stream in reply.keys {
-                for entry in stream.ids {
-                    last = entry.id.clone();
-                    let field = |name: &str| entry.get::<String>(name).unwrap_or_default();
-                    let job = field("job");
-                    let label = names
-                        .lock()
-                        .ok()
-                        .and_then(|n| n.get(&job).cloned())
-                        .unwrap_or_else(|| job[..8.min(job.len())].to_owned());
-                    let (op, from, to, by, reason) = (
-                        field("op"),
-                        field("from"),
-                        field("to"),
-                        field("by"),
-                        field("reason"),
-                    );
-                    let who = if by.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" [{}]", short_worker(&by))
-                    };
-                    let line = match op.as_str() {
-                        "enqueue" if !reason.is_empty() => format!("queued: {reason}"),
-                        "enqueue" => "queued".to_owned(),
-                        "group_complete" => reason.clone(),
-                        "lease" => format!("leased (attempt {})", field("attempt")),
-                        "start" if to == "RUNNING" => "started".to_owned(),
-                        "finish" if to == "SUCCEEDED" => "SUCCEEDED: every step done".to_owned(),
-                        "finish" => format!("{from} → {to}: {reason}"),
-                        "retry" => format!("new attempt {} queued ({reason})", field("attempt")),
-                        _ => format!("{op}: {from} → {to} {reason}"),
-                    };
-                    println!("  {label:<18}{who:<22} {line}");
-                }
+        if let Ok(events) = follower.next_batch(100).await {
+            for event in events {
+                let job = event.job.to_string();
+                let label = names
+                    .lock()
+                    .ok()
+                    .and_then(|n| n.get(&job).cloned())
+                    .unwrap_or_else(|| job[..8.min(job.len())].to_owned());
+                let from = event.from.map(|s| s.as_str()).unwrap_or_default();
+                let to = event.to.as_str();
+                let (op, by, reason) = (&event.op, &event.by, &event.reason);
+                let who = if by.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", short_worker(by))
+                };
+                let line = match op.as_str() {
+                    "enqueue" if !reason.is_empty() => format!("queued: {reason}"),
+                    "enqueue" => "queued".to_owned(),
+                    "group_complete" => reason.clone(),
+                    "lease" => format!("leased (attempt {})", event.attempt),
+                    "start" if to == "RUNNING" => "started".to_owned(),
+                    "finish" if to == "SUCCEEDED" => "SUCCEEDED: every step done".to_owned(),
+                    "finish" => format!("{from} → {to}: {reason}"),
+                    "retry" => format!("new attempt {} queued ({reason})", event.attempt),
+                    _ => format!("{op}: {from} → {to} {reason}"),
+                };
+                println!("  {label:<18}{who:<22} {line}");
             }
         }
         if *stop.borrow() {

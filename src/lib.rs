@@ -168,6 +168,9 @@ pub mod queue {
     pub use leasehold_core::job_spec::NewJob;
     pub use leasehold_core::keys::QueueKeys;
     pub use leasehold_core::lease::{Cancelled, RetryMode};
+    pub use leasehold_core::pool::{
+        cluster_seed_urls, is_cluster_url, Master, RedisConn, RedisPool,
+    };
     pub use leasehold_core::queue::{
         connect_pool, escape_bytes, EnqueueStatus, Enqueued, QuarantineEntry, Queue,
     };

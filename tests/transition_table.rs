@@ -35,7 +35,7 @@ use leasehold::redis::Value;
 use leasehold::transitions::{self, Kind};
 use leasehold::transitions::{Op, TRANSITIONS};
 use leasehold::Error;
-use leasehold_testkit::RedisServer;
+use leasehold_testkit::{RedisCluster, RedisServer};
 
 const QUEUE: &str = "q";
 const PATTERN: &str = "leasehold:{q}:*";
@@ -1340,7 +1340,13 @@ async fn settle_batch(
 
 async fn exhaustive(flavor: Flavor) {
     let srv = RedisServer::start();
-    let queue = Queue::connect(&srv.url(), QUEUE, QueueConfig::default())
+    exhaustive_on(&srv, &srv.url(), flavor).await;
+}
+
+/// [`exhaustive`] through `url`, reading and comparing keys on `srv` (the
+/// node that holds the queue).
+async fn exhaustive_on(srv: &RedisServer, url: &str, flavor: Flavor) {
+    let queue = Queue::connect(url, QUEUE, QueueConfig::default())
         .await
         .expect("connect to the private redis-server");
     let mut covered = vec![0usize; TRANSITIONS.len()];
@@ -1349,7 +1355,7 @@ async fn exhaustive(flavor: Flavor) {
     for action in Action::ALL {
         for setup in Setup::ALL {
             cases += 1;
-            match run_case(&srv, &queue, &flavor, setup, action).await {
+            match run_case(srv, &queue, &flavor, setup, action).await {
                 Ok(Some(row)) => covered[row] += 1,
                 Ok(None) => {}
                 Err(why) => {
@@ -1362,7 +1368,7 @@ async fn exhaustive(flavor: Flavor) {
     let mut covered_by_settle = vec![0usize; TRANSITIONS.len()];
     for action in Action::ALL.into_iter().filter(|a| settles(*a)) {
         cases += 1;
-        match settle_batch(&srv, &queue, &flavor, action).await {
+        match settle_batch(srv, &queue, &flavor, action).await {
             Ok((rows, why)) => {
                 rows.into_iter().for_each(|row| covered_by_settle[row] += 1);
                 failures.extend(
@@ -1461,4 +1467,30 @@ async fn scripts_agree_with_the_table_resource_released_when_stale() {
         stale_lock: StaleLock::Release,
     })
     .await;
+}
+
+/// The same cases through a cluster client of a private 3-master cluster,
+/// the keys compared on the master that holds queue `q`'s slot (not the
+/// first seed, so the client is redirected there): every script's keys are in
+/// the queue's slot, and no call meets CROSSSLOT.
+#[tokio::test]
+async fn scripts_agree_with_the_table_on_a_cluster() {
+    let cluster = RedisCluster::start(3, 0);
+    let owner = cluster.owner_of_key(&format!("leasehold:{{{QUEUE}}}"));
+    assert_ne!(
+        owner, 0,
+        "queue {QUEUE} lives on another node than the first seed"
+    );
+    exhaustive_on(
+        cluster.node(owner),
+        &cluster.url(),
+        Flavor {
+            name: "cluster: resource+input key, stale holds lock",
+            resource: Some("shop:c"),
+            input_key: Some("shop:c:00"),
+            stale_lock: StaleLock::Hold,
+        },
+    )
+    .await;
+    assert_eq!(cluster.error_count("CROSSSLOT"), 0);
 }

@@ -225,6 +225,10 @@ mod tests {
         assert_eq!(redact("redis://:pw@h"), "redis://:****@h");
         assert_eq!(redact("redis://h:6379"), "redis://h:6379");
         assert_eq!(
+            redact("redis+cluster://app:pw@h1:7000,h2:7000/"),
+            "redis+cluster://app:****@h1:7000,h2:7000/"
+        );
+        assert_eq!(
             redact("redis+unix:///tmp/r.sock?db=1&pass=x"),
             "redis+unix:///tmp/r.sock?db=1&pass=****"
         );

@@ -91,6 +91,14 @@ pub(crate) fn is_auth_failure(e: &Error) -> bool {
 
 /// Maps a core error to a failure and exit code.
 pub fn classify(shown_url: &str, e: Error) -> Failure {
+    if let Some(hint) = e.cluster_hint() {
+        let failure = if e.is_transient() {
+            Failure::Unreachable(format!("Redis at {shown_url}: {e}"))
+        } else {
+            Failure::Other(format!("Redis at {shown_url}: {e}"))
+        };
+        return failure.context(hint);
+    }
     if is_auth_failure(&e) {
         return Failure::AuthFailed(format!(
             "authentication failed at {shown_url}: Redis refused the credentials \

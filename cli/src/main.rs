@@ -36,7 +36,8 @@ pub use failure::{classify, Failure, Outcome};
 #[command(name = "leasehold", version, propagate_version = true)]
 pub struct Cli {
     /// Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS,
-    /// redis+unix:///path. Falls back to $REDIS_URL, then redis://127.0.0.1:6379.
+    /// redis+unix:///path; a Redis Cluster: redis+cluster://[user:password@]host:port[,host:port...]
+    /// (rediss+cluster:// for TLS). Falls back to $REDIS_URL, then redis://127.0.0.1:6379.
     #[arg(
         long,
         global = true,

@@ -196,12 +196,20 @@ impl Error {
             Error::Redis(e) => {
                 e.kind() == deadpool_redis::redis::ErrorKind::AuthenticationFailed
                     || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+                    // a cluster client that could reach no node keeps only
+                    // the text of why (an I/O error naming the refusal)
+                    || (e.kind() == deadpool_redis::redis::ErrorKind::Io
+                        && e.detail().is_some_and(|d| {
+                            d.contains("AuthenticationFailed") || d.contains("WRONGPASS")
+                        }))
             }
             _ => false,
         }
     }
 
-    /// True for connection-level failures worth retrying after a backoff.
+    /// True for connection-level failures worth retrying after a backoff
+    /// (on a cluster also: the cluster down, a slot in migration, a master
+    /// being replaced, when the client's own retries ran out).
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Timeout(_) | Error::Pool(_) => true,
@@ -210,8 +218,34 @@ impl Error {
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
                     || e.is_timeout()
+                    || matches!(e.code(), Some("CLUSTERDOWN" | "TRYAGAIN" | "MASTERDOWN"))
             }
             _ => false,
+        }
+    }
+
+    /// What to do about a Redis Cluster error, for messages: a server URL
+    /// given for a cluster node (`MOVED`/`ASK`), the cluster down (`CLUSTERDOWN`:
+    /// a master without a replica is gone), or keys of two slots in one command.
+    pub fn cluster_hint(&self) -> Option<&'static str> {
+        let Error::Redis(e) = self else {
+            return None;
+        };
+        match e.code() {
+            Some("MOVED" | "ASK") => Some(
+                "this server is a Redis Cluster node: give a cluster URL, \
+                 redis+cluster://host:port[,host:port...] (rediss+cluster:// for TLS)",
+            ),
+            Some("CLUSTERDOWN") => Some(
+                "the cluster is down: a master serving some slots is unreachable and no \
+                 replica took over; restart it (with its AOF) or give every master a replica \
+                 (docs/operations.md, \"Redis Cluster\")",
+            ),
+            Some("CROSSSLOT") => Some(
+                "a command named keys of two slots; leasehold keeps each queue in one slot, \
+                 so this comes from keys written outside it",
+            ),
+            _ => None,
         }
     }
 }

@@ -35,6 +35,7 @@ pub mod metrics;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod pipeline;
+pub mod pool;
 pub mod queue;
 pub mod record;
 pub mod schedule;
@@ -74,6 +75,7 @@ pub use pipeline::{
     queue_of, BoxFuture, CleanupContext, CleanupReason, Limiter, Pipeline, PipelineOptions,
     PipelineSpec, RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep,
 };
+pub use pool::{cluster_seed_urls, is_cluster_url, Master, RedisConn, RedisPool};
 pub use queue::{
     check_group_name, connect_pool, escape_bytes, Dependency, EnqueueStatus, Enqueued,
     GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupRetried, GroupStatus, GroupView,

@@ -6,7 +6,7 @@ use leasehold_core::{
     BoxFuture, Client, JobState, Pipeline, PipelineOptions, QueueConfig, RetryPolicy, StepContext,
     StepError, StepSpec, Steps, UnknownStep, Worker,
 };
-use leasehold_testkit::{wait_until_async, RedisServer};
+use leasehold_testkit::{wait_until_async, RedisCluster, RedisServer};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -96,9 +96,19 @@ impl Pipeline for Math {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_runs_jobs_retries_and_shuts_down() {
     let srv = RedisServer::start();
-    let client = Client::connect(&srv.url(), QueueConfig::default())
-        .await
-        .unwrap();
+    runs_jobs_retries_and_shuts_down(&srv.url()).await;
+}
+
+/// The same run through a cluster client of a private 3-master cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_runs_jobs_retries_and_shuts_down_on_a_cluster() {
+    let cluster = RedisCluster::start(3, 0);
+    runs_jobs_retries_and_shuts_down(&cluster.url()).await;
+    assert_eq!(cluster.error_count("CROSSSLOT"), 0);
+}
+
+async fn runs_jobs_retries_and_shuts_down(url: &str) {
+    let client = Client::connect(url, QueueConfig::default()).await.unwrap();
     let mut ids = Vec::new();
     for n in 0..20 {
         ids.push(
@@ -118,7 +128,7 @@ async fn worker_runs_jobs_retries_and_shuts_down() {
         .unwrap()
         .port();
     let metrics_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let worker = Worker::builder(srv.url())
+    let worker = Worker::builder(url)
         .pipeline(Math)
         .concurrency(4)
         .lease_ttl(Duration::from_secs(5))

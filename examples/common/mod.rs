@@ -1,4 +1,5 @@
-//! Shared by the examples: find Redis, or start a throwaway `redis-server`.
+//! Shared by the examples: find Redis, or start a throwaway `redis-server`
+//! (with `LEASEHOLD_DEMO_CLUSTER=1`: a throwaway 3-master Redis Cluster).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -10,10 +11,14 @@ pub(crate) struct ExampleRedis {
     pub url: String,
     child: Option<Child>,
     dir: Option<PathBuf>,
+    /// The throwaway cluster, when one was asked for; its nodes die with it.
+    _cluster: Option<leasehold_testkit::RedisCluster>,
 }
 
 impl ExampleRedis {
-    /// Uses `REDIS_URL`, or starts `redis-server` on a unix socket in a temporary directory.
+    /// Uses `REDIS_URL`, or starts `redis-server` on a unix socket in a
+    /// temporary directory, or (with `LEASEHOLD_DEMO_CLUSTER=1`) a local
+    /// 3-master Redis Cluster on free loopback ports.
     pub(crate) fn from_env_or_spawn() -> Result<Self, String> {
         if let Ok(url) = std::env::var("REDIS_URL") {
             println!("using Redis at {url} (from REDIS_URL)");
@@ -21,6 +26,18 @@ impl ExampleRedis {
                 url,
                 child: None,
                 dir: None,
+                _cluster: None,
+            });
+        }
+        if std::env::var("LEASEHOLD_DEMO_CLUSTER").is_ok_and(|v| v == "1") {
+            let cluster = leasehold_testkit::RedisCluster::start(3, 0);
+            let url = cluster.url();
+            println!("started a throwaway 3-master Redis Cluster at {url}");
+            return Ok(ExampleRedis {
+                url,
+                child: None,
+                dir: None,
+                _cluster: Some(cluster),
             });
         }
         let dir = std::env::temp_dir().join(format!("leasehold-example-{}", std::process::id()));
@@ -59,6 +76,7 @@ impl ExampleRedis {
             url,
             child: Some(child),
             dir: Some(dir),
+            _cluster: None,
         })
     }
 }

@@ -38,6 +38,8 @@
 //!   connections and one-off commands;
 //! * [`dump`]: [`RedisServer::dump`], the deterministic rendering of keys;
 //! * [`proxy`]: [`TcpProxy`], a loopback proxy that can cut clients off;
+//! * [`cluster`]: [`RedisCluster`], a private local Redis Cluster (masters,
+//!   optionally replicas) with failover, slot migration and queue names per shard;
 //! * [`wait`]: [`wait_until`] and [`wait_until_async`];
 //! * [`binary`]: [`redis_server_binary`], where the `redis-server` comes from;
 //! * `spawner` and `log` (private): the long-lived thread every server is
@@ -46,6 +48,7 @@
 #![warn(missing_docs)]
 
 pub mod binary;
+pub mod cluster;
 pub mod dump;
 mod log;
 pub mod proxy;
@@ -54,6 +57,7 @@ mod spawner;
 pub mod wait;
 
 pub use binary::redis_server_binary;
+pub use cluster::RedisCluster;
 pub use proxy::TcpProxy;
 pub use server::RedisServer;
 pub use wait::{wait_until, wait_until_async};

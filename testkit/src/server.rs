@@ -591,7 +591,8 @@ fn make_temp_dir() -> tempfile::TempDir {
     }
 }
 
-fn free_tcp_port() -> u16 {
+/// A free loopback TCP port (bound once and released).
+pub(crate) fn free_tcp_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0")
         .unwrap_or_else(|e| panic!("cannot bind 127.0.0.1:0 to pick a free port: {e}"));
     match listener.local_addr() {

@@ -5,22 +5,18 @@ use std::collections::BTreeSet;
 use std::future::Future;
 
 use deadpool_redis::redis::{self, RedisResult};
-use deadpool_redis::{Connection, Pool};
 
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::pool::{RedisConn, RedisPool, Target};
 use crate::queue::escape_bytes;
 
 /// `SCAN … COUNT`.
 const SCAN_COUNT: usize = 1_000;
 
 /// A connection from `pool`, waiting at most the pool's own timeout.
-pub(super) async fn pooled(pool: &Pool, config: &QueueConfig) -> Result<Connection> {
-    pool.get().await.map_err(|e| match e {
-        deadpool_redis::PoolError::Backend(e) => Error::Redis(e),
-        deadpool_redis::PoolError::Timeout(_) => Error::Timeout(config.connect_timeout),
-        other => Error::Pool(other.to_string()),
-    })
+pub(super) async fn pooled(pool: &RedisPool, _config: &QueueConfig) -> Result<RedisConn> {
+    pool.get().await
 }
 
 /// Runs `fut`, failing with [`Error::Timeout`] after `config.response_timeout`.
@@ -49,33 +45,32 @@ pub(crate) fn escape_glob(s: &str) -> String {
 /// The keys a `SCAN` found: those named in UTF-8, and the escaped names of
 /// the others (no view can name a queue or pipeline by them).
 #[derive(Debug, Default)]
-pub(super) struct Scanned {
+pub(crate) struct Scanned {
     /// Key names in UTF-8.
     pub keys: BTreeSet<String>,
     /// Key names that are not UTF-8, escaped as `\xNN`.
     pub not_utf8: Vec<String>,
 }
 
-/// Every key matching `pattern`, by `SCAN`ning the whole database.
-pub(super) async fn scan_keys(
-    conn: &mut Connection,
+/// Every key matching `pattern`, by `SCAN`ning the whole database of
+/// `target` (on a cluster: one master; the master of a queue's slot holds
+/// every key of the queue).
+pub(crate) async fn scan_keys(
+    conn: &mut RedisConn,
     config: &QueueConfig,
     pattern: &str,
+    target: Target<'_>,
 ) -> Result<Scanned> {
     let mut cursor: u64 = 0;
     let mut out = Scanned::default();
     loop {
-        let (next, keys): (u64, Vec<Vec<u8>>) = timed(
-            config,
-            redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(SCAN_COUNT)
-                .query_async(conn),
-        )
-        .await?;
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT);
+        let (next, keys): (u64, Vec<Vec<u8>>) = timed(config, conn.query_at(target, &scan)).await?;
         for key in keys {
             match String::from_utf8(key) {
                 Ok(k) => {

@@ -3,13 +3,12 @@
 
 use std::collections::BTreeSet;
 
-use deadpool_redis::{Connection, Pool};
-
 use super::conn::{escape_glob, pooled, scan_keys};
 use super::{Inspector, Unreadable};
 use crate::config::QueueConfig;
 use crate::error::Result;
 use crate::keys::check_name;
+use crate::pool::{RedisConn, RedisPool, Target};
 
 /// The keys that name a queue: its fence and event stream (once it had a job),
 /// the set of its workers' ids and its pipeline specs (written by a worker when
@@ -22,21 +21,28 @@ const QUEUE_MARKS: [&str; 4] = [":fence", ":events", ":workers", ":pipelines"];
 ///
 /// Cost: one `SCAN` of the whole database (its `MATCH` lets through only keys
 /// whose part after the `}` begins like one of those four); in Redis Cluster,
-/// of one node. A queue that never had a job nor a worker is not found. Key
+/// one `SCAN` of every master (`CLUSTER SLOTS` names them), so a queue is
+/// found on whichever shard its slot lives. A queue that never had a job nor a worker is not found. Key
 /// names that are not UTF-8 (no queue can be named by them) are skipped;
 /// [`Inspector::status`] reports those of its own queue.
-pub async fn discover_queues(pool: &Pool, config: &QueueConfig) -> Result<Vec<String>> {
+pub async fn discover_queues(pool: &RedisPool, config: &QueueConfig) -> Result<Vec<String>> {
     check_name("key prefix", &config.prefix)?;
     let head = format!("{}:{{", config.prefix);
     let mut conn = pooled(pool, config).await?;
     let mut queues = BTreeSet::new();
     // `ev`ents, `fe`nce, `pi`pelines, `wo`rkers (and `wo`rker:<id>, filtered below)
     let pattern = format!("{}*}}:[efpw][veio]*", escape_glob(&head));
-    let scanned = scan_keys(&mut conn, config, &pattern).await?;
-    if !scanned.not_utf8.is_empty() {
-        tracing::warn!(keys = ?scanned.not_utf8, "skipped key names that are not UTF-8");
+    let masters = pool.masters().await?;
+    let mut found = BTreeSet::new();
+    if masters.is_empty() {
+        found = scan_and_warn(&mut conn, config, &pattern, Target::Master(None)).await?;
     }
-    for key in scanned.keys {
+    for master in &masters {
+        found.extend(
+            scan_and_warn(&mut conn, config, &pattern, Target::Master(Some(master))).await?,
+        );
+    }
+    for key in found {
         let Some(rest) = key.strip_prefix(&head) else {
             continue;
         };
@@ -50,6 +56,20 @@ pub async fn discover_queues(pool: &Pool, config: &QueueConfig) -> Result<Vec<St
     Ok(queues.into_iter().collect())
 }
 
+/// The UTF-8 key names `SCAN` finds on `target`, warning of the others.
+async fn scan_and_warn(
+    conn: &mut RedisConn,
+    config: &QueueConfig,
+    pattern: &str,
+    target: Target<'_>,
+) -> Result<BTreeSet<String>> {
+    let scanned = scan_keys(conn, config, pattern, target).await?;
+    if !scanned.not_utf8.is_empty() {
+        tracing::warn!(keys = ?scanned.not_utf8, "skipped key names that are not UTF-8");
+    }
+    Ok(scanned.keys)
+}
+
 impl Inspector {
     /// Pipelines with waiting jobs: the names of the queue's `ready:*` and
     /// `delayed:*` keys, found by `SCAN` (no index of pipelines exists). Sorted.
@@ -61,14 +81,15 @@ impl Inspector {
     /// [`Inspector::pipelines`] over `conn`; key names that are not UTF-8 go to `bad`.
     pub(super) async fn pipelines_on(
         &self,
-        conn: &mut Connection,
+        conn: &mut RedisConn,
         bad: &mut Vec<Unreadable>,
     ) -> Result<Vec<String>> {
         let mut out = BTreeSet::new();
         for kind in ["ready", "delayed"] {
             let head = format!("{}:{kind}:", self.keys().base());
             let pattern = format!("{}*", escape_glob(&head));
-            let scanned = scan_keys(conn, self.config(), &pattern).await?;
+            let base = self.keys().base();
+            let scanned = scan_keys(conn, self.config(), &pattern, Target::SlotOf(base)).await?;
             bad.extend(scanned.not_utf8.into_iter().map(|key| Unreadable {
                 key,
                 field: "(name)".into(),

@@ -3,8 +3,8 @@
 
 use std::future::Future;
 
+use crate::pool::RedisConn;
 use deadpool_redis::redis::{self, RedisResult};
-use deadpool_redis::Connection;
 
 use super::conn::{pooled, timed};
 use super::discover::discover_queues;
@@ -53,7 +53,7 @@ impl Inspector {
     }
 
     /// A connection from the queue's pool.
-    pub(super) async fn conn(&self) -> Result<Connection> {
+    pub(super) async fn conn(&self) -> Result<RedisConn> {
         pooled(self.queue.pool(), self.config()).await
     }
 
@@ -76,7 +76,7 @@ impl Inspector {
     /// Up to `max` members of a sorted set, lowest score first, and whether more exist.
     pub(super) async fn zrange_capped(
         &self,
-        conn: &mut Connection,
+        conn: &mut RedisConn,
         key: &str,
         max: usize,
     ) -> Result<(Vec<String>, bool)> {
@@ -101,7 +101,7 @@ impl Inspector {
     }
 
     /// Redis `TIME` in ms, over `conn`.
-    pub(super) async fn now_on(&self, conn: &mut Connection) -> Result<Millis> {
+    pub(super) async fn now_on(&self, conn: &mut RedisConn) -> Result<Millis> {
         let (secs, micros): (i64, i64) = self.timed(redis::cmd("TIME").query_async(conn)).await?;
         Ok(secs * 1000 + micros / 1000)
     }

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::pool::RedisConn;
 use deadpool_redis::redis;
-use deadpool_redis::Connection;
 
 use super::{Inspector, LockClaim, LockInfo, CHUNK, MAX_LEASES};
 use crate::error::{Error, Result};
@@ -84,7 +84,7 @@ impl Inspector {
     /// The locks of `resources`, each with the jobs known to claim it; pipelined.
     pub(super) async fn lock_infos(
         &self,
-        conn: &mut Connection,
+        conn: &mut RedisConn,
         resources: Vec<(String, Vec<LockClaim>)>,
     ) -> Result<Vec<LockInfo>> {
         let keys = self.keys();
@@ -150,7 +150,7 @@ impl Inspector {
     /// Sets each held lock's `holder_lease_ms` from its holder's
     /// `lease_deadline` (one pipeline) and Redis `TIME`. A deadline that is
     /// missing or not a number leaves it `None`.
-    async fn holder_leases(&self, conn: &mut Connection, locks: &mut [LockInfo]) -> Result<()> {
+    async fn holder_leases(&self, conn: &mut RedisConn, locks: &mut [LockInfo]) -> Result<()> {
         let held: Vec<usize> = (0..locks.len())
             .filter(|&i| locks[i].holder.is_some())
             .collect();

@@ -5,8 +5,8 @@
 //! fails a listing. The pipelined commands run with `ignore_errors`, so a
 //! WRONGTYPE reply is one item's problem, not the whole pipeline's.
 
+use crate::pool::RedisConn;
 use deadpool_redis::redis::{self, RedisResult};
-use deadpool_redis::Connection;
 
 use super::{Inspector, JobSummary, Unreadable, CHUNK};
 use crate::error::{Error, Result};
@@ -140,7 +140,7 @@ impl Inspector {
     /// Terminal jobs get their worker from their last attempt record.
     pub(super) async fn summaries(
         &self,
-        conn: &mut Connection,
+        conn: &mut RedisConn,
         ids: &[String],
         bad: &mut Vec<Unreadable>,
     ) -> Result<Vec<JobSummary>> {
@@ -226,7 +226,7 @@ impl Inspector {
     /// whose state cannot be read: that one is added to `bad`).
     pub(super) async fn states(
         &self,
-        conn: &mut Connection,
+        conn: &mut RedisConn,
         ids: &[String],
         bad: &mut Vec<Unreadable>,
     ) -> Result<Vec<Option<JobState>>> {

@@ -1,8 +1,8 @@
 //! A queue at a glance: counts per state, waiting jobs, the oldest waiting
 //! job, expired leases, workers, locks and STALE jobs.
 
+use crate::pool::RedisConn;
 use deadpool_redis::redis;
-use deadpool_redis::Connection;
 
 use super::GateStatus;
 use super::{
@@ -189,7 +189,7 @@ impl Inspector {
 
     /// The flow-control gates with waiting jobs (the `waiting` index): limit,
     /// holders, waiters.
-    async fn gates_on(&self, conn: &mut Connection) -> Result<Vec<GateStatus>> {
+    async fn gates_on(&self, conn: &mut RedisConn) -> Result<Vec<GateStatus>> {
         let base = self.keys().base().to_owned();
         let mut names: Vec<String> = self
             .timed(
@@ -229,7 +229,7 @@ impl Inspector {
     /// the head of each delayed set.
     async fn oldest_waiting(
         &self,
-        conn: &mut Connection,
+        conn: &mut RedisConn,
         now: Millis,
         pipelines: &[String],
         parked_resources: &[String],

@@ -127,17 +127,15 @@ impl Queue {
             let pattern = format!("{}*", crate::inspect::conn::escape_glob(&head));
             let mut cursor: u64 = 0;
             loop {
-                let (next, keys): (u64, Vec<String>) = self
-                    .timed(
-                        redis::cmd("SCAN")
-                            .arg(cursor)
-                            .arg("MATCH")
-                            .arg(&pattern)
-                            .arg("COUNT")
-                            .arg(1000)
-                            .query_async(&mut conn),
-                    )
-                    .await?;
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000);
+                let target = crate::pool::Target::SlotOf(self.keys.base());
+                let (next, keys): (u64, Vec<String>) =
+                    self.timed(conn.query_at(target, &scan)).await?;
                 names.extend(
                     keys.iter()
                         .filter_map(|k| k.strip_prefix(&head))

@@ -31,12 +31,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, aio::MultiplexedConnection, RedisError, Value};
-use deadpool_redis::{Connection, Pool, PoolConfig, Runtime, Timeouts};
+use deadpool_redis::redis::{self, RedisError, Value};
 
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
 use crate::id::JobId;
+pub use crate::pool::connect_pool;
+use crate::pool::{Multiplexed, RedisConn, RedisPool};
 use crate::state::JobState;
 use crate::transitions::Op;
 use crate::wire::args::millis;
@@ -49,10 +50,10 @@ use crate::wire::scripts::{self, LuaScript};
 /// A client of one queue. Cheap to clone; clones share the connection pool.
 #[derive(Clone)]
 pub struct Queue {
-    pool: Pool,
+    pool: RedisPool,
     keys: QueueKeys,
     config: QueueConfig,
-    shared: Arc<Mutex<Option<MultiplexedConnection>>>,
+    shared: Arc<Mutex<Option<Multiplexed>>>,
     // set once the server turned out to have no functions (or to refuse
     // them): scripts are then called with EVALSHA
     eval_only: Arc<AtomicBool>,
@@ -107,35 +108,6 @@ impl EnqueueStatus {
     }
 }
 
-/// Builds a connection pool for `url` with explicit connect and wait timeouts.
-pub fn connect_pool(url: &str, config: &QueueConfig) -> Result<Pool> {
-    // redis-rs gives each connection its own defaults (1 s to connect, 500 ms per
-    // reply) unless told otherwise, which silently capped `response_timeout`: a
-    // script slower than 500 ms failed even with a 10 s `response_timeout`. The
-    // connection's reply timeout is a backstop just above the client's own timer,
-    // so `Queue` calls report `Error::Timeout` and direct pool users stay bounded.
-    let timeout = config.response_timeout;
-    let reply_backstop = timeout.saturating_add(Duration::from_secs(1));
-    let connection = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(Some(reply_backstop));
-    let manager = deadpool_redis::Manager::new_with_config(url, connection)
-        .map_err(|e| Error::Pool(format!("cannot build a pool for {url}: {e}")))?;
-    Pool::builder(manager)
-        .config(PoolConfig {
-            max_size: config.pool_size.max(1),
-            timeouts: Timeouts {
-                wait: Some(config.connect_timeout),
-                create: Some(config.connect_timeout),
-                recycle: Some(config.connect_timeout),
-            },
-            ..PoolConfig::default()
-        })
-        .runtime(Runtime::Tokio1)
-        .build()
-        .map_err(|e| Error::Pool(format!("cannot build a pool for {url}: {e}")))
-}
-
 impl Queue {
     /// Connects to Redis at `url` and checks that it answers.
     pub async fn connect(url: &str, queue: &str, config: QueueConfig) -> Result<Self> {
@@ -145,11 +117,12 @@ impl Queue {
         Ok(queue)
     }
 
-    /// A client of `queue` over an existing pool.
-    pub fn with_pool(pool: Pool, queue: &str, config: QueueConfig) -> Result<Self> {
+    /// A client of `queue` over an existing pool (a [`RedisPool`], or a
+    /// deadpool-redis pool of connections to one server).
+    pub fn with_pool(pool: impl Into<RedisPool>, queue: &str, config: QueueConfig) -> Result<Self> {
         let keys = QueueKeys::new(&config.prefix, queue)?;
         Ok(Queue {
-            pool,
+            pool: pool.into(),
             keys,
             config,
             shared: Arc::new(Mutex::new(None)),
@@ -184,18 +157,14 @@ impl Queue {
         &self.config
     }
 
-    /// The connection pool.
-    pub fn pool(&self) -> &Pool {
+    /// The connections (to one server or to a cluster).
+    pub fn pool(&self) -> &RedisPool {
         &self.pool
     }
 
-    /// A pooled connection, for plain commands.
-    pub(crate) async fn conn(&self) -> Result<Connection> {
-        self.pool.get().await.map_err(|e| match e {
-            deadpool_redis::PoolError::Backend(e) => Error::Redis(e),
-            deadpool_redis::PoolError::Timeout(_) => Error::Timeout(self.config.connect_timeout),
-            other => Error::Pool(other.to_string()),
-        })
+    /// A connection for plain commands.
+    pub(crate) async fn conn(&self) -> Result<RedisConn> {
+        self.pool.get().await
     }
 
     /// Runs a Redis call under the response timeout.
@@ -218,6 +187,27 @@ impl Queue {
         Ok(())
     }
 
+    /// Waits until `replicas` replicas acknowledged every write this client
+    /// (and its siblings) sent so far, or `timeout` passed (`WAIT`); returns
+    /// how many did (on a cluster: the fewest over the masters). Replication
+    /// is asynchronous: a transition acknowledged by a master that dies before
+    /// its replica received it is lost in the failover. A producer that must
+    /// not lose an enqueue calls this after it and treats fewer replicas than
+    /// asked as "not yet safe" (re-enqueueing with the same input key is
+    /// idempotent). See docs/operations.md, "Redis Cluster".
+    pub async fn wait_for_replicas(&self, replicas: u32, timeout: Duration) -> Result<u64> {
+        let mut conn = self.shared_conn().await?;
+        let limit = timeout.saturating_add(self.config.response_timeout);
+        let wait = redis::cmd("WAIT")
+            .arg(replicas)
+            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
+            .to_owned();
+        match tokio::time::timeout(limit, wait.query_async::<u64>(&mut conn)).await {
+            Ok(acked) => Ok(acked?),
+            Err(_) => Err(Error::Timeout(limit)),
+        }
+    }
+
     /// Loads the scripts into Redis: the function library (`FUNCTION LOAD`),
     /// or each script into the script cache where the server has no
     /// functions. They are also loaded on first use.
@@ -236,7 +226,13 @@ impl Queue {
 
     /// Loads the function library; false when the server has no functions
     /// or refuses them (scripts are then called with EVALSHA from now on).
-    async fn load_library(&self, conn: &mut MultiplexedConnection) -> Result<bool> {
+    ///
+    /// On a cluster, `FUNCTION LOAD` goes to every master (redis-rs routes it
+    /// to all primaries and wants every one to succeed); a master that has the
+    /// library answers "already exists", which counts as loaded, so this also
+    /// loads it on a master that lacks it (a new node after resharding, one
+    /// whose functions were flushed) while the others keep theirs.
+    async fn load_library(&self, conn: &mut Multiplexed) -> Result<bool> {
         let loaded: Result<String> = self
             .timed(
                 redis::cmd("FUNCTION")
@@ -284,12 +280,11 @@ impl Queue {
     /// per-checkout health check (an UNWATCH + PING round trip). A connection
     /// that fails at the transport level is dropped and the next call takes a
     /// fresh one from the pool.
-    async fn shared_conn(&self) -> Result<MultiplexedConnection> {
+    async fn shared_conn(&self) -> Result<Multiplexed> {
         if let Some(conn) = self.shared.lock().ok().and_then(|c| c.clone()) {
             return Ok(conn);
         }
-        let pooled = self.conn().await?;
-        let conn: MultiplexedConnection = (*pooled).clone();
+        let conn = self.pool.shared().await?;
         if let Ok(mut slot) = self.shared.lock() {
             *slot = Some(conn.clone());
         }
@@ -318,11 +313,7 @@ impl Queue {
         result
     }
 
-    async fn invoke_on(
-        &self,
-        conn: &mut MultiplexedConnection,
-        call: &ScriptCall<'_>,
-    ) -> Result<Value> {
+    async fn invoke_on(&self, conn: &mut Multiplexed, call: &ScriptCall<'_>) -> Result<Value> {
         if !self.eval_only.load(Ordering::Relaxed) {
             match self.timed(call.fcall().query_async::<Value>(conn)).await {
                 Err(Error::Redis(e)) if detail_starts(&e, "Function not found") => {

@@ -526,6 +526,47 @@ mod tests {
             .collect()
     }
 
+    /// On a cluster, a call with a missing named key is refused before it runs
+    /// while its slot migrates; every call names the base (`KEYS[1]`), so the
+    /// base must never become a key: no script may read or write it as one.
+    /// It is only ever the start of other names (`BASE .. ':job:' ..`), its
+    /// length (`#BASE`) or the source of the queue's name (`string.match`).
+    #[test]
+    fn the_base_is_never_used_as_a_key() {
+        for (name, text) in SOURCES {
+            for (n, line) in text.lines().enumerate() {
+                let code = code_of(line);
+                if *name != "lib/keys" {
+                    assert!(
+                        !code.contains("KEYS[1]"),
+                        "{name}:{}: KEYS[1] outside lib/keys: {line}",
+                        n + 1
+                    );
+                }
+                let mut rest = code.as_str();
+                while let Some(at) = rest.find("BASE") {
+                    let before = &rest[..at];
+                    let after = &rest[at + 4..];
+                    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+                    let whole = !before.ends_with(ident) && !after.starts_with(ident);
+                    let allowed = after.trim_start().starts_with("..")
+                        || before.ends_with('#')
+                        || before.ends_with("match(")
+                        || (*name == "lib/keys"
+                            && (code.starts_with("local BASE")
+                                || code.trim_start().starts_with("BASE, ")
+                                || code.contains("= BASE or")));
+                    assert!(
+                        !whole || allowed,
+                        "{name}:{}: BASE used other than as a name prefix: {line}",
+                        n + 1
+                    );
+                    rest = after;
+                }
+            }
+        }
+    }
+
     #[test]
     fn no_two_shared_files_define_the_same_name() {
         // the library holds every shared file in one chunk: a second

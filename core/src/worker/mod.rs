@@ -377,8 +377,8 @@ impl Worker {
     /// A worker using a connection pool of yours. Each lease loop takes one
     /// connection out of it for good, to block on while idle: the pool's
     /// response timeout must exceed [`WorkerBuilder::max_idle_wait`].
-    pub fn builder_with_pool(pool: deadpool_redis::Pool) -> WorkerBuilder {
-        Self::builder_from(RedisSource::Pool(pool))
+    pub fn builder_with_pool(pool: impl Into<crate::pool::RedisPool>) -> WorkerBuilder {
+        Self::builder_from(RedisSource::Pool(pool.into()))
     }
 
     fn builder_from(source: RedisSource) -> WorkerBuilder {

@@ -58,8 +58,9 @@ impl Shared {
 /// Where a worker's Redis is.
 #[derive(Clone)]
 pub(crate) enum RedisSource {
-    /// A URL: the worker builds its pool and opens its blocking connection.
+    /// A URL (one server or a cluster): the worker builds its pool and opens
+    /// its blocking connections.
     Url(String),
-    /// A pool of the caller's; the blocking connection is taken out of it for good.
-    Pool(deadpool_redis::Pool),
+    /// A pool of the caller's; blocking connections are made by it, outside it.
+    Pool(crate::pool::RedisPool),
 }

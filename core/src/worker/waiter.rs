@@ -1,13 +1,21 @@
 //! The idle wait of a lease loop: blocks on its queue's wake lists with a
 //! connection of its own until work arrives or the wait runs out.
+//!
+//! Every lease loop (one per queue and lease TTL) has its own waiter and so
+//! its own blocking connection: on a cluster, a worker serving queues on
+//! several shards blocks once per queue, each on the node of that queue's
+//! slot (a cluster connection of its own routes the `BLPOP` by its first key
+//! and follows the slot when it moves), and no queue's wait holds up another's.
 
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, aio::MultiplexedConnection, AsyncConnectionConfig};
+use deadpool_redis::redis::{self, AsyncConnectionConfig};
 use tracing::debug;
 
 use super::shared::RedisSource;
+use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::pool::{connect_pool, is_cluster_url, Multiplexed};
 
 /// Blocks on the queue's wake list with a connection of its own.
 pub(crate) struct Waiter {
@@ -16,7 +24,7 @@ pub(crate) struct Waiter {
     /// The wake lists of the group's pipelines.
     keys: Vec<String>,
     /// The blocking connection, once open; dropped after a failed wait.
-    conn: Option<MultiplexedConnection>,
+    conn: Option<Multiplexed>,
 }
 
 /// Waits up to this long are slept instead of blocking in Redis.
@@ -33,24 +41,32 @@ impl Waiter {
     }
 
     /// A connection of its own: opened from the URL, or taken out of the pool for good.
-    async fn connect(&self, wait: Duration) -> Result<MultiplexedConnection> {
+    async fn connect(&self, wait: Duration) -> Result<Multiplexed> {
+        let reply = wait + Duration::from_secs(5);
         match &self.source {
+            RedisSource::Url(url) if is_cluster_url(url) => {
+                let config = QueueConfig {
+                    response_timeout: reply,
+                    ..QueueConfig::default()
+                };
+                connect_pool(url, &config)?.dedicated(reply).await
+            }
             RedisSource::Url(url) => {
                 let client = redis::Client::open(url.as_str())?;
                 let config = AsyncConnectionConfig::new()
                     .set_connection_timeout(Some(Duration::from_secs(5)))
-                    .set_response_timeout(Some(wait + Duration::from_secs(5)));
-                Ok(client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?)
+                    .set_response_timeout(Some(reply));
+                Ok(Multiplexed::Server(
+                    client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?,
+                ))
             }
-            RedisSource::Pool(pool) => {
-                // a new connection made by the pool's manager, never one of the pool's
-                // own: those are shared (multiplexed) with script calls, which a
-                // blocking BLPOP would stall
-                use deadpool::managed::Manager as _;
-                Ok(pool.manager().create().await?)
-            }
+            // a new connection made by the pool's manager (or a cluster
+            // connection of its own), never one of the pool's own: those are
+            // shared (multiplexed) with script calls, which a blocking BLPOP
+            // would stall
+            RedisSource::Pool(pool) => pool.dedicated(reply).await,
         }
     }
 

@@ -1,0 +1,333 @@
+//! The `leasehold` binary against a private 3-master Redis Cluster
+//! (`redis+cluster://` URL): `status` lists the queues of every shard,
+//! `show` finds a job wherever its queue lives, `events --follow` follows
+//! queues on several shards, and the dashboard's queues page and API show
+//! every queue; none of it meets CROSSSLOT.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use leasehold_core::{JobId, Queue, QueueConfig};
+use leasehold_testkit::RedisCluster;
+use serde_json::{json, Value};
+use support::binary::{command, run_cmd};
+use support::dashboard::{http, Dashboard};
+use support::jobs::{enqueue, job, lease_one, start};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Queues on the three masters' slots (3, 3 and 2 of them).
+const QUEUES: [&str; 8] = ["q0", "q1", "q2", "q4", "q5", "q3", "q8", "q9"];
+
+/// A client of `name` through the cluster.
+async fn queue(cluster: &RedisCluster, name: &str) -> Queue {
+    Queue::connect(&cluster.url(), name, QueueConfig::default())
+        .await
+        .expect("connect to the cluster")
+}
+
+/// One job per queue (the first one running), their ids by queue.
+async fn scene(cluster: &RedisCluster) -> Vec<(Queue, JobId)> {
+    let mut out = Vec::new();
+    for (i, name) in QUEUES.iter().enumerate() {
+        let q = queue(cluster, name).await;
+        let id = enqueue(&q, job("sync", i as u32)).await;
+        if i == 0 {
+            let lease = lease_one(&q, "w1", "sync", Duration::from_secs(60)).await;
+            start(&q, &lease).await;
+        }
+        out.push((q, id));
+    }
+    let owners: std::collections::BTreeSet<usize> = out
+        .iter()
+        .map(|(q, _)| cluster.owner_of_key(q.keys().base()))
+        .collect();
+    assert_eq!(owners.len(), 3, "the queues are on all three masters");
+    out
+}
+
+#[tokio::test]
+async fn status_show_and_events_see_every_shard() {
+    let cluster = RedisCluster::start(3, 0);
+    let jobs = scene(&cluster).await;
+    let url = cluster.url();
+
+    let v = run_cmd(command(&url, &["status", "--json"]))
+        .await
+        .ok()
+        .json();
+    let listed: Vec<&str> = v
+        .as_array()
+        .expect("a list of queues")
+        .iter()
+        .map(|s| s["queue"].as_str().unwrap())
+        .collect();
+    let mut want = QUEUES.to_vec();
+    want.sort();
+    assert_eq!(listed, want, "{v}");
+    let running = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["queue"] == "q0")
+        .unwrap();
+    assert_eq!(running["counts"]["running"], 1, "{running}");
+
+    // a job found without naming its queue, on any shard
+    for (q, id) in &jobs {
+        let shown = run_cmd(command(&url, &["show", id.as_str(), "--json"]))
+            .await
+            .ok()
+            .json();
+        assert_eq!(shown["job"]["id"], id.as_str(), "{shown}");
+        assert_eq!(shown["job"]["queue"], q.name(), "{shown}");
+    }
+
+    // events of every queue (discovered on three shards), followed by one process
+    let mut cmd = command(&url, &["events", "--follow", "--json"]);
+    // its complaints, if any, go to the test's output
+    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = cmd.spawn().expect("spawn the follower");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("a line within 30 s")
+            .expect("read")
+            .expect("the follower is running");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    };
+    // first the recent history: every scene job's enqueue
+    let mut pending: std::collections::BTreeSet<String> =
+        jobs.iter().map(|(_, id)| id.to_string()).collect();
+    while !pending.is_empty() {
+        let e = next().await;
+        if e["op"] == json!("enqueue") {
+            pending.remove(e["job"].as_str().unwrap());
+        }
+    }
+    // then new events on every shard, as they happen
+    for (i, (q, _)) in jobs.iter().enumerate() {
+        pending.insert(enqueue(q, job("sync", 100 + i as u32)).await.to_string());
+    }
+    while !pending.is_empty() {
+        let e = next().await;
+        if e["op"] == json!("enqueue") {
+            pending.remove(e["job"].as_str().unwrap());
+        }
+    }
+    child.kill().await.expect("stop the follower");
+    assert_eq!(cluster.error_count("CROSSSLOT"), 0);
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_the_queues_of_every_shard() {
+    let cluster = RedisCluster::start(3, 0);
+    let jobs = scene(&cluster).await;
+    let dash = Dashboard::start(&cluster.url(), &[], None).await;
+    let c = http();
+    let r = c.get(dash.url("/api/queues")).send().await.expect("GET");
+    assert!(r.status().is_success(), "{r:?}");
+    let v: Value = r.json().await.expect("JSON");
+    let listed: Vec<&str> = v
+        .as_array()
+        .expect("a list of queues")
+        .iter()
+        .map(|s| s["queue"].as_str().unwrap())
+        .collect();
+    let mut want = QUEUES.to_vec();
+    want.sort();
+    assert_eq!(listed, want, "{v}");
+    let r = c.get(dash.url("/")).send().await.expect("GET /");
+    assert!(r.status().is_success(), "{r:?}");
+    let page = r.text().await.unwrap();
+    for name in QUEUES {
+        assert!(page.contains(name), "the queues page lacks {name}:\n{page}");
+    }
+    let (q, id) = &jobs[2];
+    let r = c
+        .get(dash.url(&format!("/jobs/{}/{}", q.name(), id.as_str())))
+        .send()
+        .await
+        .expect("GET a job page");
+    assert!(r.status().is_success(), "{r:?}");
+    assert_eq!(cluster.error_count("CROSSSLOT"), 0);
+}
+
+#[tokio::test]
+async fn a_server_url_of_a_cluster_node_says_to_use_a_cluster_url() {
+    let cluster = RedisCluster::start(3, 0);
+    let jobs = scene(&cluster).await;
+    let (q, _) = jobs
+        .iter()
+        .find(|(q, _)| cluster.owner_of_key(q.keys().base()) != 0)
+        .expect("a queue on another node than node 0");
+    let port = cluster.node(0).port().expect("a TCP node");
+    let run = run_cmd(command(
+        &format!("redis://127.0.0.1:{port}"),
+        &["status", "--queue", q.name()],
+    ))
+    .await;
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("redis+cluster://"), "{run:?}");
+}
+
+/// `rediss+cluster://` with an ACL user: three TLS masters (`--tls-cluster
+/// yes`: the cluster bus and the slot map over TLS too), a private CA given
+/// through `SSL_CERT_FILE`. Needs the `openssl` command to make the
+/// certificates; without it the test says so and passes.
+#[tokio::test]
+async fn tls_and_an_acl_user_on_a_cluster() {
+    if std::process::Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: the openssl command is not installed (apt-get install openssl)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_owned();
+    let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=leasehold test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "server.pem",
+    ]);
+    let (cert, key, ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
+    let tls_ports: Vec<u16> = (0..3)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        })
+        .collect();
+    let cluster = RedisCluster::start_with(3, 0, |i| {
+        [
+            "--tls-port",
+            &tls_ports[i].to_string(),
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "no",
+            "--tls-cluster",
+            "yes",
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect()
+    });
+    for m in 0..3 {
+        cluster.node(m).cmd(&[
+            "ACL", "SETUSER", "alice", "on", ">s3cret", "~*", "&*", "+@all",
+        ]);
+    }
+    let seeds: Vec<String> = tls_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let url = format!("rediss+cluster://alice:s3cret@{}", seeds.join(","));
+    let queues = ["q0", "q1", "q2"];
+    for (i, name) in queues.iter().enumerate() {
+        let input = format!("{{\"n\":{i}}}");
+        let args = [
+            "enqueue",
+            "sync",
+            "--unregistered",
+            "--queue",
+            name,
+            "--input",
+            &input,
+        ];
+        let mut cmd = command(&url, &args);
+        cmd.env("SSL_CERT_FILE", &ca);
+        run_cmd(cmd).await.ok();
+    }
+    let mut cmd = command(&url, &["status", "--json"]);
+    cmd.env("SSL_CERT_FILE", &ca);
+    let v = run_cmd(cmd).await.ok().json();
+    let listed: Vec<&str> = v
+        .as_array()
+        .expect("a list of queues")
+        .iter()
+        .map(|s| s["queue"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, queues, "{v}");
+    // the three queues are on three masters: each was reached over TLS
+    let owners: std::collections::BTreeSet<usize> = queues
+        .iter()
+        .map(|q| cluster.owner_of_key(&format!("leasehold:{{{q}}}")))
+        .collect();
+    assert_eq!(owners.len(), 3);
+    // a wrong password: authentication failed (6), the password not shown
+    let bad = format!("rediss+cluster://alice:wrong@{}", seeds.join(","));
+    let mut cmd = command(&bad, &["status"]);
+    cmd.env("SSL_CERT_FILE", &ca);
+    let run = run_cmd(cmd).await.code(6);
+    assert!(!run.stderr.contains(":wrong@"), "{run:?}");
+    // an untrusted server certificate is refused
+    let mut cmd = command(&url, &["status"]);
+    cmd.env("SSL_CERT_FILE", &cert);
+    let run = run_cmd(cmd).await;
+    assert_ne!(run.code, 0, "{run:?}");
+}
