@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Inspector, JobPage, JobSummary, Page};
 use crate::error::{Error, Result};
+use crate::pool::{RedisConn, Target};
 use crate::state::JobState;
 
 /// Most index entries one criterion of a search reads; a criterion that
@@ -128,7 +129,7 @@ impl Inspector {
     /// keys), at most [`SEARCH_CAP`]: ids, keys read, and whether it stopped at the cap.
     async fn ids_starting(
         &self,
-        conn: &mut deadpool_redis::Connection,
+        conn: &mut RedisConn,
         prefix: &str,
     ) -> Result<(Vec<String>, usize, bool)> {
         let head = format!("{}:job:", self.keys().base());
@@ -137,16 +138,15 @@ impl Inspector {
         let mut ids = Vec::new();
         let mut read = 0usize;
         loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000);
+            // On a cluster the master of the queue's slot holds its job keys.
             let (next, keys): (u64, Vec<Vec<u8>>) = self
-                .timed(
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(1000)
-                        .query_async(conn),
-                )
+                .timed(conn.query_at(Target::SlotOf(self.keys().base()), &scan))
                 .await?;
             read += keys.len();
             for k in keys {
