@@ -7,7 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use jiff::tz::TimeZone;
-use jiff::{Span, Timestamp, Zoned};
+use jiff::{Span, Timestamp, ZonedDateTime};
 
 /// Most windows one backfill may create (a guard against a typo in `--step`).
 pub(crate) const MAX_WINDOWS: usize = 1_000_000;
@@ -37,7 +37,7 @@ pub(crate) fn parse_instant(s: &str) -> Result<Timestamp, String> {
     }
     if let Ok(dt) = jiff::civil::DateTime::from_str(s) {
         return dt
-            .to_zoned(TimeZone::UTC)
+            .to_zoned_datetime(TimeZone::UTC)
             .map(|z| z.timestamp())
             .map_err(|e| format!("{s:?}: {e}"));
     }
@@ -60,7 +60,7 @@ pub(crate) fn windows(from: Timestamp, to: Timestamp, step: Span) -> Result<Vec<
     if from >= to {
         return Err(format!("--from {from} must be before --to {to}"));
     }
-    let origin: Zoned = from.to_zoned(TimeZone::UTC);
+    let origin: ZonedDateTime = from.to_zoned_datetime(TimeZone::UTC);
     let mut out = Vec::new();
     let mut start = from;
     let mut i: i64 = 1;

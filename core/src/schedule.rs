@@ -36,8 +36,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use croner::Cron;
-use jiff::tz::TimeZone;
 use jiff::Timestamp;
+// croner speaks the jiff of its own release line (0.2); the schedule's zone is
+// kept in that one, and instants cross between the two as nanoseconds.
+use jiff_cron::tz::TimeZone;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -443,12 +445,18 @@ impl Schedule {
         self.end.is_none_or(|e| t <= e)
     }
 
+    /// `t` in the schedule's zone, as croner takes it.
+    fn cron_instant(&self, t: Timestamp) -> Option<jiff_cron::Zoned> {
+        let at = jiff_cron::Timestamp::from_nanosecond(t.as_nanosecond()).ok()?;
+        Some(at.to_zoned(self.zone.clone()))
+    }
+
     fn raw_next_after(&self, t: Timestamp) -> Option<Timestamp> {
         match &self.cadence {
             Cadence::Cron { cron, .. } => cron
-                .find_next_occurrence(&t.to_zoned(self.zone.clone()), false)
+                .find_next_occurrence(&self.cron_instant(t)?, false)
                 .ok()
-                .map(|z| z.timestamp()),
+                .and_then(|z| from_cron_instant(z.timestamp())),
             Cadence::Every(every) => {
                 let step = i64::try_from(every.as_millis()).ok()?;
                 let anchor = self.start.map(|s| s.as_millisecond()).unwrap_or(0);
@@ -464,9 +472,9 @@ impl Schedule {
     pub fn latest_at_or_before(&self, t: Timestamp) -> Option<Timestamp> {
         let found = match &self.cadence {
             Cadence::Cron { cron, .. } => cron
-                .find_previous_occurrence(&t.to_zoned(self.zone.clone()), true)
+                .find_previous_occurrence(&self.cron_instant(t)?, true)
                 .ok()
-                .map(|z| z.timestamp()),
+                .and_then(|z| from_cron_instant(z.timestamp())),
             Cadence::Every(every) => {
                 let step = i64::try_from(every.as_millis()).ok()?;
                 let anchor = self.start.map(|s| s.as_millisecond()).unwrap_or(0);
@@ -722,6 +730,11 @@ pub struct DueWindows {
     pub left_out: usize,
     /// The next due time after the last window (`None`: the schedule ended).
     pub next_due: Option<Timestamp>,
+}
+
+/// An instant croner found, as this crate's [`Timestamp`].
+fn from_cron_instant(t: jiff_cron::Timestamp) -> Option<Timestamp> {
+    Timestamp::from_nanosecond(t.as_nanosecond()).ok()
 }
 
 #[cfg(test)]
