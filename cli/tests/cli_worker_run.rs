@@ -479,9 +479,10 @@ async fn a_live_worker_is_seen_and_honours_a_cancel() {
     // jobs --state running: the running job and the worker that took it
     let run = cli(&url, &["jobs", "--state", "running"]).await.ok();
     let r = row(&run.stdout, slow.as_str());
-    // ID QUEUE PIPELINE STATE ATTEMPT STEP LAST-DONE RESOURCE WORKER ...
+    // ID QUEUE PIPELINE STATE ATTEMPT STEP LAST-DONE RESOURCE WINDOW WORKER ...
+    // (this job's input has no window: `-`)
     assert_eq!(
-        &r[1..9],
+        &r[1..10],
         &[
             QUEUE,
             PIPELINE,
@@ -490,6 +491,7 @@ async fn a_live_worker_is_seen_and_honours_a_cancel() {
             "load",
             "fetch",
             "shop:a",
+            "-",
             wid.as_str()
         ],
         "{}",

@@ -1,6 +1,7 @@
 //! The `leasehold` binary against a private 3-master Redis Cluster
 //! (`redis+cluster://` URL): `status` lists the queues of every shard,
-//! `show` finds a job wherever its queue lives, `events --follow` follows
+//! `show` finds a job wherever its queue lives, `jobs --id-prefix` finds it
+//! on its queue's shard, `events --follow` follows
 //! queues on several shards, and the dashboard's queues page and API show
 //! every queue; none of it meets CROSSSLOT.
 
@@ -82,6 +83,31 @@ async fn status_show_and_events_see_every_shard() {
             .json();
         assert_eq!(shown["job"]["id"], id.as_str(), "{shown}");
         assert_eq!(shown["job"]["queue"], q.name(), "{shown}");
+    }
+
+    // a job found by a prefix of its id (a SCAN on the master of its queue's slot)
+    for (q, id) in &jobs {
+        let found = run_cmd(command(
+            &url,
+            &[
+                "--json",
+                "jobs",
+                "--queue",
+                q.name(),
+                "--id-prefix",
+                &id.as_str()[..20],
+            ],
+        ))
+        .await
+        .ok()
+        .json();
+        let ids: Vec<&str> = found["jobs"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a list of jobs: {found}"))
+            .iter()
+            .filter_map(|j| j["id"].as_str())
+            .collect();
+        assert_eq!(ids, [id.as_str()], "{found}");
     }
 
     // events of every queue (discovered on three shards), followed by one process
