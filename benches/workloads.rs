@@ -1036,6 +1036,8 @@ fn section_scripts(b: &mut Bench) -> f64 {
                 worker: "bench-w",
                 pipelines: &["p"],
                 n: batch,
+                start: 0,
+                first_steps: &[],
             };
             let settled = rt.block_on(q.settle(&ops, Some(req), ttl)).expect("settle");
             refused += settled.replies.iter().filter(|r| r.is_err()).count();

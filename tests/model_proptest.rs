@@ -1040,6 +1040,8 @@ async fn settle_call(
         worker: WORKERS[worker],
         pipelines: &pipelines,
         n,
+        start: 0,
+        first_steps: &[],
     });
     let settled = queue
         .settle(&holder_ops, request, TTL)

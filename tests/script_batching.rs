@@ -687,6 +687,8 @@ async fn attempt_records_round_trip_names_and_messages_that_need_escaping() {
         worker: WORKER,
         pipelines: &["p"],
         n: 1,
+        start: 0,
+        first_steps: &[],
     };
     let settled = q.settle(&[], Some(req), TTL).await.unwrap();
     let lb = &settled.leased.leases[0];

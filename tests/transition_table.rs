@@ -128,6 +128,8 @@ impl Setup {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
     Lease,
+    /// A lease that starts the job in the same call (a free run slot).
+    LeaseAndStart,
     Start,
     Checkpoint,
     Renew,
@@ -152,8 +154,9 @@ enum Action {
 }
 
 impl Action {
-    const ALL: [Action; 18] = [
+    const ALL: [Action; 19] = [
         Action::Lease,
+        Action::LeaseAndStart,
         Action::Start,
         Action::Checkpoint,
         Action::Renew,
@@ -175,7 +178,7 @@ impl Action {
 
     fn op(self) -> Op {
         match self {
-            Action::Lease => Op::Lease,
+            Action::Lease | Action::LeaseAndStart => Op::Lease,
             Action::Start => Op::Start,
             Action::Checkpoint => Op::Checkpoint,
             Action::Renew => Op::Renew,
@@ -217,6 +220,7 @@ impl Action {
         let from = setup.state();
         match self {
             Action::Lease => JobState::Leased,
+            Action::LeaseAndStart => JobState::Running,
             // a repeated start of a RUNNING job by its holder stays RUNNING
             Action::Start if setup.cancel_requested() && from == JobState::Leased => {
                 JobState::Cancelled
@@ -557,6 +561,26 @@ async fn apply(
                 Applied::Done {
                     reply: format!("{leased:?}"),
                     claims: None,
+                }
+            }
+            Ok(other) => Applied::Unexpected(format!("{other:?}")),
+            Err(e) => classify_error(e),
+        },
+        Action::LeaseAndStart => match queue
+            .lease_and_start("worker-b", &[PIPELINE], &["fetch"], 1, TTL)
+            .await
+        {
+            Ok(leased) if leased.leases.is_empty() => {
+                Applied::Refused(Refusal::NothingDone, String::new())
+            }
+            Ok(leased)
+                if leased.leases.len() == 1
+                    && &leased.leases[0].job == id
+                    && leased.leases[0].started =>
+            {
+                Applied::Done {
+                    reply: format!("{leased:?}"),
+                    claims: Some(JobState::Running),
                 }
             }
             Ok(other) => Applied::Unexpected(format!("{other:?}")),
@@ -961,7 +985,7 @@ async fn judge(
 /// the waiting jobs into them whatever it moves (telemetry, not state).
 fn state_keys(srv: &RedisServer, action: Action) -> BTreeMap<String, String> {
     let mut keys = srv.dump(PATTERN);
-    if action == Action::Lease {
+    if matches!(action, Action::Lease | Action::LeaseAndStart) {
         keys.retain(|k, _| !k.contains(":wake:"));
     }
     if action == Action::Sweep {
@@ -1260,6 +1284,8 @@ async fn settle_batch(
         worker: "worker-c",
         pipelines: &[SIDE_PIPELINE],
         n: SIDE_JOBS + 1,
+        start: 0,
+        first_steps: &[],
     };
     let settled = queue.settle(&ops, Some(request), TTL).await.map_err(err)?;
     ensure(settled.replies.len() == jobs.len(), || {

@@ -1,6 +1,8 @@
-//! Prefetch: a worker leases jobs ahead of its free slots only when told to, or
-//! (the default) while its jobs are short; it never runs more than its
-//! concurrency at once, and hands prefetched jobs back when it shuts down.
+//! Prefetch and starts in the lease: by default a worker leases a job when a
+//! run slot frees and starts it in that call (one `start` event, QUEUED ->
+//! RUNNING); it leases jobs ahead of its free slots only when told to, never
+//! runs more than its concurrency at once, and hands prefetched jobs back when
+//! it shuts down.
 
 mod support;
 
@@ -208,22 +210,62 @@ async fn shutdown_hands_back_prefetched_jobs_unstarted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn short_jobs_are_prefetched_by_default() {
+async fn jobs_start_in_their_lease_call_by_default() {
     let redis = RedisServer::start();
     let client = connect(&redis).await;
-    let items: Vec<Item> = (0..3000).map(|i| Item { i }).collect();
-    client
-        .enqueue_many::<Sleepy>(&items)
-        .await
-        .expect("enqueue");
-    let worker = start_worker(&redis, 0, |b| b.concurrency(1)).await;
+    let ids = enqueue(&client, 60).await;
+    let worker = start_worker(&redis, 0, |b| b.concurrency(2)).await;
     let gauge = worker.gauge.clone();
-    // once jobs are seen to be short, one more than the single slot is held
-    wait_until_async(WAIT, "a job leased ahead of the busy slot", || async {
-        held(&redis) >= 2
-    })
-    .await;
+    // never more held than slots: a lease takes a slot only once the finish
+    // that freed it is in the same call, which Redis applies first
+    let mut most = 0;
+    let deadline = std::time::Instant::now() + WAIT;
+    while !all_succeeded(&client, &ids).await {
+        most = most.max(held(&redis));
+        assert!(std::time::Instant::now() < deadline, "jobs did not finish");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     worker.stop().await;
-    assert_eq!(gauge.max.load(Ordering::SeqCst), 1, "steps running at once");
-    assert_eq!(held(&redis), 0, "leases left behind after shutdown");
+    assert!(most <= 2, "{most} jobs held with 2 slots and no prefetch");
+    assert!(gauge.max.load(Ordering::SeqCst) <= 2, "steps running at once");
+    // each job: enqueue, start QUEUED->RUNNING (leased and started in one
+    // call), finish; no lease event of its own
+    let events: Vec<(String, Vec<(String, String)>)> =
+        get(&redis, &["XRANGE", "leasehold:{pf}:events", "-", "+"]);
+    let field = |fields: &[(String, String)], name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    for id in &ids {
+        let moves: Vec<String> = events
+            .iter()
+            .filter(|(_, f)| field(f, "job") == id.as_str())
+            .map(|(_, f)| {
+                format!(
+                    "{} {}->{}",
+                    field(f, "op"),
+                    field(f, "from"),
+                    field(f, "to")
+                )
+            })
+            .collect();
+        assert_eq!(
+            moves,
+            [
+                "enqueue ->QUEUED",
+                "start QUEUED->RUNNING",
+                "finish RUNNING->SUCCEEDED"
+            ],
+            "events of {id}"
+        );
+        // LEASED and RUNNING both recorded, at the same instant
+        let key = format!("leasehold:{{pf}}:job:{id}");
+        let times: Vec<Option<String>> =
+            get(&redis, &["HMGET", &key, "leased_at", "started_at"]);
+        assert!(times[0].is_some(), "{id} has no leased_at");
+        assert_eq!(times[0], times[1], "{id}: leased_at and started_at");
+    }
 }

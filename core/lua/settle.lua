@@ -19,7 +19,9 @@
 --               'used_up': retryable but the caller's automatic retries are used up, '0'),
 --               backoff ms, '1' cleanup needed, reason, '1' interrupted
 --   release:    (nothing)
--- then one token per job to lease
+-- then one token per job to lease, then (when leasing) how many of the leased jobs
+-- start in this call (the worker's free run slots: lib/lease) and the first step
+-- of each pipeline to lease ('' for one whose jobs never start here)
 -- Reply: one reply per operation, as its own script would give, then the lease reply
 --        ({} when nothing was asked). A malformed argument or operation list is an
 --        error reply ('BAD_ARG ...'), given before anything is written (lib/args).
@@ -169,6 +171,21 @@ end
 for j = 1, n_lease do
   if ARGV[a + j - 1] == '' then return bad_arg('settle', 'lease token ' .. j, '') end
 end
+-- the starts in the lease: a count and one first step per pipeline
+local start_n, first_steps = 0, {}
+if n_lease > 0 then
+  local s = a + n_lease
+  start_n = int_value(ARGV[s], 0)
+  if not start_n or start_n > n_lease then return bad_arg('settle', 'start count', ARGV[s]) end
+  if s + n_pipelines > #ARGV then
+    return redis.error_reply('BAD_ARG settle operations do not match their keys and values')
+  end
+  for p = 1, n_pipelines do
+    local step = ARGV[s + p]
+    if step ~= '' and not is_step_name(step) then return bad_arg('settle', 'first step ' .. p, step) end
+    first_steps[p] = step
+  end
+end
 walk(true)
 flush_indexes(batch.ix)
 if n_lease > 0 then
@@ -179,7 +196,8 @@ if n_lease > 0 then
     wake_keys[p] = KEYS[k + 3 * p - 1]
   end
   for j = 1, n_lease do tokens[j] = ARGV[a + j - 1] end
-  out[n_ops + 1] = lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n_lease, tokens)
+  out[n_ops + 1] = lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n_lease, tokens, start_n,
+    first_steps)
 else
   out[n_ops + 1] = {}
 end

@@ -33,6 +33,9 @@ pub struct Lease {
     pub not_before: Millis,
     /// The W3C `traceparent` the job was enqueued under, if any.
     pub traceparent: Option<String>,
+    /// Whether the lease call also started the job (RUNNING at its first step):
+    /// asked for with [`LeaseRequest::start`](crate::settle::LeaseRequest::start).
+    pub started: bool,
 }
 
 /// The reply to a lease call.

@@ -17,7 +17,7 @@ use crate::state::JobState::{self, *};
 pub enum Op {
     /// Create a job (nothing → QUEUED).
     Enqueue,
-    /// A worker takes a job (QUEUED → LEASED).
+    /// A worker takes a job (QUEUED → LEASED, or → RUNNING when it starts in the same call).
     Lease,
     /// The holder starts the first step (LEASED → RUNNING, or → CANCELLED if a cancel is pending).
     Start,
@@ -110,6 +110,13 @@ use Op::*;
 /// Every transition leasehold performs. Anything not listed is refused.
 pub const TRANSITIONS: &[Transition] = &[
     row(Lease, Queued, Leased, Kind::Move, "a worker leases the job"),
+    row(
+        Lease,
+        Queued,
+        Running,
+        Kind::Move,
+        "a worker leases the job into a free run slot and starts it",
+    ),
     row(Start, Leased, Running, Kind::Move, "the holder starts it"),
     row(
         Start,

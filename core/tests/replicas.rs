@@ -1356,6 +1356,7 @@ async fn a_cut_off_replica_stops_its_step_and_its_late_writes_are_refused() {
         ttl: Duration::from_secs(1),
         not_before: before.not_before,
         traceparent: None,
+        started: false,
     };
     let refused = |r: &Result<_, Error>| {
         matches!(

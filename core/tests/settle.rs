@@ -45,6 +45,8 @@ async fn settle_starts_checkpoints_finishes_and_leases_in_one_call_each() {
         worker: "w1",
         pipelines: &["p"],
         n: 10,
+        start: 0,
+        first_steps: &[],
     };
 
     srv.cmd(&["CONFIG", "RESETSTAT"]);
@@ -230,6 +232,8 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
         worker: "w1",
         pipelines: &["p"],
         n: 3,
+        start: 0,
+        first_steps: &[],
     };
     let leases = q.settle(&[], Some(req), TTL).await.unwrap().leased.leases;
     assert_eq!(leases.len(), 3);
@@ -336,4 +340,125 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
         .expect("quarantined");
     assert_eq!(entry.field, "attempt");
     assert_eq!(entry.reason, "not a positive integer");
+}
+
+/// The values of `fields` of job `id` in queue `q`'s hash.
+fn job_fields(srv: &RedisServer, q: &Queue, id: &str, fields: &[&str]) -> Vec<Option<String>> {
+    let key = q.keys().job(id);
+    let mut args = vec!["HMGET", key.as_str()];
+    args.extend_from_slice(fields);
+    leasehold_core::redis::from_redis_value(srv.cmd(&args)).unwrap()
+}
+
+#[tokio::test]
+async fn a_lease_starts_the_jobs_of_its_run_slots_in_the_same_call() {
+    let srv = RedisServer::start();
+    let q = Queue::connect(&srv.url(), "ls", QueueConfig::default())
+        .await
+        .unwrap();
+    let ids: Vec<String> = q
+        .enqueue_bulk(
+            (0..4)
+                .map(|i| NewJob::from_json("p", format!("{{\"i\":{i}}}")).max_attempts(2))
+                .collect(),
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id.to_string())
+        .collect();
+    q.load_scripts().await.unwrap();
+    // four leased, the first three into run slots: those start in this call
+    let req = LeaseRequest {
+        worker: "w1",
+        pipelines: &["p"],
+        n: 4,
+        start: 3,
+        first_steps: &["a"],
+    };
+    srv.cmd(&["CONFIG", "RESETSTAT"]);
+    let leases = q.settle(&[], Some(req), TTL).await.unwrap().leased.leases;
+    assert_eq!(script_calls(&srv), 1);
+    assert_eq!(leases.len(), 4);
+    let started: Vec<bool> = leases.iter().map(|l| l.started).collect();
+    assert_eq!(started, [true, true, true, false]);
+    for l in &leases[..3] {
+        let f = job_fields(&srv, &q, l.job.as_str(), &["state", "step", "leased_at", "started_at"]);
+        assert_eq!(f[0].as_deref(), Some("RUNNING"));
+        assert_eq!(f[1].as_deref(), Some("a"));
+        assert!(f[2].is_some() && f[2] == f[3], "leased_at and started_at: {f:?}");
+    }
+    let f = job_fields(&srv, &q, leases[3].job.as_str(), &["state", "started_at"]);
+    assert_eq!(f, [Some("LEASED".to_owned()), None]);
+    // the events: one start from QUEUED for a started job, a lease for the other
+    let events: Vec<(String, Vec<(String, String)>)> =
+        leasehold_core::redis::from_redis_value(srv.cmd(&["XRANGE", &q.keys().events(), "-", "+"]))
+            .unwrap();
+    let moves: Vec<String> = events
+        .iter()
+        .map(|(_, f)| {
+            let get = |n: &str| f.iter().find(|(k, _)| k == n).map_or("", |(_, v)| v.as_str());
+            format!("{} {} {}->{}", get("op"), get("job"), get("from"), get("to"))
+        })
+        .filter(|m| !m.starts_with("enqueue"))
+        .collect();
+    let want: Vec<String> = leases
+        .iter()
+        .map(|l| {
+            if l.started {
+                format!("start {} QUEUED->RUNNING", l.job)
+            } else {
+                format!("lease {} QUEUED->LEASED", l.job)
+            }
+        })
+        .collect();
+    assert_eq!(moves, want);
+    // a started job is the holder's like any RUNNING one: checkpoint, then a
+    // retryable failure with attempts left queues attempt 2 after step a
+    let failed = Outcome::Failed {
+        error: leasehold_core::AttemptError {
+            kind: "k".into(),
+            message: "m".into(),
+            retryable: true,
+            retries_exhausted: false,
+        },
+        backoff: Duration::ZERO,
+        cleanup_needed: false,
+    };
+    let ops = [
+        HolderOp::Checkpoint {
+            lease: &leases[0],
+            step: "a",
+            output: "1",
+            next_step: Some("b"),
+        },
+        HolderOp::Finish {
+            lease: &leases[0],
+            outcome: &failed,
+            last_step: None,
+        },
+    ];
+    let settled = q.settle(&ops, None, TTL).await.unwrap();
+    assert!(matches!(settled.replies[0], Ok(HolderReply::Checkpointed(None))));
+    assert!(
+        matches!(settled.replies[1], Ok(HolderReply::Finished(Finished::Retrying { .. }))),
+        "{:?}",
+        settled.replies[1]
+    );
+    // a job with a completed step to resume from is leased, not started: its
+    // holder finds its next step
+    let again = q
+        .lease_and_start("w2", &["p"], &["a"], 1, TTL)
+        .await
+        .unwrap()
+        .leases;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].job.as_str(), ids[0]);
+    assert!(!again[0].started);
+    assert_eq!(again[0].last_step.as_deref(), Some("a"));
+    let f = job_fields(&srv, &q, &ids[0], &["state"]);
+    assert_eq!(f[0].as_deref(), Some("LEASED"));
+    // a first step that no step could be named is refused before anything is sent
+    let bad = q.lease_and_start("w2", &["p"], &["a b"], 1, TTL).await;
+    assert!(matches!(bad, Err(Error::InvalidArgument(_))), "{bad:?}");
 }

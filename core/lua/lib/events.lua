@@ -8,17 +8,21 @@ local function event_log(trim_each)
   return { trim_each = trim_each, emitted = false }
 end
 
--- Appends one transition event to the stream.
+-- Appends one transition event to the stream. `reason` is left out when empty
+-- (readers take a missing field as ''): most events of the happy path have
+-- none, and they then share the field names of the stream node's first
+-- entry, which Redis then does not store again.
 local function emit(log, op, id, attempt, from, to, worker, reason)
   log.emitted = true
+  local a = { 'op', op, 'job', id, 'attempt', tostring(attempt), 'from', from, 'to', to, 'by', worker or '' }
+  if reason and reason ~= '' then
+    a[13] = 'reason'
+    a[14] = reason
+  end
   if log.trim_each then
-    redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAX, '*',
-      'op', op, 'job', id, 'attempt', tostring(attempt), 'from', from, 'to', to,
-      'by', worker or '', 'reason', reason or '')
+    redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAX, '*', unpack(a))
   else
-    redis.call('XADD', K_EVENTS, '*',
-      'op', op, 'job', id, 'attempt', tostring(attempt), 'from', from, 'to', to,
-      'by', worker or '', 'reason', reason or '')
+    redis.call('XADD', K_EVENTS, '*', unpack(a))
   end
 end
 

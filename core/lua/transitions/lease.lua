@@ -10,8 +10,14 @@
 -- no delayed job either: they were pushed for jobs that are now taken, and an
 -- idle worker woken by one would only find nothing.
 -- Called by settle: lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl,
--- lock_ttl, n, tokens), the keys (one triple per served pipeline) and the n
--- lease tokens as lists.
+-- lock_ttl, n, tokens, start_n, first_steps), the keys (one triple per served
+-- pipeline) and the n lease tokens as lists; the first `start_n` jobs taken go
+-- into free run slots of the worker and start in this call (LEASED -> RUNNING at
+-- the first step of their pipeline, `first_steps[p]`, both times recorded, one
+-- `start` event from QUEUED) when they have no completed step to resume from
+-- (a resumed job's next step is the worker's to find: it is leased, and the
+-- worker starts it with its own start). A worker that dies after such a reply
+-- leaves the job RUNNING, so the sweeper makes it STALE, not QUEUED.
 -- A popped job that cannot be read (its key is not a hash, or a field the
 -- reply carries is unreadable: see job_problem) is moved to the quarantine
 -- (lib/quarantine) with the reason and the field, and the call goes on with
@@ -19,9 +25,9 @@
 -- Reply: { next_due_ms or -1, now ms, jobs parked on a locked resource by this call,
 --          jobs set aside by this call at a resource limit, at max_running, by a
 --          rate limit, served pipelines found paused,
---          then per leased job 11 values:
+--          then per leased job 12 values:
 --          id, token, fence, attempt, pipeline, input, resource, last_step, last_output, not_before,
---          trace (the enqueuer's traceparent, or '') }
+--          trace (the enqueuer's traceparent, or ''), '1' when it started in this call else '' }
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -64,7 +70,8 @@ local function job_problem(f, pipeline)
   end
   return nil
 end
-local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n, tokens)
+local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lock_ttl, n, tokens, start_n,
+    first_steps)
   local now = now_ms()
   local pairs_n = #ready_keys
   -- the pipeline of each ready set (its key is BASE .. ':ready:' .. name)
@@ -94,8 +101,8 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
   -- jobs this call took a flow gate for (not yet in the lease index; a table only when used)
   local fresh = nil
   local limit = n * 4 + 16
-  -- jobs taken by this call: id, job key, HMGET fields
-  local ids, jks, fields = {}, {}, {}
+  -- jobs taken by this call: id, job key, HMGET fields, served pipeline index
+  local ids, jks, fields, pis = {}, {}, {}, {}
 
   -- Looks at one job popped from the ready set of pipeline `p` (`score` kept
   -- for parking it): takes it (and its resource's lock) when it is QUEUED and
@@ -155,7 +162,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
     end
     if gates then flow_take(gates, id, jk, now, fresh) end
     taken = taken + 1
-    ids[taken], jks[taken], fields[taken] = id, jk, f
+    ids[taken], jks[taken], fields[taken], pis[taken] = id, jk, f, p
   end
 
   -- whether every ready set was found empty (or paused)
@@ -214,16 +221,26 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
     local fence = redis.call('INCRBY', K_FENCE, taken) - taken
     local deadline = fmt(now + ttl)
     local index = {}
+    local now_text = now_s()
     for t = 1, taken do
       fence = fence + 1
       local id, jk, f, token = ids[t], jks[t], fields[t], tokens[t]
-      redis.call('HSET', jk, 'state', 'LEASED', 'token', token, 'fence', fmt(fence), 'worker', worker,
-        'lease_deadline', deadline, 'leased_at', now_s(), 'updated_at', now_s(), 'steps', '')
+      local last = f[6] or ''
+      local first = (t <= start_n and last == '') and first_steps[pis[t]] or ''
+      if first ~= '' then
+        redis.call('HSET', jk, 'state', 'RUNNING', 'token', token, 'fence', fmt(fence), 'worker', worker,
+          'lease_deadline', deadline, 'leased_at', now_text, 'started_at', now_text, 'updated_at', now_text,
+          'step', first)
+        emit(batch.events, 'start', id, f[3], 'QUEUED', 'RUNNING', worker, '')
+        if f[9] then group_count(batch.events, f[9], id, 'RUNNING', now) end
+      else
+        redis.call('HSET', jk, 'state', 'LEASED', 'token', token, 'fence', fmt(fence), 'worker', worker,
+          'lease_deadline', deadline, 'leased_at', now_text, 'updated_at', now_text)
+        emit(batch.events, 'lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
+        if f[9] then group_count(batch.events, f[9], id, 'LEASED', now) end
+      end
       index[2 * t - 1] = deadline
       index[2 * t] = id
-      emit(batch.events, 'lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
-      if f[9] then group_count(batch.events, f[9], id, 'LEASED', now) end
-      local last = f[6] or ''
       local last_out = f[11]
       local o = #out
       out[o + 1] = id
@@ -237,6 +254,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       out[o + 9] = last_out
       out[o + 10] = f[7] or ''
       out[o + 11] = f[10] or ''
+      out[o + 12] = (first ~= '') and '1' or ''
     end
     for i = 1, #index, 2000 do
       redis.call('ZADD', K_LEASES, unpack(index, i, math.min(i + 1999, #index)))

@@ -39,6 +39,37 @@ impl Queue {
             worker,
             pipelines,
             n,
+            start: 0,
+            first_steps: &[],
+        };
+        Ok(self
+            .settle_with(&[], Some(request), ttl, false)
+            .await?
+            .leased)
+    }
+
+    /// Leases up to `n` jobs like [`Queue::lease`] and starts them in the same
+    /// call: each goes QUEUED → RUNNING at the first step of its pipeline
+    /// (`first_steps[i]` for `pipelines[i]`), with `leased_at` and `started_at`
+    /// both recorded and one `start` event, and [`Lease::started`] set. A job
+    /// with a completed step to resume from is leased but not started: its
+    /// holder finds its next step and calls [`Queue::start`]. A holder that dies
+    /// before running the step leaves the job RUNNING, so it is swept STALE.
+    pub async fn lease_and_start(
+        &self,
+        worker: &str,
+        pipelines: &[&str],
+        first_steps: &[&str],
+        n: usize,
+        ttl: Duration,
+    ) -> Result<Leased> {
+        check_name("worker id", worker)?;
+        let request = LeaseRequest {
+            worker,
+            pipelines,
+            n,
+            start: n,
+            first_steps,
         };
         Ok(self
             .settle_with(&[], Some(request), ttl, false)

@@ -20,6 +20,13 @@ pub struct LeaseRequest<'a> {
     pub pipelines: &'a [&'a str],
     /// How many jobs at most.
     pub n: usize,
+    /// How many of them start in the same call (the worker's free run slots):
+    /// those with no completed step to resume from go LEASED → RUNNING at
+    /// their pipeline's first step, with one `start` event. 0: none.
+    pub start: usize,
+    /// The first step of each pipeline of `pipelines`, in the same order
+    /// (missing or empty: that pipeline's jobs do not start in the call).
+    pub first_steps: &'a [&'a str],
 }
 
 impl LeaseRequest<'_> {
@@ -34,6 +41,9 @@ impl LeaseRequest<'_> {
         for p in self.pipelines {
             check_name("pipeline name", p)?;
         }
+        for s in self.first_steps.iter().filter(|s| !s.is_empty()) {
+            check_name("step name", s)?;
+        }
         Ok(())
     }
 
@@ -46,20 +56,25 @@ impl LeaseRequest<'_> {
         }
     }
 
-    /// Appends one fresh lease token per job asked for.
+    /// Appends one fresh lease token per job asked for, then the starts: how
+    /// many, and the first step of each pipeline.
     pub(crate) fn encode_tokens(&self, inv: &mut ScriptCall<'_>) {
         for _ in 0..self.n {
             inv.arg(uuid::Uuid::new_v4().simple().to_string());
+        }
+        inv.arg(self.start.min(self.n));
+        for i in 0..self.pipelines.len() {
+            inv.arg(self.first_steps.get(i).copied().unwrap_or(""));
         }
     }
 }
 
 /// Values per leased job in a lease reply.
-const LEASE_ENTRY: usize = 11;
+const LEASE_ENTRY: usize = 12;
 
 /// Reads a lease reply: next due time, Redis's clock, jobs parked, jobs set
 /// aside by flow control (resource limit, max running, rate), pipelines found
-/// paused, then eleven
+/// paused, then twelve
 /// values per leased job. With `lenient`, a job whose values cannot be read is
 /// reported in [`Leased::unreadable`] instead of failing the whole reply.
 pub(crate) fn read_leased(reply: &mut Reply, ttl: Duration, lenient: bool) -> Result<Leased> {
@@ -97,7 +112,7 @@ pub(crate) fn read_leased(reply: &mut Reply, ttl: Duration, lenient: bool) -> Re
 }
 
 /// One leased job's values: id, token, fence, attempt, pipeline, input,
-/// resource, last step, its output, not-before, trace context.
+/// resource, last step, its output, not-before, trace context, whether it started.
 fn read_lease_entry(reply: &mut Reply, ttl: Duration, now: i64) -> Result<Lease> {
     if reply.remaining() != LEASE_ENTRY {
         return Err(Error::Protocol {
@@ -124,5 +139,6 @@ fn read_lease_entry(reply: &mut Reply, ttl: Duration, now: i64) -> Result<Lease>
             .and_then(|t| t.parse().ok())
             .unwrap_or(now),
         traceparent: reply.opt_text()?,
+        started: reply.opt_text()?.is_some_and(|s| s == "1"),
     })
 }

@@ -40,8 +40,8 @@ pub(crate) struct ActiveJob {
     ending: AtomicBool,
     /// The job's run slot while it runs (see `Shared::run_slots`).
     run_permit: Mutex<Option<OwnedSemaphorePermit>>,
-    /// When the job started running (its start was accepted).
-    running_since: Mutex<Option<Instant>>,
+    /// The job's lease slot (see `LeaseLoop::slots`) until its final operation is sent.
+    lease_permit: Mutex<Option<OwnedSemaphorePermit>>,
     /// When the last call that confirmed the lease (the lease itself, a
     /// renewal, a checkpoint) was sent, on this worker's monotonic clock: Redis
     /// set the lease's deadline after that instant, so it lies beyond
@@ -78,7 +78,7 @@ impl ActiveJob {
             why: Mutex::new(None),
             ending: AtomicBool::new(false),
             run_permit: Mutex::new(None),
-            running_since: Mutex::new(None),
+            lease_permit: Mutex::new(None),
             confirmed_at: Mutex::new(leased_at),
             metrics,
         })
@@ -120,19 +120,11 @@ impl ActiveJob {
         }
     }
 
-    /// Records that the job is running from now.
-    pub(crate) fn mark_running(&self) {
-        if let Ok(mut t) = self.running_since.lock() {
-            *t = Some(Instant::now());
+    /// Keeps the job's lease slot until its final operation is sent.
+    pub(crate) fn hold_lease_slot(&self, permit: Option<OwnedSemaphorePermit>) {
+        if let Ok(mut p) = self.lease_permit.lock() {
+            *p = permit;
         }
-    }
-
-    /// How long the job has been running, if it started.
-    pub(crate) fn running_for(&self) -> Option<std::time::Duration> {
-        self.running_since
-            .lock()
-            .ok()
-            .and_then(|t| t.map(|t| t.elapsed()))
     }
 
     /// Records that the job's final operation is being sent, and frees its run
@@ -142,6 +134,13 @@ impl ActiveJob {
         if let Ok(mut p) = self.run_permit.lock() {
             p.take();
         }
+    }
+
+    /// The job's lease slot, handed to its final operation's request: the
+    /// lease loop frees it once the request is in its batch, so that the call
+    /// carrying the operation leases (and starts) the next job in that slot.
+    pub(crate) fn take_lease_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.lease_permit.lock().ok().and_then(|mut p| p.take())
     }
 
     /// True once the job's final operation has been sent.
@@ -282,6 +281,7 @@ mod tests {
             ttl,
             not_before: 0,
             traceparent: None,
+            started: false,
         };
         ActiveJob::new(lease, "q".into(), "w", leased_at, Arc::default(), None)
     }

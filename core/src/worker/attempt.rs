@@ -4,7 +4,8 @@
 //! - waits for a run slot (a prefetched job waits here, LEASED); a job not yet
 //!   started when shutdown begins is handed back;
 //! - starts the job (LEASED → RUNNING) at the step after its last completed
-//!   one; a job cancelled before it started ends there (phase A);
+//!   one; a job cancelled before it started ends there (phase A). A job the
+//!   lease call started already (into a free run slot) skips both;
 //! - runs the steps in order (see `step.rs` for one step's time limit, panics
 //!   and cancel grace), checkpointing each; the last step's checkpoint and the
 //!   finish go in one operation;
@@ -89,6 +90,15 @@ fn unit_random() -> f64 {
     fastrand::f64()
 }
 
+/// The slots a leased job holds when its task begins.
+pub(crate) struct Slots {
+    /// Its lease slot, held until its final operation is sent.
+    pub(crate) lease: Option<OwnedSemaphorePermit>,
+    /// A run slot taken for it before the lease call (always, for a job that
+    /// call started).
+    pub(crate) run: Option<OwnedSemaphorePermit>,
+}
+
 /// Runs one attempt at a leased job, from its run slot to its final operation,
 /// holding the job in the worker's active jobs meanwhile; `leased_at` is when
 /// the call that leased it was sent (its local deadline counts from there).
@@ -99,6 +109,7 @@ pub(crate) async fn run(
     settler: Settler,
     lease: Lease,
     leased_at: Instant,
+    slots: Slots,
 ) {
     let name = queue.name().to_owned();
     let rate = runner.options().flow.rate.and_then(|r| r.parse().ok());
@@ -110,6 +121,7 @@ pub(crate) async fn run(
         shared.metrics.clone(),
         Some((queue, rate)),
     );
+    active.hold_lease_slot(slots.lease);
     shared.active.insert(active.clone());
     let gauge = shared
         .metrics
@@ -134,11 +146,9 @@ pub(crate) async fn run(
         settler: &settler,
         active: &active,
     };
-    attempt.execute().instrument(span).await;
+    attempt.execute(slots.run).instrument(span).await;
     active.hold_run_slot(None);
-    if let Some(ran) = active.running_for() {
-        shared.record_run(ran);
-    }
+    active.hold_lease_slot(None);
     gauge.dec();
     shared.active.remove(&active.lease.job);
 }
@@ -173,24 +183,41 @@ fn attempt_error(error: &StepError) -> AttemptError {
 }
 
 impl Attempt<'_> {
-    /// The attempt, from its run slot to its final operation.
-    async fn execute(&self) {
-        let run_permit = self.wait_for_run_slot().await;
-        if self.shared.stop_leasing.is_cancelled() {
-            // never started: hand it back
-            self.hand_back().await;
-            return;
-        }
+    /// The attempt, from its run slot (`run_permit` when one was taken for it
+    /// before the lease) to its final operation.
+    async fn execute(&self, run_permit: Option<OwnedSemaphorePermit>) {
         let start_index = self.resume_index();
-        let first = start_index
-            .as_ref()
-            .ok()
-            .and_then(|i| self.runner.steps().get(*i))
-            .map_or("", |s| s.name);
-        if !self.start(first).await {
-            return;
-        }
+        let run_permit = if self.active.lease.started {
+            // the lease call started it, at its first step, in the run slot taken for it
+            self.active.count("LEASED", "RUNNING");
+            run_permit
+        } else {
+            let run_permit = match run_permit {
+                Some(p) => Some(p),
+                None => self.wait_for_run_slot().await,
+            };
+            if self.shared.stop_leasing.is_cancelled() {
+                // never started: hand it back
+                self.hand_back().await;
+                return;
+            }
+            let first = start_index
+                .as_ref()
+                .ok()
+                .and_then(|i| self.runner.steps().get(*i))
+                .map_or("", |s| s.name);
+            if !self.start(first).await {
+                return;
+            }
+            run_permit
+        };
         self.hold_run_slot(run_permit).await;
+        self.run_from(start_index).await;
+    }
+
+    /// Runs the started attempt from `start_index` (or fails it when that
+    /// cannot be found, or its input cannot be read).
+    async fn run_from(&self, start_index: Result<usize, String>) {
         let start_index = match start_index {
             Ok(i) => i,
             Err(message) => {
@@ -287,7 +314,6 @@ impl Attempt<'_> {
             None => self.shared.run_slots.clone().acquire_owned().await.ok(),
         };
         self.active.hold_run_slot(run_permit);
-        self.active.mark_running();
     }
 
     /// Ends the attempt FAILED, with no retry.
@@ -551,8 +577,11 @@ impl Attempt<'_> {
     async fn finish(&self, outcome: Outcome, last_step: Option<(&'static str, String)>) {
         let active = self.active;
         let lease = &active.lease;
+        // the lease slot goes with the first try: the call carrying it can lease the next job
+        let slot = std::sync::Mutex::new(active.take_lease_slot());
         match holder_call(active, "finish", || {
-            self.settler.finish(lease, &outcome, last_step.clone())
+            let slot = slot.lock().ok().and_then(|mut s| s.take());
+            self.settler.finish(lease, &outcome, last_step.clone(), slot)
         })
         .await
         {

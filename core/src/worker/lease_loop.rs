@@ -9,8 +9,9 @@
 //!   for a batch worth its fixed cost; requests that arrive meanwhile form the
 //!   next batch, so a busy worker pays one round trip per batch and an idle one
 //!   answers at once;
-//! - leases ahead of free run slots (prefetch) while jobs are short, or always
-//!   when the prefetch is set;
+//! - starts the jobs it leases into free run slots in the same call (LEASED
+//!   and RUNNING both recorded); leases ahead of free run slots (prefetch)
+//!   only when the worker is told to, and then starts none in the lease;
 //! - hands each call's replies to the waiting job tasks and spawns a task per
 //!   leased job (see `attempt.rs`);
 //! - backs off after a failed call;
@@ -26,7 +27,7 @@ use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 use tracing::{error, warn};
 
-use super::attempt;
+use super::attempt::{self, Slots};
 use super::runner::Runner;
 use super::settler::{Pending, Settler};
 use super::shared::{RedisSource, Shared};
@@ -62,9 +63,8 @@ pub(crate) struct LeaseLoop {
     pub(crate) slots: Arc<Semaphore>,
     /// Lease slots for jobs taken ahead of free `slots` (prefetch).
     pub(crate) prefetch_slots: Arc<Semaphore>,
-    /// Whether prefetching follows the jobs' run times (the default) rather
-    /// than always using every `prefetch_slots` permit.
-    pub(crate) prefetch_auto: bool,
+    /// How many jobs it leases ahead of free run slots (`Worker::prefetch`; 0 by default).
+    pub(crate) prefetch: usize,
     /// Where the leased jobs' tasks run.
     pub(crate) jobs: TaskTracker,
     /// Where the worker's Redis is, for the blocking connection.
@@ -206,7 +206,7 @@ impl LoopState {
     fn collect_requests(&mut self) {
         while self.pending.len() < MAX_BATCH {
             match self.requests.try_recv() {
-                Ok(p) => self.pending.push(p),
+                Ok(p) => self.pending.push(p.free_slot()),
                 Err(_) => break,
             }
         }
@@ -216,7 +216,7 @@ impl LoopState {
     async fn wait_for_request_or_call(&mut self) {
         tokio::select! {
             r = self.requests.recv() => match r {
-                Some(p) => self.pending.push(p),
+                Some(p) => self.pending.push(p.free_slot()),
                 None => self.closed = true,
             },
             d = self.done_rx.recv() => self.arrived = d,
@@ -235,10 +235,15 @@ impl LeaseLoop {
             .collect()
     }
 
+    /// Whether the worker prefetches because it was told to (`Worker::prefetch`
+    /// with a count): then no job starts in its lease call.
+    fn prefetch_on_purpose(&self) -> bool {
+        self.prefetch > 0
+    }
+
     /// Whether to lease ahead of free slots now.
     fn prefetching(&self) -> bool {
         self.prefetch_slots.available_permits() > 0
-            && (!self.prefetch_auto || self.shared.jobs_are_short())
     }
 
     /// Runs the loop until leasing stopped and every job task has ended.
@@ -352,7 +357,7 @@ impl LeaseLoop {
         };
         tokio::select! {
             r = requests.recv(), if !*closed => match r {
-                Some(p) => pending.push(p),
+                Some(p) => pending.push(p.free_slot()),
                 None => {
                     // every job task has ended (shutdown)
                     *closed = true;
@@ -395,12 +400,32 @@ impl LeaseLoop {
         settler: Option<Settler>,
     ) -> CallDone {
         let pipelines: Vec<&'static str> = self.group.runners.iter().map(|r| r.name()).collect();
+        let first_steps: Vec<&'static str> = self
+            .group
+            .runners
+            .iter()
+            .map(|r| r.steps().first().map_or("", |s| s.name))
+            .collect();
         let ops: Vec<HolderOp<'_>> = batch.iter().map(Pending::as_op).collect();
         let want = if settler.is_some() { permits.len() } else { 0 };
+        // the free run slots, taken now: the jobs leased into them start in the
+        // same call (a worker that prefetches on purpose keeps its free run
+        // slots for the jobs it prefetched, which start with their own call)
+        let mut run_permits = Vec::new();
+        if !self.prefetch_on_purpose() {
+            while run_permits.len() < want {
+                match self.shared.run_slots.clone().try_acquire_owned() {
+                    Ok(p) => run_permits.push(p),
+                    Err(_) => break,
+                }
+            }
+        }
         let request = (want > 0).then_some(LeaseRequest {
             worker: &self.shared.id,
             pipelines: &pipelines,
             n: want,
+            start: run_permits.len(),
+            first_steps: &first_steps,
         });
         // the leases' local deadlines count from here: Redis sets theirs later
         let sent_at = Instant::now();
@@ -419,7 +444,7 @@ impl LeaseLoop {
                 let found_nothing = want > 0 && leased.leases.is_empty();
                 let next_due = leased.next_due;
                 if let Some(settler) = &settler {
-                    self.spawn_jobs(settler, leased, sent_at, &mut permits);
+                    self.spawn_jobs(settler, leased, sent_at, &mut permits, run_permits);
                 }
                 CallDone::Settled {
                     found_nothing,
@@ -445,14 +470,17 @@ impl LeaseLoop {
     }
 
     /// Counts the leased jobs in the metrics and spawns a task for each, with
-    /// one of `permits` (its lease slot) held until the task ends; `sent_at`
-    /// is when the call that leased them was sent.
+    /// one of `permits` (its lease slot) held until its final operation is
+    /// sent, and one of `run_permits` (a run slot taken before the call) for
+    /// each job the call started, then for the others while any are left;
+    /// `sent_at` is when the call that leased them was sent.
     fn spawn_jobs(
         &self,
         settler: &Settler,
         leased: Leased,
         sent_at: Instant,
         permits: &mut Vec<OwnedSemaphorePermit>,
+        mut run_permits: Vec<OwnedSemaphorePermit>,
     ) {
         let metrics = &self.shared.metrics;
         if leased.parked > 0 {
@@ -501,13 +529,23 @@ impl LeaseLoop {
                 warn!(job = %lease.job, pipeline = %lease.pipeline, "leased a pipeline this worker does not serve");
                 continue;
             };
-            let permit = permits.pop();
+            let slots = Slots {
+                lease: permits.pop(),
+                run: if lease.started {
+                    run_permits.pop()
+                } else {
+                    None
+                },
+            };
+            if lease.started && slots.run.is_none() {
+                // cannot happen: the call starts at most as many jobs as run slots were taken
+                warn!(job = %lease.job, "a job started by its lease has no run slot; it waits for one");
+            }
             let shared = self.shared.clone();
             let queue = self.group.queue.clone();
             let settler = settler.clone();
             self.jobs.spawn(async move {
-                attempt::run(shared, runner, queue, settler, lease, sent_at).await;
-                drop(permit);
+                attempt::run(shared, runner, queue, settler, lease, sent_at, slots).await;
             });
         }
     }

@@ -35,7 +35,6 @@ mod watchdog;
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -102,15 +101,16 @@ impl WorkerBuilder {
         self.concurrency = n.max(1);
         self
     }
-    /// Jobs leased ahead of free slots, always (default: automatic, see below).
+    /// Jobs leased ahead of free run slots (default 0: none).
     ///
-    /// A prefetched job waits LEASED on this worker until a running job sends its
-    /// final operation, then starts in that same round trip, so a worker of many
-    /// short jobs pays one call per job instead of two. It is handed back on
-    /// shutdown and requeued by the sweeper if the worker dies, but another
-    /// replica with free slots cannot take it meanwhile. By default a worker
-    /// prefetches up to its concurrency only while its jobs run shorter than
-    /// 25 ms on average, and not at all for longer jobs; `prefetch(0)` turns it off.
+    /// By default a job is leased when a run slot frees (a running job sends its
+    /// final operation), in the call that carries that operation, and starts in
+    /// that same call: one round trip and one script call share per job, and
+    /// nothing waits LEASED on this worker. A prefetched job instead waits LEASED
+    /// here until a run slot frees, then starts with a call of its own; it is
+    /// handed back on shutdown and requeued by the sweeper if the worker dies,
+    /// but another replica with free slots cannot take it meanwhile. While a
+    /// worker prefetches, no job starts in its lease call.
     #[must_use]
     pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = Some(n);
@@ -439,7 +439,6 @@ impl Worker {
             cancel_grace: self.cancel_grace,
             metrics: self.metrics.clone(),
             run_slots: Arc::new(Semaphore::new(self.concurrency)),
-            job_run_us: AtomicU64::new(u64::MAX),
         });
         let queues = self.queues();
         let runners: Vec<(String, Arc<dyn Runner>)> = self
@@ -459,7 +458,7 @@ impl Worker {
         info!(worker = %self.id, ?pipelines, concurrency = self.concurrency, "worker starting");
         // lease slots: one per job that may run, plus the prefetched ones
         let slots = Arc::new(Semaphore::new(self.concurrency));
-        let extra = self.prefetch.unwrap_or(self.concurrency);
+        let extra = self.prefetch.unwrap_or(0);
         let prefetch_slots = Arc::new(Semaphore::new(extra));
         let jobs = TaskTracker::new();
         let stop_background = CancellationToken::new();
@@ -480,7 +479,7 @@ impl Worker {
                 group,
                 slots: slots.clone(),
                 prefetch_slots: prefetch_slots.clone(),
-                prefetch_auto: self.prefetch.is_none(),
+                prefetch: extra,
                 jobs: jobs.clone(),
                 source: self.source.clone(),
                 max_idle_wait: self.max_idle_wait,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 
 use crate::error::{Error, Result};
 use crate::lease::{Finished, Lease, Outcome, Started};
@@ -43,9 +43,19 @@ pub(crate) struct Pending {
     lease: Arc<Lease>,
     request: Request,
     reply: oneshot::Sender<Result<HolderReply>>,
+    /// The job's lease slot, sent with its final operation (see `free_slot`).
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Pending {
+    /// Frees the lease slot the request carries (a final operation's), now
+    /// that the request is in the lease loop's next batch: a lease in that
+    /// batch can take the slot.
+    pub(crate) fn free_slot(mut self) -> Self {
+        self.slot.take();
+        self
+    }
+
     /// Whether it is the start of a job.
     pub(crate) fn is_start(&self) -> bool {
         matches!(self.request, Request::Start { .. })
@@ -95,12 +105,18 @@ impl Settler {
     }
 
     /// Performs `request` on `lease` in the settler's next batch.
-    async fn call(&self, lease: &Arc<Lease>, request: Request) -> Result<HolderReply> {
+    async fn call(
+        &self,
+        lease: &Arc<Lease>,
+        request: Request,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Result<HolderReply> {
         let (reply, rx) = oneshot::channel();
         let pending = Pending {
             lease: lease.clone(),
             request,
             reply,
+            slot,
         };
         if self.tx.send(pending).is_err() {
             return Err(Error::Pool("the worker's settler has stopped".into()));
@@ -115,7 +131,7 @@ impl Settler {
         lease: &Arc<Lease>,
         first_step: &'static str,
     ) -> Result<Started, Error> {
-        match self.call(lease, Request::Start { first_step }).await? {
+        match self.call(lease, Request::Start { first_step }, None).await? {
             HolderReply::Started(s) => Ok(s),
             other => Err(mismatch("start", &other)),
         }
@@ -134,24 +150,26 @@ impl Settler {
             output: output.to_owned(),
             next_step,
         };
-        match self.call(lease, request).await? {
+        match self.call(lease, request, None).await? {
             HolderReply::Checkpointed(c) => Ok(c),
             other => Err(mismatch("checkpoint", &other)),
         }
     }
 
-    /// Ends the attempt, after checkpointing `last_step` (name and output) if given.
+    /// Ends the attempt, after checkpointing `last_step` (name and output) if
+    /// given; `slot` is the job's lease slot, freed once the request is batched.
     pub(crate) async fn finish(
         &self,
         lease: &Arc<Lease>,
         outcome: &Outcome,
         last_step: Option<(&'static str, String)>,
+        slot: Option<OwnedSemaphorePermit>,
     ) -> Result<Finished, Error> {
         let request = Request::Finish {
             outcome: outcome.clone(),
             last_step,
         };
-        match self.call(lease, request).await? {
+        match self.call(lease, request, slot).await? {
             HolderReply::Finished(f) => Ok(f),
             other => Err(mismatch("finish", &other)),
         }
@@ -159,7 +177,7 @@ impl Settler {
 
     /// Hands an unstarted job back; the reply is its new state.
     pub(crate) async fn release(&self, lease: &Arc<Lease>) -> Result<JobState, Error> {
-        match self.call(lease, Request::Release).await? {
+        match self.call(lease, Request::Release, None).await? {
             HolderReply::Released(state) => Ok(state),
             other => Err(mismatch("release", &other)),
         }

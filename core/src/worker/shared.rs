@@ -1,7 +1,6 @@
 //! What a worker's parts share: the runtime state its loops and job tasks all
 //! hold (`Shared`) and where its Redis is (`RedisSource`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,31 +27,6 @@ pub(crate) struct Shared {
     /// One permit per job allowed to run at once (the concurrency); a leased job
     /// takes one before it starts and gives it back when it sends its final operation.
     pub(crate) run_slots: Arc<Semaphore>,
-    /// Moving average of how long a job runs (start to final operation), in
-    /// µs; `u64::MAX` until one has run. Automatic prefetch uses it.
-    pub(crate) job_run_us: AtomicU64,
-}
-
-/// Jobs that run shorter than this on average are prefetched by default.
-pub(crate) const SHORT_JOB: Duration = Duration::from_millis(25);
-
-impl Shared {
-    /// Adds one job's run time to the moving average.
-    pub(crate) fn record_run(&self, ran: Duration) {
-        let sample = ran.as_micros().min(u64::MAX as u128 - 1) as u64;
-        let old = self.job_run_us.load(Ordering::Relaxed);
-        let new = if old == u64::MAX {
-            sample
-        } else {
-            old - old / 8 + sample / 8
-        };
-        self.job_run_us.store(new, Ordering::Relaxed);
-    }
-
-    /// Whether jobs have been short enough, on average, to lease ahead of free slots.
-    pub(crate) fn jobs_are_short(&self) -> bool {
-        self.job_run_us.load(Ordering::Relaxed) < SHORT_JOB.as_micros() as u64
-    }
 }
 
 /// Where a worker's Redis is.
