@@ -19,9 +19,10 @@
 --               'used_up': retryable but the caller's automatic retries are used up, '0'),
 --               backoff ms, '1' cleanup needed, reason, '1' interrupted
 --   release:    (nothing)
--- then one token per job to lease, then (when leasing) how many of the leased jobs
--- start in this call (the worker's free run slots: lib/lease) and the first step
--- of each pipeline to lease ('' for one whose jobs never start here)
+-- then one token per job to lease, then (when leasing, optional) how many of the
+-- leased jobs start in this call (the worker's free run slots: transitions/lease)
+-- and the first step of each pipeline to lease ('' for one whose jobs never
+-- start here)
 -- Reply: one reply per operation, as its own script would give, then the lease reply
 --        ({} when nothing was asked). A malformed argument or operation list is an
 --        error reply ('BAD_ARG ...'), given before anything is written (lib/args).
@@ -171,9 +172,10 @@ end
 for j = 1, n_lease do
   if ARGV[a + j - 1] == '' then return bad_arg('settle', 'lease token ' .. j, '') end
 end
--- the starts in the lease: a count and one first step per pipeline
+-- the starts in the lease: a count and one first step per pipeline (none
+-- given: no job starts in the lease)
 local start_n, first_steps = 0, {}
-if n_lease > 0 then
+if n_lease > 0 and ARGV[a + n_lease] ~= nil then
   local s = a + n_lease
   start_n = int_value(ARGV[s], 0)
   if not start_n or start_n > n_lease then return bad_arg('settle', 'start count', ARGV[s]) end

@@ -9,12 +9,23 @@ local JOB_FIELDS = { 'state', 'token', 'id', 'attempt', 'max_attempts', 'worker'
   'input_key', 'cancel_reason', 'cancel_at', 'cancel_by', 'leased_at', 'started_at', 'steps', 'cleanup_needed',
   'flow', 'links', 'pipeline' }
 
+-- The part of JOB_FIELDS a plain success reads (finish), and the rest, read
+-- only for an attempt whose record is written or that may be retried: every
+-- field read is a scan of the job's listpack, and most jobs end plainly.
+local HOT_FIELDS = { 'state', 'token', 'id', 'attempt', 'worker', 'input_key', 'cancel_reason', 'started_at',
+  'steps', 'flow', 'links', 'pipeline' }
+local COLD_FIELDS = { 'max_attempts', 'fence', 'priority', 'cancel_at', 'cancel_by', 'leased_at', 'cleanup_needed' }
+
+-- Reads `names` of the job into table `j` by name (false for a missing field).
+local function load_fields(jk, names, j)
+  local v = redis.call('HMGET', jk, unpack(names))
+  for i, name in ipairs(names) do j[name] = v[i] end
+  return j
+end
+
 -- Reads the job's fields into a table by name (false for a missing field).
 local function load_job(jk)
-  local v = redis.call('HMGET', jk, unpack(JOB_FIELDS))
-  local j = {}
-  for i, name in ipairs(JOB_FIELDS) do j[name] = v[i] end
-  return j
+  return load_fields(jk, JOB_FIELDS, {})
 end
 
 -- Fields describing the live lease / attempt, cleared when an attempt ends.

@@ -36,7 +36,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   if type(backoff) ~= 'number' or backoff < 0 then return { 'BAD_ARG', 'backoff' } end
   local used_up = retryable == 'used_up'
   retryable = retryable == '1' or used_up
-  local j = load_job(jk)
+  local j = load_fields(jk, HOT_FIELDS, {})
   -- A worker shutting down with a cancel pending (not yet seen by it) ends the
   -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
   -- Decided before the table is asked, so the move checked is the one made.
@@ -44,6 +44,10 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     outcome = 'CANCELLED'
     reason = 'cancel requested: ' .. j.cancel_reason .. ' (honoured at a worker shutdown)'
     interrupted = false
+  end
+  -- the rest of the fields, unless the attempt ends plainly (no record, no retry)
+  if outcome ~= 'SUCCEEDED' or reason ~= '' or (j.cancel_reason and j.cancel_reason ~= '') then
+    load_fields(jk, COLD_FIELDS, j)
   end
   local refusal = refuse_job(j, 'finish', outcome, token)
   if refusal then return refusal end
