@@ -640,15 +640,14 @@ async fn a_live_worker_is_seen_and_honours_a_cancel() {
         moves(&v),
         [
             mv("enqueue", "->QUEUED", ""),
-            mv("lease", "QUEUED->LEASED", &wid),
-            mv("start", "LEASED->RUNNING", &wid),
+            mv("start", "QUEUED->RUNNING", &wid),
             mv("cancel", "RUNNING->RUNNING", "alice"),
             mv("finish", "RUNNING->CANCELLED", &wid),
         ],
         "{v:#}"
     );
     assert_eq!(
-        v[3]["reason"],
+        v[2]["reason"],
         json!("cancel requested: shop a is being migrated")
     );
     let run = cli(&url, &["events", "--job", slow.as_str()]).await.ok();
@@ -660,7 +659,7 @@ async fn a_live_worker_is_seen_and_honours_a_cancel() {
         .collect();
     assert_eq!(
         ops,
-        ["enqueue", "lease", "start", "cancel", "finish"],
+        ["enqueue", "start", "cancel", "finish"],
         "{}",
         run.stdout
     );
@@ -958,8 +957,7 @@ async fn a_dead_workers_jobs_are_swept_stale_then_retried_or_resolved() {
         moves(&v),
         [
             mv("enqueue", "->QUEUED", ""),
-            mv("lease", "QUEUED->LEASED", &dead),
-            mv("start", "LEASED->RUNNING", &dead),
+            mv("start", "QUEUED->RUNNING", &dead),
             mv("sweep", "RUNNING->STALE", &dead),
             mv("retry", "STALE->QUEUED", "tester"),
             mv("lease", "QUEUED->LEASED", &wid),
@@ -969,11 +967,11 @@ async fn a_dead_workers_jobs_are_swept_stale_then_retried_or_resolved() {
         "{v:#}"
     );
     assert_eq!(
-        v[3]["reason"],
+        v[2]["reason"],
         json!(format!("lease expired (worker {dead})"))
     );
     assert_eq!(
-        v[4]["reason"],
+        v[3]["reason"],
         json!("resume: load is idempotent per window")
     );
 
@@ -987,7 +985,7 @@ async fn a_dead_workers_jobs_are_swept_stale_then_retried_or_resolved() {
         .await
         .ok()
         .json();
-    let tail: Vec<_> = moves(&v).into_iter().skip(3).collect();
+    let tail: Vec<_> = moves(&v).into_iter().skip(2).collect();
     assert_eq!(
         tail,
         [

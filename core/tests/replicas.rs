@@ -560,7 +560,7 @@ async fn leased_jobs_of_a_killed_replica_are_requeued_by_a_sweeper_and_completed
         assert_eq!(
             after,
             [
-                ("lease", replica_id.as_str()),
+                // the replica leases it into a free run slot: started in that call
                 ("start", replica_id.as_str()),
                 ("finish", replica_id.as_str())
             ],
@@ -893,8 +893,8 @@ async fn cancel_during_fetch_interrupts_it_and_nothing_after_runs() {
         .collect();
     let want: Vec<(String, String, String)> = [
         ("enqueue", "", "QUEUED"),
-        ("lease", "QUEUED", "LEASED"),
-        ("start", "LEASED", "RUNNING"),
+        // leased into a free run slot: started in the same call
+        ("start", "QUEUED", "RUNNING"),
         ("cancel", "RUNNING", "RUNNING"),
         ("finish", "RUNNING", "CANCELLED"),
     ]
