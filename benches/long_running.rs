@@ -117,6 +117,22 @@ fn breakdown(c: &Cost, per: f64) -> String {
         .join(", ")
 }
 
+/// The Redis µs of each command of `c` but the top-level ones, per `per`, most first.
+fn breakdown_us(c: &Cost, per: f64) -> String {
+    let mut v: Vec<(&String, u64)> = c
+        .stats
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "fcall" | "evalsha" | "ping" | "unwatch"))
+        .map(|(k, v)| (k, v.1))
+        .collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.iter()
+        .take(3)
+        .map(|(k, us)| format!("{} {:.2}", k.to_uppercase(), *us as f64 / per))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn fmt_int(x: f64) -> String {
     let s = format!("{x:.0}");
     let mut out = String::new();
@@ -326,12 +342,13 @@ fn section_rounds(b: &mut Bench, counts: &[usize], reps: usize) {
         let c = median_cost(&costs);
         let per = n as f64;
         rows.push(format!(
-            "| {} | {} | {:.1} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.2} | {:.1} s, {:.0} B/job |",
+            "| {} | {} | {:.1} | {} | {:.2} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.2} | {:.1} s, {:.0} B/job |",
             fmt_int(per),
             c.script_calls,
             c.wall * 1e3,
             fmt_int(c.script_us as f64),
             c.script_us as f64 / per,
+            breakdown_us(&c, per),
             c.cpu_us / per,
             c.inner as f64 / per,
             (c.script_calls + c.other_top) as f64 / per * 1000.0,
@@ -351,8 +368,8 @@ fn section_rounds(b: &mut Bench, counts: &[usize], reps: usize) {
         LEASE_TTL.as_secs(),
         RENEW_EVERY.as_secs()
     );
-    let _ = writeln!(s, "| running jobs | renew calls | round wall ms | round Redis µs | Redis µs/job | Redis CPU µs/job | inner cmds/job | top-level cmds per 1,000 jobs | bytes in/job | bytes out/job | Redis busy % | making them (s, memory/job) |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| running jobs | renew calls | round wall ms | round Redis µs | Redis µs/job | of which commands, µs/job | Redis CPU µs/job | inner cmds/job | top-level cmds per 1,000 jobs | bytes in/job | bytes out/job | Redis busy % | making them (s, memory/job) |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let _ = writeln!(s, "{r}");
     }
@@ -398,7 +415,7 @@ fn section_batch(b: &mut Bench, n: usize, reps: usize) {
 
 fn section_checkpoint(b: &mut Bench, reps: usize) {
     let mut rows = Vec::new();
-    for size in [0usize, 1_000, 10_000, 100_000] {
+    for size in [0usize, 64, 66, 1_000, 10_000, 100_000] {
         // a JSON string of `size` bytes ("null" for 0)
         let output = if size == 0 {
             "null".to_owned()
@@ -440,7 +457,7 @@ fn section_checkpoint(b: &mut Bench, reps: usize) {
     }
     let mut s = String::new();
     let _ = writeln!(s, "## Checkpoint by step-output size\n");
-    let _ = writeln!(s, "One `checkpoint` call (a settle call of one operation, as `Queue::checkpoint`) per RUNNING job, each its job's first checkpoint; median of {reps} repetitions. Memory = used_memory delta per checkpoint (the output is stored once, as the job's `out:<step>` field).\n");
+    let _ = writeln!(s, "One `checkpoint` call (a settle call of one operation, as `Queue::checkpoint`) per RUNNING job, each its job's first checkpoint; median of {reps} repetitions. Memory = used_memory delta per checkpoint (the output is stored once, as the job's `out:<step>` field; the first value over 64 bytes, Redis's default `hash-max-listpack-value`, turns the job hash from a listpack into a hash table, once).\n");
     let _ = writeln!(s, "| output bytes | calls | client ms/call | Redis µs/call | of which inner commands µs | Redis CPU µs/call | inner cmds/call | bytes in/call | memory B/call | inner commands per call |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
