@@ -110,7 +110,7 @@ fn breakdown(c: &Cost, per: f64) -> String {
         .filter(|(k, _)| !matches!(k.as_str(), "fcall" | "evalsha" | "ping" | "unwatch"))
         .map(|(k, v)| (k, v.0))
         .collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|b| std::cmp::Reverse(b.1));
     v.iter()
         .map(|(k, n)| format!("{} {:.2}", k.to_uppercase(), *n as f64 / per))
         .collect::<Vec<_>>()
@@ -125,7 +125,7 @@ fn breakdown_us(c: &Cost, per: f64) -> String {
         .filter(|(k, _)| !matches!(k.as_str(), "fcall" | "evalsha" | "ping" | "unwatch"))
         .map(|(k, v)| (k, v.1))
         .collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|b| std::cmp::Reverse(b.1));
     v.iter()
         .take(3)
         .map(|(k, us)| format!("{} {:.2}", k.to_uppercase(), *us as f64 / per))
@@ -401,7 +401,11 @@ fn section_batch(b: &mut Bench, n: usize, reps: usize) {
         ));
     }
     let mut s = String::new();
-    let _ = writeln!(s, "## Renew cost by leases per call ({} running jobs)\n", fmt_int(n as f64));
+    let _ = writeln!(
+        s,
+        "## Renew cost by leases per call ({} running jobs)\n",
+        fmt_int(n as f64)
+    );
     let _ = writeln!(s, "The same jobs renewed with 1 (first 2,000 jobs only), 10, 100, 500 (the heartbeat's batch) and 2,000 leases per call; median of {reps} rounds.\n");
     let _ = writeln!(s, "| leases/call | calls | Redis µs/call | of which outside the inner commands | Redis µs/lease | Redis CPU µs/lease | inner cmds/lease | bytes in/lease | inner commands per lease |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
