@@ -203,7 +203,9 @@ if n_lease > 0 then
 else
   out[n_ops + 1] = {}
 end
-purge(now_ms(), math.min(PURGE_MAX, math.max(PURGE_MIN, 2 * ended)))
+-- a call that ended no job (checkpoints, starts, a lease alone) adds nothing
+-- to retain and purges nothing: the sweep purges old jobs on its own pace
+if ended > 0 then purge(now_ms(), math.min(PURGE_MAX, math.max(PURGE_MIN, 2 * ended))) end
 trim_events(batch.events)
 flush_stats(batch.stats)
 return out
