@@ -11,9 +11,10 @@ local JOB_FIELDS = { 'state', 'token', 'id', 'attempt', 'max_attempts', 'worker'
 
 -- A job hash leaves out the fields at their default (lib/create): `queue` (the
 -- key names it), `input_key`, `resource`, `step`, `last_step` (absent: none),
--- `priority` ('0'), `max_attempts` ('1'), `stale_lock` ('hold'), `cleanup_needed` ('0'). Every
--- reader takes an absent or empty field as that default (the hashes written
--- before had them all). `id` may be absent too: the key names the job.
+-- `priority` ('0'), `max_attempts` ('1'), `stale_lock` ('hold'),
+-- `cleanup_needed` ('0'). Every reader takes an absent or empty field as that
+-- default (the hashes written before had them all). `id` may be absent too:
+-- the key names the job.
 
 -- The id of the job under key `jk` (named from KEYS[1] or passed in KEYS, so
 -- always BASE .. ':job:' .. id).
