@@ -1,7 +1,9 @@
 #!/bin/bash
 # Quick A/B throughput check (not part of CI): a private redis-server on port 6411,
 # N jobs bulk-enqueued, one `bench_peer worker`, jobs/s until ZCARD done = N, Redis CPU
-# and commands per job from INFO. VERBOSE=1 adds INFO commandstats.
+# and commands per job from INFO, used_memory after minus before the enqueue per job.
+# VERBOSE=1 adds INFO commandstats, the MEMORY USAGE of one finished job, of the done
+# index and the events stream per job, and the HGETALL of that job.
 # usage: benches/quick.sh <w1|w2> <concurrency> [N] [path to bench_peer]   (KEEP=1 leaves Redis running;
 #   PORT=... picks another port; the script stops only the processes it started, by PID)
 #   cargo build --release --example bench_peer && benches/quick.sh w1 10 20000 target/release/examples/bench_peer
@@ -24,10 +26,10 @@ cleanup() {
 trap cleanup EXIT
 for i in $(seq 50); do $R ping >/dev/null 2>&1 && break; sleep 0.1; done
 export REDIS_PORT=$PORT
+mem0=$($R info memory | awk -F: '/^used_memory:/{print $2+0}')
 $BIN enqueue --n $N --mode bulk --workload $WL >/dev/null
 $R config resetstat >/dev/null
 cpu0=$($R info cpu | awk -F: '/used_cpu_sys:|used_cpu_user:/{s+=$2} END{print s}')
-mem0=$($R info memory | awk -F: '/^used_memory:/{print $2+0}')
 t0=$(date +%s.%N)
 $BIN worker --concurrency $C --workload $WL & WP=$!
 while true; do d=$($R zcard 'leasehold:{bench}:done'); [ "$d" -ge "$N" ] && break; sleep 0.01; done
@@ -35,8 +37,14 @@ t1=$(date +%s.%N)
 wcpu=$(awk "{print (\$14+\$15)/100}" /proc/$WP/stat)
 kill $WP; wait $WP 2>/dev/null; WP=""
 cpu1=$($R info cpu | awk -F: '/used_cpu_sys:|used_cpu_user:/{s+=$2} END{print s}')
+mem1=$($R info memory | awk -F: '/^used_memory:/{print $2+0}')
 calls=$($R info commandstats | awk -F'[=,:]' '/^cmdstat_/{s+=$3} END{print s}')
 ev=$($R info commandstats | awk -F'[=,:]' '/^cmdstat_(fcall|evalsha):/{s+=$3} END{print s+0}')
-echo "$WL C=$C N=$N jobs/s=$(echo "$N/($t1-$t0)" | bc) redis_cpu_us/job=$(echo "($cpu1-$cpu0)*1000000/$N" | bc) script_calls/job=$(echo "scale=2;$ev/$N"|bc) inner_cmds/job=$(echo "scale=1;$calls/$N"|bc) worker_cpu_s=$wcpu"
-if [ -n "$VERBOSE" ]; then $R info commandstats | sort -t= -k2 -n -r | head -20; $R memory usage "leasehold:{bench}:job:$($R zrange 'leasehold:{bench}:done' 0 0)"; $R object encoding "leasehold:{bench}:job:$($R zrange 'leasehold:{bench}:done' 0 0)"; fi
+echo "$WL C=$C N=$N jobs/s=$(echo "$N/($t1-$t0)" | bc) redis_cpu_us/job=$(echo "($cpu1-$cpu0)*1000000/$N" | bc) script_calls/job=$(echo "scale=2;$ev/$N"|bc) inner_cmds/job=$(echo "scale=1;$calls/$N"|bc) worker_cpu_s=$wcpu mem_bytes/job=$(( (mem1 - mem0) / N ))"
+if [ -n "$VERBOSE" ]; then
+    $R info commandstats | sort -t= -k2 -n -r | head -20
+    JK="leasehold:{bench}:job:$($R zrange 'leasehold:{bench}:done' 0 0)"
+    echo "job hash: $($R memory usage "$JK" samples 0) B ($($R object encoding "$JK")); done: $(( $($R memory usage 'leasehold:{bench}:done' samples 0) / N )) B/job; events: $(( $($R memory usage 'leasehold:{bench}:events' samples 0) / N )) B/job"
+    $R hgetall "$JK" | paste - -
+fi
 [ -n "$KEEP" ] && echo "redis-server left running on port $PORT (pid $RP)"

@@ -26,6 +26,7 @@ if res == nil then return bad_arg('cancel', 'resource', res) end
 local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource', 'flow', 'links')
 local state, id = f[1], f[2]
 if not state then return { 'NOT_FOUND' } end
+id = id or job_id_of(jk)
 if not may('cancel', state) then
   if TERMINAL[state] then return { 'TERMINAL', state } end
   return { 'REFUSED', state }

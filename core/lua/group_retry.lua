@@ -46,6 +46,7 @@ for i, id in ipairs(ids) do
     local jk = job_key(id)
     local f = redis.pcall('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource',
       'flow', 'links', 'pipeline')
+    if not f.err then f[1] = f[1] or id end
     local verdict, detail = nil, ''
     if f.err then
       verdict, detail = 'CORRUPT', '(key)'

@@ -60,9 +60,8 @@ local state, pipeline, res = f[1], f[3], f[5] or ''
 for _, k in ipairs({ K_LEASES, K_STALE, K_DONE }) do redis.call('ZREM', k, id) end
 release_lock(res, id)
 flow_release(redis.call('HGET', jk, 'flow'), id)
-redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
-redis.call('HDEL', jk, 'stale_at')
-redis.call('HSET', jk, 'state', 'QUEUED', 'step', '', 'updated_at', fmt(now))
+redis.call('HDEL', jk, 'stale_at', 'step', unpack(ATTEMPT_FIELDS))
+redis.call('HSET', jk, 'state', 'QUEUED', 'updated_at', fmt(now))
 redis.call('ZADD', ready_key(pipeline), ready_score(f[7], tonumber(f[8]) or now), id)
 redis.call('ZREM', K_QUARANTINE, id)
 redis.call('HDEL', K_QUARANTINE_WHY, id)

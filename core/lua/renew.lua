@@ -32,6 +32,8 @@ for i = 1, n do
   local jk, lk = KEYS[8 + 2 * i], KEYS[9 + 2 * i]
   local token, has_lock = ARGV[4 + 2 * i], flag_value(ARGV[5 + 2 * i])
   local f = redis.call('HMGET', jk, 'state', 'token', 'id', 'cancel_reason')
+  -- a job hash may leave out its id: the key names it (lib/jobs)
+  f[3] = f[3] or string.sub(jk, #BASE + 6)
   -- A lock that vanished (expired, evicted) and was taken by another job is
   -- lost: never extend the other job's lock. One that vanished unclaimed is re-taken.
   local holder = has_lock and redis.call('GET', lk)

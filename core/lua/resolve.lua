@@ -27,6 +27,7 @@ if reason == '' then return { 'BAD_ARG', 'reason' } end
 local refusal = refuse_unless(jk, 'resolve', as, nil)
 if refusal then return refusal end
 local f = redis.call('HMGET', jk, 'id', 'attempt', 'resource', 'flow', 'links')
+f[1] = f[1] or job_id_of(jk)
 local corrupt = corrupt_field({ id = f[1], attempt = f[2] }, { 'id', 'attempt' })
 if corrupt then return corrupt end
 if res ~= (f[3] or '') or (res ~= '' and (KEYS[12] ~= lock_key(res) or KEYS[13] ~= parked_key(res))) then

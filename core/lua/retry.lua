@@ -32,6 +32,7 @@ local refusal = refuse_unless(jk, 'retry', 'QUEUED', nil)
 if refusal then return refusal end
 local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource', 'flow',
   'links')
+f[1] = f[1] or job_id_of(jk)
 local corrupt = corrupt_field({ id = f[1], attempt = f[3], priority = f[4], created_at = f[6] },
   { 'id', 'attempt', 'priority', 'created_at' })
 if corrupt then return corrupt end

@@ -573,3 +573,111 @@ async fn expired_leases_are_counted_before_the_sweep() {
     assert_eq!(st.expired_leases, 1);
     assert_eq!(st.counts.leased, 1);
 }
+
+/// A job hash leaves out the fields at their default (`queue`, an empty input
+/// key, resource, step and last step, priority 0, `max_attempts` 1, STALE lock
+/// policy hold, `cleanup_needed` 0) and may leave out its `id`; a hash written before, with
+/// every field present and the defaults spelled out, reads the same.
+#[tokio::test]
+async fn absent_fields_read_as_their_defaults_and_old_hashes_still_read() {
+    let srv = RedisServer::start();
+    let q = queue(&srv, "orders").await;
+    let ins = Inspector::new(q.clone());
+    let id = enqueue(&q, job("sync", 1)).await;
+    let l = lease_one(&q, "w1", "sync", TTL).await;
+    run(&q, &l).await;
+    q.finish(&l, &Outcome::Succeeded).await.unwrap();
+    let key = q.keys().job(id.as_str());
+    let fields: Vec<String> = get(&srv, &["HKEYS", &key]);
+    for absent in [
+        "queue",
+        "input_key",
+        "resource",
+        "priority",
+        "max_attempts",
+        "stale_lock",
+        "step",
+        "last_step",
+        "cleanup_needed",
+    ] {
+        assert!(
+            !fields.iter().any(|f| f == absent),
+            "{absent} written: {fields:?}"
+        );
+    }
+
+    let check = |j: &leasehold_core::Job, why: &str| {
+        assert_eq!(j.id, id, "{why}");
+        assert_eq!(j.queue, "orders", "{why}");
+        assert_eq!(j.pipeline, "sync", "{why}");
+        assert_eq!(j.state, JobState::Succeeded, "{why}");
+        assert_eq!(
+            (j.input_key.as_deref(), j.resource.as_deref(), j.priority),
+            (None, None, 0),
+            "{why}"
+        );
+        assert_eq!(
+            (j.step.as_deref(), j.last_step.as_deref()),
+            (None, None),
+            "{why}"
+        );
+        assert_eq!(j.stale_lock, StaleLock::Hold, "{why}");
+        assert_eq!(j.max_attempts, 1, "{why}");
+        assert!(!j.cleanup_needed, "{why}");
+        assert_eq!(j.not_before, j.created_at, "{why}");
+        assert_eq!(j.attempts.len(), 1, "{why}: the plain success's attempt");
+        assert_eq!(j.attempts[0].worker, "w1", "{why}");
+    };
+    async fn summary(ins: &Inspector, id: &JobId, why: &str) {
+        let page = ins
+            .list_jobs(&JobFilter::default(), Page::default())
+            .await
+            .unwrap();
+        assert!(page.unreadable.is_empty(), "{why}: {:?}", page.unreadable);
+        let s = page.jobs.iter().find(|s| &s.id == id).expect(why);
+        assert_eq!((s.queue.as_str(), s.priority), ("orders", 0), "{why}");
+        assert_eq!(
+            (s.step.as_deref(), s.resource.as_deref()),
+            (None, None),
+            "{why}"
+        );
+    }
+    check(&q.job(&id).await.unwrap().unwrap(), "as written");
+    summary(&ins, &id, "as written").await;
+
+    // without its id and not-before: the key names the job, not-before is the enqueue time
+    srv.cmd(&["HDEL", &key, "id", "not_before"]);
+    check(&q.job(&id).await.unwrap().unwrap(), "no id");
+    summary(&ins, &id, "no id").await;
+
+    // the layout written before: every field present, the defaults spelled out
+    let created: String = get(&srv, &["HGET", &key, "created_at"]);
+    srv.cmd(&[
+        "HSET",
+        &key,
+        "id",
+        id.as_str(),
+        "queue",
+        "orders",
+        "input_key",
+        "",
+        "resource",
+        "",
+        "priority",
+        "0",
+        "max_attempts",
+        "1",
+        "stale_lock",
+        "hold",
+        "step",
+        "",
+        "last_step",
+        "",
+        "cleanup_needed",
+        "0",
+        "not_before",
+        &created,
+    ]);
+    check(&q.job(&id).await.unwrap().unwrap(), "old layout");
+    summary(&ins, &id, "old layout").await;
+}

@@ -248,10 +248,10 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
     let (bad, good, no_id) = (&leases[0], &leases[1], &leases[2]);
     let bad_key = q.keys().job(bad.job.as_str());
     srv.cmd(&["HSET", &bad_key, "attempt", "x"]);
-    // a job without its id field: its failed finish is refused (the field is
-    // checked before anything is written)
+    // a job whose id field is empty: its failed finish is refused (the field is
+    // checked before anything is written; an absent id would be the key's)
     let no_id_key = q.keys().job(no_id.job.as_str());
-    srv.cmd(&["HDEL", &no_id_key, "id"]);
+    srv.cmd(&["HSET", &no_id_key, "id", ""]);
     let no_id_before = srv.dump(&no_id_key);
 
     // two more waiting jobs, one of them corrupted too
@@ -319,7 +319,7 @@ async fn a_corrupted_job_does_not_fail_the_rest_of_the_batch() {
             assert_eq!(key, &no_id_key);
             assert_eq!(field, "id");
         }
-        other => panic!("the finish of the job without an id answered {other:?}"),
+        other => panic!("the finish of the job with an empty id answered {other:?}"),
     }
     assert_eq!(srv.dump(&no_id_key), no_id_before, "nothing written");
     // the corrupted running job is left as it was

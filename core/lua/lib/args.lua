@@ -69,7 +69,7 @@ local function field_rules()
       id = { text = true, required = true },
       pipeline = { text = true, required = true },
       attempt = { int = true, min = 1, required = true },
-      max_attempts = { int = true, min = 1, required = true },
+      max_attempts = { int = true, min = 1 },
       priority = { int = true, min = 0, max = 255 },
       created_at = { int = true, min = 0 },
       started_at = { int = true, min = 0 },

@@ -77,20 +77,34 @@ local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv,
   if existing then return existing, previous, '', false end
   local now = now_ms()
   local not_before = now + delay_ms
-  local fields = { 'id', id, 'queue', queue, 'pipeline', pipeline, 'input', input,
-    'input_key', input_key, 'resource', resource, 'priority', priority, 'max_attempts', max_attempts,
-    'stale_lock', stale_lock, 'created_at', fmt(now), 'updated_at', fmt(now), 'not_before', fmt(not_before),
-    'attempt', '1', 'state', 'QUEUED', 'step', '', 'last_step', '', 'cleanup_needed', '0' }
-  local window = input_window(input)
-  if window then
-    fields[#fields + 1] = 'window'
-    fields[#fields + 1] = window
+  -- a field at its default is not written (lib/jobs): the key names the queue,
+  -- and an absent input key, resource, priority, attempts allowed, STALE lock
+  -- policy, step, last step or cleanup flag reads as none, none, 0, 1, hold,
+  -- none, none, 0
+  -- no `id` (the key names the job) and no `not_before` unless delayed (it is
+  -- then `created_at`); the fields every transition reads come first, since a
+  -- field is found by a scan of the hash from its start
+  local fields = { 'state', 'QUEUED', 'attempt', '1', 'pipeline', pipeline, 'input', input,
+    'created_at', fmt(now), 'updated_at', fmt(now) }
+  local function opt(name, value, default)
+    if value and value ~= '' and value ~= default then
+      fields[#fields + 1] = name
+      fields[#fields + 1] = value
+    end
   end
+  if delay_ms > 0 then opt('not_before', fmt(not_before)) end
+  opt('input_key', input_key)
+  opt('resource', resource)
+  opt('priority', priority, '0')
+  opt('max_attempts', max_attempts, '1')
+  opt('stale_lock', stale_lock, 'hold')
+  local window = input_window(input)
+  opt('window', window)
+  opt('previous', previous)
+  opt('flow', flow)
+  opt('trace', trace)
   redis.call('HSET', jk, unpack(fields))
   search_add(sb, id, input_key, search_resource(resource, flow), window)
-  if previous ~= '' then redis.call('HSET', jk, 'previous', previous) end
-  if flow and flow ~= '' then redis.call('HSET', jk, 'flow', flow) end
-  if trace and trace ~= '' then redis.call('HSET', jk, 'trace', trace) end
   if input_key ~= '' then redis.call('HSET', K_INPUTS, input_key, id) end
   if delay_ms > 0 then
     redis.call('ZADD', k_delayed, fmt(not_before), id)

@@ -151,11 +151,17 @@ local function fire_completion(events, g, gk, now)
     redis.call('HSET', gk, 'completion_purged', '1')
     return
   end
-  redis.call('HSET', jk, 'id', id, 'queue', string.match(BASE, '{(.*)}$') or '', 'pipeline', p, 'input', c[3],
-    'input_key', '', 'resource', c[8] or '', 'priority', c[4], 'max_attempts', c[5], 'stale_lock', c[6],
-    'created_at', fmt(now), 'updated_at', fmt(now), 'not_before', fmt(now), 'attempt', '1', 'state', 'QUEUED',
-    'step', '', 'last_step', '', 'cleanup_needed', '0', 'completes', g)
-  if c[9] and c[9] ~= '' then redis.call('HSET', jk, 'flow', c[9]) end
+  -- fields at their default are left out, as by lib/create
+  local fields = { 'id', id, 'pipeline', p, 'input', c[3], 'created_at', fmt(now),
+    'updated_at', fmt(now), 'not_before', fmt(now), 'attempt', '1', 'state', 'QUEUED', 'completes', g }
+  for _, o in ipairs({ { 'resource', c[8] }, { 'priority', c[4], '0' }, { 'max_attempts', c[5], '1' },
+    { 'stale_lock', c[6], 'hold' }, { 'flow', c[9] } }) do
+    if o[2] and o[2] ~= '' and o[2] ~= o[3] then
+      fields[#fields + 1] = o[1]
+      fields[#fields + 1] = o[2]
+    end
+  end
+  redis.call('HSET', jk, unpack(fields))
   redis.call('ZADD', ready_key(p), ready_score(c[4], now), id)
   emit(events, 'enqueue', id, 1, '', 'QUEUED', '', 'completion of group ' .. g)
   wake(wake_key(p))

@@ -9,6 +9,19 @@ local JOB_FIELDS = { 'state', 'token', 'id', 'attempt', 'max_attempts', 'worker'
   'input_key', 'cancel_reason', 'cancel_at', 'cancel_by', 'leased_at', 'started_at', 'steps', 'cleanup_needed',
   'flow', 'links', 'pipeline' }
 
+-- A job hash leaves out the fields at their default (lib/create): `queue` (the
+-- key names it), `input_key`, `resource`, `step`, `last_step` (absent: none),
+-- `priority` ('0'), `max_attempts` ('1'), `stale_lock` ('hold'),
+-- `cleanup_needed` ('0'). Every reader takes an absent or empty field as that
+-- default (the hashes written before had them all). `id` may be absent too:
+-- the key names the job.
+
+-- The id of the job under key `jk` (named from KEYS[1] or passed in KEYS, so
+-- always BASE .. ':job:' .. id).
+local function job_id_of(jk)
+  return string.sub(jk, #BASE + 6)
+end
+
 -- The part of JOB_FIELDS a plain success reads (finish), and the rest, read
 -- only for an attempt whose record is written or that may be retried: every
 -- field read is a scan of the job's listpack, and most jobs end plainly.
@@ -16,14 +29,17 @@ local HOT_FIELDS = { 'state', 'token', 'id', 'attempt', 'worker', 'input_key', '
   'steps', 'flow', 'links', 'pipeline' }
 local COLD_FIELDS = { 'max_attempts', 'fence', 'priority', 'cancel_at', 'cancel_by', 'leased_at', 'cleanup_needed' }
 
--- Reads `names` of the job into table `j` by name (false for a missing field).
+-- Reads `names` of the job into table `j` by name (false for a missing field;
+-- a missing `id` of an existing job is the one the key names).
 local function load_fields(jk, names, j)
   local v = redis.call('HMGET', jk, unpack(names))
   for i, name in ipairs(names) do j[name] = v[i] end
+  if not j.id and j.state then j.id = job_id_of(jk) end
   return j
 end
 
--- Reads the job's fields into a table by name (false for a missing field).
+-- Reads the job's fields into a table by name (false for a missing field;
+-- a missing `id` is the one the key names).
 local function load_job(jk)
   return load_fields(jk, JOB_FIELDS, {})
 end
@@ -81,7 +97,8 @@ end
 -- (recording `outcome`, the state unless given).
 local function terminal_at(jk, id, ik, state, now, outcome)
   free_input_key(ik, id, outcome or state, now)
-  redis.call('HSET', jk, 'state', state, 'updated_at', fmt(now), 'step', '')
+  redis.call('HSET', jk, 'state', state, 'updated_at', fmt(now))
+  redis.call('HDEL', jk, 'step')
   redis.call('ZADD', K_DONE, fmt(now), id)
 end
 

@@ -17,18 +17,19 @@
 -- event emitted, its group and parents told. Returns the new attempt number.
 local function new_attempt(events, jk, f, mode, who, reason, now, k_ready)
   local id = f[1]
-  redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+  -- absent step, last step and cleanup flag: none, none, 0 (lib/jobs)
+  redis.call('HDEL', jk, 'step', unpack(ATTEMPT_FIELDS))
   redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
   if mode == 'start' then
     local fields = redis.call('HKEYS', jk)
     for _, name in ipairs(fields) do
       if string.sub(name, 1, 4) == 'out:' then redis.call('HDEL', jk, name) end
     end
-    redis.call('HSET', jk, 'last_step', '')
+    redis.call('HDEL', jk, 'last_step')
   end
   local next_attempt = tonumber(f[3]) + 1
-  redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'step', '', 'updated_at', fmt(now),
-    'not_before', fmt(now), 'cleanup_needed', '0')
+  redis.call('HSET', jk, 'state', 'QUEUED', 'attempt', next_attempt, 'updated_at', fmt(now),
+    'not_before', fmt(now))
   if f[5] and f[5] ~= '' then redis.call('HSETNX', K_INPUTS, f[5], id) end
   redis.call('ZADD', k_ready, ready_score(f[4], tonumber(f[6]) or now), id)
   emit(events, 'retry', id, next_attempt, f[2], 'QUEUED', who, mode .. ': ' .. reason)

@@ -13,6 +13,7 @@
 --- @include "lib/args"
 local function checkpoint(batch, jk, lk, token, step, output, next_step, ttl, lock_ttl, has_lock)
   local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token', 'started_at')
+  f[1] = f[1] or job_id_of(jk)
   local refusal = refusal_of(f[4], f[5], 'checkpoint', nil, token)
   if refusal then return refusal end
   -- fast test first; the refusal (and its tables) only for a bad field

@@ -70,7 +70,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     elseif retryable then
       corrupt = corrupt_field(j, { 'max_attempts' })
       if corrupt then return corrupt end
-      retried = not used_up and attempt < tonumber(j.max_attempts)
+      retried = not used_up and attempt < tonumber(j.max_attempts or '1')
     end
   end
   if retried then
@@ -100,7 +100,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   if outcome == 'FAILED' then
     -- the step's verdict, and apart from it whether automatic retries are used up
     local exhausted = retryable and not interrupted and not cancel_pending
-      and (used_up or attempt >= tonumber(j.max_attempts))
+      and (used_up or attempt >= tonumber(j.max_attempts or '1'))
     extra.error = { kind = kind, message = message, retryable = retryable, retries_exhausted = exhausted or nil }
   end
   -- A plain success (no reason given) keeps its attempt in the job hash, which
@@ -116,14 +116,14 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
   end
   set('updated_at', now_s())
-  set('step', '')
   release_lock_at(lk, pk, res, id)
   flow_release(j.flow, id)
   unlease(batch.ix, id)
+  -- the step field goes with the lease: an absent step is none (lib/jobs)
   if plain then
-    redis.call('HDEL', jk, 'token', 'lease_deadline')
+    redis.call('HDEL', jk, 'token', 'lease_deadline', 'step')
   else
-    redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+    redis.call('HDEL', jk, 'step', unpack(ATTEMPT_FIELDS))
   end
   -- an accepted cancel the job outran: its finish event says so
   if outcome == 'SUCCEEDED' and reason == '' and f[8] and f[8] ~= '' then
@@ -139,7 +139,6 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     set('state', 'QUEUED')
     set('attempt', next_attempt)
     set('not_before', fmt(not_before))
-    set('cleanup_needed', '0')
     redis.call('HSET', jk, unpack(sets))
     if backoff > 0 then
       redis.call('ZADD', k_delayed, fmt(not_before), id)

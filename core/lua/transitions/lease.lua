@@ -41,7 +41,7 @@
 -- child (lib/groups: counted LEASED there), `trace` the enqueuer's trace
 -- context (lib/create); a plain job has neither and pays nothing more.
 local LEASE_FIELDS = { 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before', 'flow',
-  'group', 'trace' }
+  'group', 'trace', 'created_at' }
 
 -- The reason and field that make a QUEUED job of `pipeline` unleasable (its
 -- lease reply could not be read), or nil; `f` holds LEASE_FIELDS.
@@ -138,7 +138,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       quarantine(batch.events, id, why, field, 'ready:' .. served[p], f[1], f[3], worker)
       return
     end
-    f[11] = last_out
+    f[12] = last_out
     if gates then
       fresh = fresh or {}
       local g = flow_blocker(gates, jk, now, fresh)
@@ -241,7 +241,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       end
       index[2 * t - 1] = deadline
       index[2 * t] = id
-      local last_out = f[11]
+      local last_out = f[12]
       local o = #out
       out[o + 1] = id
       out[o + 2] = token
@@ -252,7 +252,8 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       out[o + 7] = f[2] or ''
       out[o + 8] = last
       out[o + 9] = last_out
-      out[o + 10] = f[7] or ''
+      -- an absent not-before is the enqueue time (lib/create)
+      out[o + 10] = f[7] or f[11] or ''
       out[o + 11] = f[10] or ''
       out[o + 12] = (first ~= '') and '1' or ''
     end

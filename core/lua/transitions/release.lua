@@ -19,6 +19,7 @@ local function release(batch, jk, k_ready, k_wake, lk, pk, token, res)
   local now = now_ms()
   local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'priority', 'created_at', 'cancel_reason', 'flow',
     'links', 'group')
+  f[1] = f[1] or job_id_of(jk)
   local corrupt = corrupt_field({ id = f[1], attempt = f[2], priority = f[4], created_at = f[5] },
     { 'id', 'attempt', 'priority', 'created_at' })
   if corrupt then return corrupt end

@@ -22,6 +22,8 @@ local function start(batch, jk, lk, pk, token, step, res)
   local refusal = refusal_of(state, f[2], 'start', nil, token)
   if refusal then return refusal end
   if state == 'RUNNING' then return { 'OK', 'RUNNING' } end
+  -- a job hash may leave out its id: the key names it (lib/jobs)
+  f[4] = f[4] or job_id_of(jk)
   if not id_and_attempt_ok(f[4], f[5]) then
     local corrupt = corrupt_field({ id = f[4], attempt = f[5] }, { 'id', 'attempt' })
     if corrupt then return corrupt end

@@ -39,9 +39,10 @@ const SUMMARY_FIELDS: [&str; 19] = [
     "window",
 ];
 
-/// The summary of the job whose [`SUMMARY_FIELDS`] `row` holds.
-fn summary(row: &Fields<'_, Selected<'_>>, queue: &str) -> Result<JobSummary> {
-    let id = row.required("id")?;
+/// The summary of job `id` whose [`SUMMARY_FIELDS`] `row` holds (a hash may
+/// leave out its `id`, and any field at its default: see [`crate::Job::from_fields`]).
+fn summary(row: &Fields<'_, Selected<'_>>, queue: &str, id: &str) -> Result<JobSummary> {
+    let id = row.text("id")?.unwrap_or(id);
     Ok(JobSummary {
         id: JobId::parse(id).map_err(|e| row.corrupt("id", e.to_string()))?,
         queue: queue.to_owned(),
@@ -175,7 +176,7 @@ impl Inspector {
                         values: &values,
                     },
                 );
-                match summary(&row, self.queue().name()) {
+                match summary(&row, self.queue().name(), id) {
                     Ok(s) => chunk_out.push(s),
                     Err(e) => bad.push(Unreadable::from_error(&key, &e)),
                 }

@@ -236,6 +236,11 @@ impl Job {
     }
 
     /// Builds a job from the fields of its hash (`HGETALL`). `key` names the hash in errors.
+    /// A field at its default may be absent (the scripts leave those out): the
+    /// id and the queue are then the ones `key` names (`<prefix>:{<queue>}:job:<id>`),
+    /// `not_before` is `created_at`, and the input key, resource, step and last
+    /// step are none, the priority 0, `max_attempts` 1, the STALE lock policy hold and
+    /// `cleanup_needed` false; an empty value reads the same.
     /// Attempt records live in the queue's attempts hash and are added by
     /// [`Queue::job`](crate::Queue::job), with the one of a plain success (see
     /// [`Job::final_attempt_from_hash`]); `attempt:<n>` fields of the hash itself
@@ -279,18 +284,29 @@ impl Job {
             }),
         };
         let state = f.state("state")?;
+        let (key_queue, key_id) = names_of_job_key(key).unwrap_or_default();
+        let id = match f.text("id")? {
+            Some(id) => id,
+            None if !key_id.is_empty() => key_id,
+            None => return Err(f.corrupt("id", "missing")),
+        };
+        let created_at = f.parsed_required("created_at")?;
         Ok(Job {
-            id: JobId::parse(f.required("id")?).map_err(|e| f.corrupt("id", e.to_string()))?,
-            queue: f.required("queue")?.to_owned(),
+            id: JobId::parse(id).map_err(|e| f.corrupt("id", e.to_string()))?,
+            queue: match f.non_empty("queue")? {
+                Some(queue) => queue,
+                None if !key_queue.is_empty() => key_queue.to_owned(),
+                None => return Err(f.corrupt("queue", "missing")),
+            },
             pipeline: f.required("pipeline")?.to_owned(),
             input,
             input_key: f.non_empty("input_key")?,
             resource: f.non_empty("resource")?,
             priority: f.parsed("priority")?.unwrap_or(0),
-            not_before: f.parsed("not_before")?.unwrap_or(0),
+            not_before: f.parsed("not_before")?.unwrap_or(created_at),
             max_attempts: f.parsed("max_attempts")?.unwrap_or(1),
             stale_lock,
-            created_at: f.parsed_required("created_at")?,
+            created_at,
             updated_at: f.parsed_required("updated_at")?,
             attempt: f.parsed_required("attempt")?,
             state,
@@ -313,6 +329,15 @@ impl Job {
             attempts,
         })
     }
+}
+
+/// The queue and the id a job key `<prefix>:{<queue>}:job:<id>` names (a
+/// prefix and a queue name never hold braces), or `None` for another key.
+pub(crate) fn names_of_job_key(key: &str) -> Option<(&str, &str)> {
+    let (_, rest) = key.split_once('{')?;
+    let (queue, rest) = rest.split_once('}')?;
+    let id = rest.strip_prefix(":job:")?;
+    Some((queue, id))
 }
 
 #[cfg(test)]
