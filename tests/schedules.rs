@@ -303,16 +303,16 @@ async fn windows_of(q: &Queue, pipeline: &str) -> BTreeMap<String, Vec<(String, 
         .expect("KEYS");
     let mut out: BTreeMap<String, Vec<(String, Window)>> = BTreeMap::new();
     for key in keys {
-        let (p, input, input_key, id): (String, String, String, String) =
-            leasehold::redis::cmd("HMGET")
-                .arg(&key)
-                .arg("pipeline")
-                .arg("input")
-                .arg("input_key")
-                .arg("id")
-                .query_async(&mut conn)
-                .await
-                .expect("HMGET");
+        let (p, input, input_key): (String, String, String) = leasehold::redis::cmd("HMGET")
+            .arg(&key)
+            .arg("pipeline")
+            .arg("input")
+            .arg("input_key")
+            .query_async(&mut conn)
+            .await
+            .expect("HMGET");
+        // the key names the job (its hash leaves the id out)
+        let id = key.rsplit(":job:").next().unwrap_or_default().to_owned();
         if p != pipeline {
             continue;
         }
