@@ -37,7 +37,7 @@
 //! * workload `hold`: a 1-step pipeline whose step sleeps `BENCH_HOLD_MS`
 //!   (default 600000), so its jobs hold their leases (recovery test);
 //! * `BENCH_PREFETCH`: jobs leased ahead of free slots (`WorkerBuilder::prefetch`,
-//!   default: the runtime's automatic prefetch; `0` turns it off);
+//!   default 0: a job is leased when a run slot frees and starts in that call);
 //! * `BENCH_LEASE_TTL_MS`, `BENCH_SWEEP_MS`: the worker's lease TTL and sweep
 //!   interval (defaults: the runtime's, 30 s and 5 s);
 //! * `BENCH_QUEUE_POOL`: the connection pool size (default: the runtime's);

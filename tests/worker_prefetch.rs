@@ -227,7 +227,10 @@ async fn jobs_start_in_their_lease_call_by_default() {
     }
     worker.stop().await;
     assert!(most <= 2, "{most} jobs held with 2 slots and no prefetch");
-    assert!(gauge.max.load(Ordering::SeqCst) <= 2, "steps running at once");
+    assert!(
+        gauge.max.load(Ordering::SeqCst) <= 2,
+        "steps running at once"
+    );
     // each job: enqueue, start QUEUED->RUNNING (leased and started in one
     // call), finish; no lease event of its own
     let events: Vec<(String, Vec<(String, String)>)> =
@@ -263,8 +266,7 @@ async fn jobs_start_in_their_lease_call_by_default() {
         );
         // LEASED and RUNNING both recorded, at the same instant
         let key = format!("leasehold:{{pf}}:job:{id}");
-        let times: Vec<Option<String>> =
-            get(&redis, &["HMGET", &key, "leased_at", "started_at"]);
+        let times: Vec<Option<String>> = get(&redis, &["HMGET", &key, "leased_at", "started_at"]);
         assert!(times[0].is_some(), "{id} has no leased_at");
         assert_eq!(times[0], times[1], "{id}: leased_at and started_at");
     }

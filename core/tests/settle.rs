@@ -383,10 +383,18 @@ async fn a_lease_starts_the_jobs_of_its_run_slots_in_the_same_call() {
     let started: Vec<bool> = leases.iter().map(|l| l.started).collect();
     assert_eq!(started, [true, true, true, false]);
     for l in &leases[..3] {
-        let f = job_fields(&srv, &q, l.job.as_str(), &["state", "step", "leased_at", "started_at"]);
+        let f = job_fields(
+            &srv,
+            &q,
+            l.job.as_str(),
+            &["state", "step", "leased_at", "started_at"],
+        );
         assert_eq!(f[0].as_deref(), Some("RUNNING"));
         assert_eq!(f[1].as_deref(), Some("a"));
-        assert!(f[2].is_some() && f[2] == f[3], "leased_at and started_at: {f:?}");
+        assert!(
+            f[2].is_some() && f[2] == f[3],
+            "leased_at and started_at: {f:?}"
+        );
     }
     let f = job_fields(&srv, &q, leases[3].job.as_str(), &["state", "started_at"]);
     assert_eq!(f, [Some("LEASED".to_owned()), None]);
@@ -397,8 +405,18 @@ async fn a_lease_starts_the_jobs_of_its_run_slots_in_the_same_call() {
     let moves: Vec<String> = events
         .iter()
         .map(|(_, f)| {
-            let get = |n: &str| f.iter().find(|(k, _)| k == n).map_or("", |(_, v)| v.as_str());
-            format!("{} {} {}->{}", get("op"), get("job"), get("from"), get("to"))
+            let get = |n: &str| {
+                f.iter()
+                    .find(|(k, _)| k == n)
+                    .map_or("", |(_, v)| v.as_str())
+            };
+            format!(
+                "{} {} {}->{}",
+                get("op"),
+                get("job"),
+                get("from"),
+                get("to")
+            )
         })
         .filter(|m| !m.starts_with("enqueue"))
         .collect();
@@ -439,9 +457,15 @@ async fn a_lease_starts_the_jobs_of_its_run_slots_in_the_same_call() {
         },
     ];
     let settled = q.settle(&ops, None, TTL).await.unwrap();
-    assert!(matches!(settled.replies[0], Ok(HolderReply::Checkpointed(None))));
+    assert!(matches!(
+        settled.replies[0],
+        Ok(HolderReply::Checkpointed(None))
+    ));
     assert!(
-        matches!(settled.replies[1], Ok(HolderReply::Finished(Finished::Retrying { .. }))),
+        matches!(
+            settled.replies[1],
+            Ok(HolderReply::Finished(Finished::Retrying { .. }))
+        ),
         "{:?}",
         settled.replies[1]
     );

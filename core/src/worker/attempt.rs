@@ -581,7 +581,8 @@ impl Attempt<'_> {
         let slot = std::sync::Mutex::new(active.take_lease_slot());
         match holder_call(active, "finish", || {
             let slot = slot.lock().ok().and_then(|mut s| s.take());
-            self.settler.finish(lease, &outcome, last_step.clone(), slot)
+            self.settler
+                .finish(lease, &outcome, last_step.clone(), slot)
         })
         .await
         {

@@ -131,7 +131,10 @@ impl Settler {
         lease: &Arc<Lease>,
         first_step: &'static str,
     ) -> Result<Started, Error> {
-        match self.call(lease, Request::Start { first_step }, None).await? {
+        match self
+            .call(lease, Request::Start { first_step }, None)
+            .await?
+        {
             HolderReply::Started(s) => Ok(s),
             other => Err(mismatch("start", &other)),
         }
