@@ -287,6 +287,8 @@ impl Bench {
                     worker: "lr-worker",
                     pipelines: &[PIPELINE],
                     n: want,
+                    start: 0,
+                    first_steps: &[],
                 };
                 let settled = q
                     .settle(&ops, (want > 0).then_some(req), LEASE_TTL)
