@@ -439,7 +439,7 @@ impl LeaseLoop {
                 let leased = settled.leased;
                 for bad in &leased.unreadable {
                     error!(queue = %self.group.queue.name(), job = %bad.job, problem = %bad.problem,
-                        "leased a job whose fields cannot be read: left LEASED for the sweeper; `leasehold show` names the field");
+                        "leased a job whose fields cannot be read: left to the sweeper (back to QUEUED, or STALE if the lease started it); `leasehold show` names the field");
                 }
                 let found_nothing = want > 0 && leased.leases.is_empty();
                 let next_due = leased.next_due;
@@ -472,8 +472,9 @@ impl LeaseLoop {
     /// Counts the leased jobs in the metrics and spawns a task for each, with
     /// one of `permits` (its lease slot) held until its final operation is
     /// sent, and one of `run_permits` (a run slot taken before the call) for
-    /// each job the call started, then for the others while any are left;
-    /// `sent_at` is when the call that leased them was sent.
+    /// each job the call started (the rest go back to the worker's run slots,
+    /// where a job leased but not started waits for one); `sent_at` is when
+    /// the call that leased them was sent.
     fn spawn_jobs(
         &self,
         settler: &Settler,
