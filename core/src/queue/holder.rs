@@ -34,18 +34,17 @@ impl Queue {
         n: usize,
         ttl: Duration,
     ) -> Result<Leased> {
-        check_name("worker id", worker)?;
-        let request = LeaseRequest {
-            worker,
-            pipelines,
-            n,
-            start: 0,
-            first_steps: &[],
-        };
-        Ok(self
-            .settle_with(&[], Some(request), ttl, false)
-            .await?
-            .leased)
+        self.lease_alone(
+            LeaseRequest {
+                worker,
+                pipelines,
+                n,
+                start: 0,
+                first_steps: &[],
+            },
+            ttl,
+        )
+        .await
     }
 
     /// Leases up to `n` jobs like [`Queue::lease`] and starts them in the same
@@ -63,14 +62,22 @@ impl Queue {
         n: usize,
         ttl: Duration,
     ) -> Result<Leased> {
-        check_name("worker id", worker)?;
-        let request = LeaseRequest {
-            worker,
-            pipelines,
-            n,
-            start: n,
-            first_steps,
-        };
+        self.lease_alone(
+            LeaseRequest {
+                worker,
+                pipelines,
+                n,
+                start: n,
+                first_steps,
+            },
+            ttl,
+        )
+        .await
+    }
+
+    /// A settle call of `request` alone, strict about unreadable jobs.
+    async fn lease_alone(&self, request: LeaseRequest<'_>, ttl: Duration) -> Result<Leased> {
+        check_name("worker id", request.worker)?;
         Ok(self
             .settle_with(&[], Some(request), ttl, false)
             .await?
