@@ -181,6 +181,22 @@ async fn wait_text(b: &Browser, css: &str, what: &str, pred: impl Fn(&str) -> bo
     }
 }
 
+/// The session cookie, once the login's response has set it: the click that
+/// submits the form returns before the browser has the reply (within 15 s).
+async fn session_cookie(b: &Browser) -> fantoccini::cookies::Cookie<'static> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match b.get_named_cookie("leasehold_session").await {
+            Ok(cookie) => return cookie,
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "no session cookie 15 s after the login: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Saves a screenshot of the page as `<dir>/<name>.png`.
 async fn shot(b: &Browser, dir: &Path, name: &str) {
     std::fs::write(
@@ -331,7 +347,7 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
     let refused = text(&b, "#login-error").await;
     assert!(refused.contains("Wrong token"), "{refused}");
     login(&b, "e2e", TOKEN).await;
-    let cookie = b.get_named_cookie("leasehold_session").await.unwrap();
+    let cookie = session_cookie(&b).await;
     assert_eq!(cookie.http_only(), Some(true));
     assert_eq!(
         cookie.same_site().map(|s| s.to_string()).as_deref(),
