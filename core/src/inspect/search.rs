@@ -18,6 +18,7 @@ use std::collections::HashSet;
 use deadpool_redis::redis;
 use serde::{Deserialize, Serialize};
 
+use super::conn::escape_glob;
 use super::{Inspector, JobPage, JobSummary, Page};
 use crate::error::{Error, Result};
 use crate::pool::{RedisConn, Target};
@@ -106,18 +107,6 @@ fn looks_like_id_start(t: &str) -> bool {
     t.len() >= 6 && t.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
 }
 
-/// `prefix` with the glob characters of `SCAN MATCH` escaped.
-fn glob_escaped(prefix: &str) -> String {
-    let mut out = String::with_capacity(prefix.len());
-    for c in prefix.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// The job id of an index member: the text after its last NUL.
 fn member_id(member: &[u8]) -> Option<String> {
     let at = member.iter().rposition(|b| *b == 0)?;
@@ -133,7 +122,7 @@ impl Inspector {
         prefix: &str,
     ) -> Result<(Vec<String>, usize, bool)> {
         let head = format!("{}:job:", self.keys().base());
-        let pattern = format!("{}{}*", glob_escaped(&head), glob_escaped(prefix));
+        let pattern = format!("{}{}*", escape_glob(&head), escape_glob(prefix));
         let mut cursor: u64 = 0;
         let mut ids = Vec::new();
         let mut read = 0usize;
@@ -296,7 +285,7 @@ mod tests {
         );
         assert!(looks_like_id_start("01a22c15-bb8a") && !looks_like_id_start("shop:a"));
         assert!(!looks_like_id_start("01a2"));
-        assert_eq!(glob_escaped("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+        assert_eq!(escape_glob("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
         let (min, max) = between(b'w', Some("2026-05-06"), Some("2026-05-07"));
         assert_eq!(min[0], b'[');
         assert_eq!(max[0], b'(');
