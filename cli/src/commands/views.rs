@@ -152,23 +152,35 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
         .iter()
         .map(ToString::to_string)
         .collect();
+    // the records of its process steps (exit, cut-off, progress, log tails), if any
+    #[cfg(unix)]
+    let process_steps = leasehold_core::process::read_records(&queue, id.as_str())
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    #[cfg(not(unix))]
+    let process_steps: Vec<()> = Vec::new();
     if ctx.json {
         #[derive(Serialize)]
-        struct Shown<'a> {
+        struct Shown<'a, P: Serialize> {
             #[serde(flatten)]
             detail: &'a leasehold_core::JobDetail,
             timeline: &'a [Moment],
             cancel_explained: Option<String>,
             waiting_for: &'a [String],
+            #[serde(skip_serializing_if = "<[P]>::is_empty")]
+            process_steps: &'a [P],
         }
         return print_json(&Shown {
             detail: &detail,
             timeline: &timeline,
             cancel_explained: detail.cancel.as_ref().map(|c| c.explain()),
             waiting_for: &waiting_for,
+            process_steps: &process_steps,
         });
     }
     let mut text = render::show(&detail, &timeline);
+    #[cfg(unix)]
+    text.push_str(&render::process_steps(&process_steps));
     if !waiting_for.is_empty() {
         text.push_str(&format!(
             "waiting for {} (QUEUED, not leasable until they SUCCEEDED)\n",

@@ -3,6 +3,8 @@
 
 mod events;
 mod jobs;
+#[cfg(unix)]
+mod process;
 mod quarantine;
 mod resources;
 mod show;
@@ -10,6 +12,8 @@ mod status;
 
 pub(crate) use events::{event_line, events};
 pub(crate) use jobs::jobs;
+#[cfg(unix)]
+pub(crate) use process::process_steps;
 pub(crate) use quarantine::{quarantine, quarantine_section, raw_job, unreadable};
 pub(crate) use resources::{locks, workers};
 pub(crate) use show::show;
