@@ -150,9 +150,13 @@ impl DeclaredPipeline {
     }
 
     /// Checks what the worker's build would refuse: no steps, a step named
-    /// twice, a bad name.
+    /// twice, a bad name, a schedule that cannot be evaluated.
     pub fn check(&self) -> Result<()> {
         crate::wire::keys::check_name("pipeline", &self.name)?;
+        crate::wire::keys::check_name("queue", self.queue_name())?;
+        for schedule in &self.schedules {
+            schedule.check()?;
+        }
         if self.steps.is_empty() {
             return Err(Error::InvalidArgument(format!(
                 "pipeline {} has no steps",
