@@ -36,7 +36,6 @@ pub mod metrics;
 pub mod otel;
 pub mod pipeline;
 pub mod pool;
-#[cfg(unix)]
 pub mod process;
 pub mod queue;
 pub mod record;

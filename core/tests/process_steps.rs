@@ -640,7 +640,6 @@ async fn kill_9_of_the_worker_leaves_no_child_alive() {
     let mut lines = BufReader::new(fixture.stdout.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     assert_eq!(first, "READY");
-    let q = queue(&srv.url(), "orphan").await;
     enqueue(&srv.url(), "orphan", &json!({})).await;
     wait_until_async(WAIT, "the script started", || {
         let ok = ready.exists();

@@ -153,22 +153,19 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
         .map(ToString::to_string)
         .collect();
     // the records of its process steps (exit, cut-off, progress, log tails), if any
-    #[cfg(unix)]
     let process_steps = leasehold_core::process::read_records(&queue, id.as_str())
         .await
         .map_err(|e| ctx.fail(e))?;
-    #[cfg(not(unix))]
-    let process_steps: Vec<()> = Vec::new();
     if ctx.json {
         #[derive(Serialize)]
-        struct Shown<'a, P: Serialize> {
+        struct Shown<'a> {
             #[serde(flatten)]
             detail: &'a leasehold_core::JobDetail,
             timeline: &'a [Moment],
             cancel_explained: Option<String>,
             waiting_for: &'a [String],
-            #[serde(skip_serializing_if = "<[P]>::is_empty")]
-            process_steps: &'a [P],
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            process_steps: &'a [leasehold_core::process::ProcessRecord],
         }
         return print_json(&Shown {
             detail: &detail,
@@ -179,7 +176,6 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
         });
     }
     let mut text = render::show(&detail, &timeline);
-    #[cfg(unix)]
     text.push_str(&render::process_steps(&process_steps));
     if !waiting_for.is_empty() {
         text.push_str(&format!(

@@ -3,7 +3,6 @@
 
 mod events;
 mod jobs;
-#[cfg(unix)]
 mod process;
 mod quarantine;
 mod resources;
@@ -12,7 +11,6 @@ mod status;
 
 pub(crate) use events::{event_line, events};
 pub(crate) use jobs::jobs;
-#[cfg(unix)]
 pub(crate) use process::process_steps;
 pub(crate) use quarantine::{quarantine, quarantine_section, raw_job, unreadable};
 pub(crate) use resources::{locks, workers};

@@ -71,7 +71,7 @@ impl DeclaredPipeline {
     #[must_use]
     pub fn step_with(mut self, mut spec: StepSpec, command: ProcessStep) -> Self {
         let command = match spec.timeout.take() {
-            Some(limit) if command.timeout.is_none() => command.timeout(limit),
+            Some(limit) if command.time_limit().is_none() => command.timeout(limit),
             _ => command,
         };
         self.steps.push((spec, command));

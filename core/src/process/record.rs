@@ -8,10 +8,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+#[cfg(unix)]
 use crate::lease::Lease;
 use crate::queue::Queue;
 use crate::record::Millis;
+#[cfg(unix)]
 use crate::wire::reply::Reply;
+#[cfg(unix)]
 use crate::wire::scripts;
 
 /// Why the worker cut a process step off.
@@ -105,6 +108,7 @@ impl ProcessRecord {
 
 /// Writes `record` for the attempt holding `lease` (token compared: nothing is
 /// written once the lease is gone); true when written.
+#[cfg(unix)]
 pub(crate) async fn write(queue: &Queue, lease: &Lease, record: &ProcessRecord) -> Result<bool> {
     let id = lease.job.to_string();
     let json = serde_json::to_string(record)
@@ -131,6 +135,6 @@ pub async fn read(queue: &Queue, id: &str) -> Result<Vec<ProcessRecord>> {
         .into_iter()
         .filter_map(|(_, json)| serde_json::from_str(&json).ok())
         .collect();
-    records.sort_by(|a, b| (a.attempt, a.started_at).cmp(&(b.attempt, b.started_at)));
+    records.sort_by_key(|r| (r.attempt, r.started_at));
     Ok(records)
 }
