@@ -253,10 +253,8 @@ impl ProcessStep {
             .prefix("leasehold-step-")
             .tempdir()
             .map_err(|e| {
-                StepError::retryable(format!(
-                    "step {step}: cannot make its temporary directory: {e}"
-                ))
-                .with_kind("spawn")
+                StepError::retryable(format!("cannot make its temporary directory: {e}"))
+                    .with_kind("spawn")
             })?;
         let input = ctx.lease().map_or("{}", |l| l.input.as_str());
         let input_path = dir.path().join("input.json");
@@ -264,7 +262,7 @@ impl ProcessStep {
         let output_path = dir.path().join("output.json");
         let write = |path: &std::path::Path, text: &str| {
             std::fs::write(path, text).map_err(|e| {
-                StepError::retryable(format!("step {step}: cannot write {}: {e}", path.display()))
+                StepError::retryable(format!("cannot write {}: {e}", path.display()))
                     .with_kind("spawn")
             })
         };
@@ -296,7 +294,7 @@ impl ProcessStep {
         ctx.check_cancelled()?;
         let started_at = now_ms();
         let (mut child, stdout, stderr) = Supervised::spawn(command).map_err(|e| {
-            let error = format!("step {step}: cannot run {:?}: {e}", self.program);
+            let error = format!("cannot run {:?}: {e}", self.program);
             match e.kind() {
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
                     StepError::permanent(error)
@@ -345,10 +343,10 @@ impl ProcessStep {
         let ended = match ended {
             Ok(ended) => ended,
             Err(e) => {
-                return Err(StepError::retryable(format!(
-                    "step {step}: lost track of its child: {e}"
-                ))
-                .with_kind("spawn"))
+                return Err(
+                    StepError::retryable(format!("lost track of its child: {e}"))
+                        .with_kind("spawn"),
+                )
             }
         };
         let mut record = ProcessRecord {
@@ -367,7 +365,7 @@ impl ProcessStep {
             stdout_bytes: stdout.as_ref().map_or(0, |s| s.tail.total()),
             stderr_bytes: stderr.as_ref().map_or(0, |s| s.tail.total()),
         };
-        let result = self.outcome(ctx, &ended, &record, &output_path);
+        let result = self.outcome(&ended, &record, &output_path);
         record.outcome = match (&ended.cut, &result) {
             (Some(_), _) => "cut_off",
             (None, Ok(_)) => "succeeded",
@@ -499,13 +497,11 @@ impl ProcessStep {
     /// The step's result from how the child ended.
     fn outcome(
         &self,
-        ctx: &StepContext,
         ended: &Ended,
         record: &ProcessRecord,
         output_path: &std::path::Path,
     ) -> Result<String, StepError> {
         use std::os::unix::process::ExitStatusExt;
-        let step = ctx.step();
         let program = self.program.to_string_lossy();
         let detail = last_line(&record.stderr_tail).map_or(String::new(), |l| format!(": {l}"));
         if let Some(cut) = &ended.cut {
@@ -515,7 +511,7 @@ impl ProcessStep {
                 "stopped by SIGTERM"
             };
             let message = format!(
-                "step {step}: {program} cut off ({}: {}), {how}",
+                "{program} cut off ({}: {}), {how}",
                 cut.why.as_str(),
                 cut.reason
             );
@@ -530,15 +526,15 @@ impl ProcessStep {
         if let Some(signal) = ended.status.signal() {
             // not sent by the worker (it sends none unless it cuts the step off)
             return Err(StepError::retryable(format!(
-                "step {step}: {program} was killed by {}{detail}",
+                "{program} was killed by {}{detail}",
                 signal_name(signal)
             ))
             .with_kind("signal"));
         }
         match ended.status.code() {
-            Some(0) => read_output(step, output_path),
+            Some(0) => read_output(output_path),
             Some(code) => {
-                let message = format!("step {step}: {program} exited with code {code}{detail}");
+                let message = format!("{program} exited with code {code}{detail}");
                 Err(if self.exit_codes.is_retryable(code) {
                     StepError::retryable(message)
                 } else {
@@ -546,18 +542,17 @@ impl ProcessStep {
                 }
                 .with_kind("exit"))
             }
-            None => Err(StepError::retryable(format!(
-                "step {step}: {program} ended without an exit code"
-            ))
-            .with_kind("exit")),
+            None => Err(
+                StepError::retryable(format!("{program} ended without an exit code"))
+                    .with_kind("exit"),
+            ),
         }
     }
 }
 
 /// The output the child wrote: checked to be JSON, `null` when it wrote none.
-fn read_output(step: &str, path: &std::path::Path) -> Result<String, StepError> {
-    let bad =
-        |why: String| Err(StepError::permanent(format!("step {step}: {why}")).with_kind("output"));
+fn read_output(path: &std::path::Path) -> Result<String, StepError> {
+    let bad = |why: String| Err(StepError::permanent(format!("{why}")).with_kind("output"));
     let len = match std::fs::metadata(path) {
         Ok(m) => m.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok("null".to_owned()),
