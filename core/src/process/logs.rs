@@ -162,7 +162,7 @@ mod tests {
         tail.push(b"first line\n");
         tail.push(b"ab\ncd\n");
         assert_eq!(tail.total(), 17);
-        assert_eq!(tail.text(), "cd\n");
+        assert_eq!(tail.text(), "ab\ncd\n");
         let mut small = Tail::new(100);
         small.push(b"a\nb\n");
         assert_eq!(small.text(), "a\nb\n");

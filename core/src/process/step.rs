@@ -290,8 +290,16 @@ impl ProcessStep {
         }
         // a process step gets its kill grace before the worker drops it
         ctx.request_grace(self.grace);
-        // the last moment to refuse: a lease past its local deadline spawns nothing
+        // the last moment to refuse: a cancelled job, or a lease past its local
+        // deadline or known lost (checked synchronously, whatever the watchdog
+        // has done yet), spawns nothing
         ctx.check_cancelled()?;
+        if !ctx.lease_valid() {
+            return Err(StepError::retryable(
+                "not started: the lease is past its local deadline or lost",
+            )
+            .with_kind("lease_lost"));
+        }
         let started_at = now_ms();
         let (mut child, stdout, stderr) = Supervised::spawn(command).map_err(|e| {
             let error = format!("cannot run {:?}: {e}", self.program);
@@ -469,7 +477,7 @@ impl ProcessStep {
             // the child must be dead before Redis's own deadline for the lease
             (CutWhy::LeaseLost, Some(lease)) => self
                 .grace
-                .min(crate::worker::deadline_margin(lease.ttl) / 2),
+                .min(crate::lease_clock::deadline_margin(lease.ttl) / 2),
             _ => self.grace,
         };
         warn!(job = %ctx.job(), step = ctx.step(), why = why.as_str(), %reason, ?grace, "process step cut off: SIGTERM sent to its process group");

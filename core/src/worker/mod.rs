@@ -45,7 +45,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use self::active::ActiveJobs;
-pub(crate) use self::active::{deadline_margin, StopWhy};
+pub(crate) use self::active::StopWhy;
 use self::runner::{PipelineRunner, Runner};
 use self::shared::{RedisSource, Shared};
 pub use self::sweeper::sweep_queues;
