@@ -660,3 +660,35 @@ async fn kill_9_of_the_worker_leaves_no_child_alive() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_the_process_records_with_their_job() {
+    let srv = RedisServer::start();
+    let pipeline = DeclaredPipeline::new("kept").step("say", ProcessStep::shell("echo hello"));
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "kept").await;
+    let first = enqueue(&srv.url(), "kept", &json!({"n": 1})).await;
+    assert_eq!(ended(&q, &first).await.state, JobState::Succeeded);
+    assert_eq!(record(&q, &first, 1, "say").await.stdout_tail, "hello\n");
+    let second = enqueue(&srv.url(), "kept", &json!({"n": 2})).await;
+    assert_eq!(ended(&q, &second).await.state, JobState::Succeeded);
+    stop(worker).await;
+    // keep one terminal job: the older one goes, with its process records
+    let purging = Queue::connect(
+        &srv.url(),
+        "kept",
+        QueueConfig::default().retention(leasehold_core::Retention::new(1, Duration::ZERO)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(purging.purge(100).await.unwrap(), 1);
+    assert!(q.job(&first).await.unwrap().is_none());
+    let mut conn = q.pool().get().await.unwrap();
+    let exists: (bool, bool) = leasehold_core::redis::pipe()
+        .exists(q.keys().process_log(first.as_str()))
+        .exists(q.keys().process_log(second.as_str()))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(exists, (false, true));
+}
