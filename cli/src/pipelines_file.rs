@@ -78,6 +78,7 @@ struct PipelineDoc {
     schedules: Vec<Spanned<ScheduleDoc>>,
     #[serde(default, rename = "step")]
     steps: Vec<Spanned<StepDoc>>,
+    cleanup: Option<Spanned<StepDoc>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -118,7 +119,7 @@ struct ScheduleDoc {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StepDoc {
-    name: Spanned<String>,
+    name: Option<Spanned<String>>,
     run: Option<Spanned<Vec<String>>>,
     shell: Option<Spanned<String>>,
     cwd: Option<Spanned<String>>,
@@ -200,6 +201,20 @@ impl Reader<'_> {
 
     fn step(&self, doc: &Spanned<StepDoc>) -> Result<(StepSpec, ProcessStep, String), FileError> {
         let s = doc.get_ref();
+        let Some(step_name) = &s.name else {
+            return Err(self.error(doc.span(), "a step needs a name: name = \"fetch\""));
+        };
+        let (spec, command) = self.command(doc, step_name.get_ref())?;
+        Ok((spec, command, step_name.get_ref().clone()))
+    }
+
+    /// A step's (or the cleanup's) command and spec, named `name`.
+    fn command(
+        &self,
+        doc: &Spanned<StepDoc>,
+        name: &str,
+    ) -> Result<(StepSpec, ProcessStep), FileError> {
+        let s = doc.get_ref();
         let mut command = match (&s.run, &s.shell) {
             (Some(run), None) => {
                 let Some((program, args)) = run.get_ref().split_first() else {
@@ -221,8 +236,7 @@ impl Reader<'_> {
             }
             (None, None) => {
                 return Err(self.error(doc.span(), format!(
-                    "step {:?} has no command: give run = [\"program\", \"arg\", ...] (no shell) or shell = \"...\"",
-                    s.name.get_ref()
+                    "step {name:?} has no command: give run = [\"program\", \"arg\", ...] (no shell) or shell = \"...\""
                 )))
             }
         };
@@ -265,12 +279,12 @@ impl Reader<'_> {
         if let Some(n) = s.tail_bytes {
             command = command.tail_bytes(n);
         }
-        let name: &'static str = Box::leak(s.name.get_ref().clone().into_boxed_str());
-        let mut spec = StepSpec::new(name);
+        let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+        let mut spec = StepSpec::new(leaked);
         if let Some(r) = &s.retry {
             spec = spec.retry(self.retry(r, RetryPolicy::default())?);
         }
-        Ok((spec, command, s.name.get_ref().clone()))
+        Ok((spec, command))
     }
 
     fn schedule(&self, doc: &Spanned<ScheduleDoc>) -> Result<Schedule, FileError> {
@@ -426,13 +440,27 @@ impl Reader<'_> {
         for step in &p.steps {
             let (spec, command, step_name) = self.step(step)?;
             if seen.contains(&step_name) {
+                let at = step
+                    .get_ref()
+                    .name
+                    .as_ref()
+                    .map_or(step.span(), |n| n.span());
                 return Err(self.error(
-                    step.get_ref().name.span(),
+                    at,
                     format!("step {step_name:?} is declared twice in pipeline {name:?}"),
                 ));
             }
             seen.push(step_name);
             pipeline = pipeline.step_with(spec, command);
+        }
+        if let Some(c) = &p.cleanup {
+            if let Some(n) = &c.get_ref().name {
+                return Err(self.error(n.span(), "the cleanup command has no name"));
+            }
+            if let Some(r) = &c.get_ref().retry {
+                return Err(self.error(r.span(), "the cleanup command is not retried"));
+            }
+            pipeline = pipeline.cleanup(self.command(c, "cleanup")?.1);
         }
         let mut schedules: Vec<String> = Vec::new();
         for s in &p.schedules {
@@ -585,6 +613,11 @@ retryable_exit_codes = [75, 1]
         assert!(template.starts_with("p.toml:3:12: "), "{template}");
         let cron = error("[[pipeline]]\nname = \"a\"\n[[pipeline.schedule]]\nname = \"h\"\ncron = \"61 * * * *\"\n[[pipeline.step]]\nname = \"s\"\nrun = [\"true\"]\n");
         assert!(cron.starts_with("p.toml:5:8: "), "{cron}");
+        let named_cleanup = error("[[pipeline]]\nname = \"a\"\n[[pipeline.step]]\nname = \"s\"\nrun = [\"true\"]\n[pipeline.cleanup]\nname = \"c\"\nrun = [\"true\"]\n");
+        assert!(
+            named_cleanup.starts_with("p.toml:7:8: the cleanup command has no name"),
+            "{named_cleanup}"
+        );
         let twice = error("[[pipeline]]\nname = \"a\"\n[[pipeline.step]]\nname = \"s\"\nrun = [\"true\"]\n[[pipeline.step]]\nname = \"s\"\nrun = [\"true\"]\n");
         assert!(twice.starts_with("p.toml:7:8: "), "{twice}");
     }

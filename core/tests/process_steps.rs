@@ -692,3 +692,43 @@ async fn retention_deletes_the_process_records_with_their_job() {
         .unwrap();
     assert_eq!(exists, (false, true));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cleanup_command_learns_that_a_step_was_cut_off() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let told = dir.path().join("told");
+    let long = script(
+        dir.path(),
+        "long.sh",
+        &format!(
+            "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'\nexec sleep 600\n",
+            ready.display()
+        ),
+    );
+    let cleanup = script(
+        dir.path(),
+        "cleanup.sh",
+        &format!(
+            "printf '%s|%s|%s|%s|%s\\n' \"$LEASEHOLD_CLEANUP_REASON\" \"$LEASEHOLD_CUT_MID_STEP\" \"$LEASEHOLD_LAST_STEP\" \"$LEASEHOLD_CLEANUP_DETAIL\" \"$(cat \"$LEASEHOLD_INPUT\")\" > '{0}.tmp'; mv '{0}.tmp' '{0}'\n",
+            told.display()
+        ),
+    );
+    let pipeline = DeclaredPipeline::new("cleaned")
+        .step("first", ProcessStep::shell("true"))
+        .step("long", ProcessStep::new("sh").arg(&long))
+        .cleanup(ProcessStep::new("sh").arg(&cleanup));
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "cleaned").await;
+    let id = enqueue(&srv.url(), "cleaned", &json!({"table": "sales"})).await;
+    file(&ready).await;
+    q.cancel(&id, "wrong table", "test").await.unwrap();
+    assert_eq!(ended(&q, &id).await.state, JobState::Cancelled);
+    let text = file(&told).await;
+    assert_eq!(
+        text,
+        "cancelled|1|first|wrong table|{\"table\":\"sales\"}\n"
+    );
+    stop(worker).await;
+}

@@ -9,8 +9,8 @@ use serde_json::Value;
 use super::ProcessStep;
 use crate::error::{Error, Result};
 use crate::pipeline::{
-    max_attempts_of, BoxFuture, CleanupContext, PipelineOptions, PipelineSpec, StepContext,
-    StepError, StepSpec,
+    max_attempts_of, BoxFuture, CleanupContext, CleanupReason, PipelineOptions, PipelineSpec,
+    StepContext, StepError, StepSpec,
 };
 use crate::schedule::{Schedule, ScheduleError};
 use crate::template::KeyTemplate;
@@ -37,6 +37,7 @@ pub struct DeclaredPipeline {
     input_key: Option<KeyTemplate>,
     input_schema: Option<Value>,
     schedules: Vec<Schedule>,
+    cleanup: Option<ProcessStep>,
 }
 
 /// A string kept for the life of the process (a declared pipeline's names
@@ -56,6 +57,7 @@ impl DeclaredPipeline {
             input_key: None,
             input_schema: None,
             schedules: Vec::new(),
+            cleanup: None,
         }
     }
 
@@ -117,6 +119,18 @@ impl DeclaredPipeline {
     #[must_use]
     pub fn schedule(mut self, schedule: Schedule) -> Self {
         self.schedules.push(schedule);
+        self
+    }
+
+    /// Sets the cleanup command: run after a failed or cancelled attempt (and
+    /// after an operator resolves a STALE job), with the job's input and
+    /// `LEASEHOLD_CLEANUP_REASON` (`failed`, `cancelled`,
+    /// `resolved_after_stale`), `LEASEHOLD_CLEANUP_DETAIL` (the error or
+    /// reason), `LEASEHOLD_CUT_MID_STEP` (`1` when a step was cut off
+    /// mid-way) and `LEASEHOLD_LAST_STEP` (the last completed step, if any).
+    #[must_use]
+    pub fn cleanup(mut self, command: ProcessStep) -> Self {
+        self.cleanup = Some(command);
         self
     }
 
@@ -195,6 +209,7 @@ impl DeclaredPipeline {
             options,
             input_key: self.input_key,
             schedules: self.schedules,
+            cleanup: self.cleanup,
         }))
     }
 }
@@ -213,6 +228,7 @@ struct DeclaredRunner {
     options: PipelineOptions,
     input_key: Option<KeyTemplate>,
     schedules: Vec<Schedule>,
+    cleanup: Option<ProcessStep>,
 }
 
 impl Runner for DeclaredRunner {
@@ -268,7 +284,37 @@ impl Runner for DeclaredRunner {
         })
     }
 
-    fn cleanup<'a>(&'a self, _ctx: &'a CleanupContext, _input: &'a AnyInput) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
+    fn cleanup<'a>(&'a self, ctx: &'a CleanupContext, input: &'a AnyInput) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Some(command) = &self.cleanup else {
+                return;
+            };
+            let (reason, detail) = match &ctx.reason {
+                CleanupReason::Failed(error) => ("failed", error.to_string()),
+                CleanupReason::Cancelled { reason } => ("cancelled", reason.clone()),
+                CleanupReason::ResolvedAfterStale { reason } => {
+                    ("resolved_after_stale", reason.clone())
+                }
+            };
+            let extra = [
+                ("LEASEHOLD_PIPELINE", self.name.to_owned()),
+                ("LEASEHOLD_CLEANUP_REASON", reason.to_owned()),
+                ("LEASEHOLD_CLEANUP_DETAIL", detail),
+                (
+                    "LEASEHOLD_CUT_MID_STEP",
+                    u8::from(ctx.cut_mid_step).to_string(),
+                ),
+                (
+                    "LEASEHOLD_LAST_STEP",
+                    ctx.last_completed_step.unwrap_or("").to_owned(),
+                ),
+            ];
+            // the hook runs after the attempt ended: no lease, nothing recorded in Redis
+            let step = StepContext::detached(ctx.job.clone(), ctx.attempt, 0, "cleanup");
+            let text = input.downcast_ref::<String>().map_or("{}", String::as_str);
+            if let Err(error) = command.run_inner(&step, text, None, None, &extra).await {
+                tracing::warn!(job = %ctx.job, %error, "cleanup command failed");
+            }
+        })
     }
 }

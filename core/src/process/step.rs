@@ -247,6 +247,20 @@ impl ProcessStep {
         previous: Option<&str>,
         input_key: Option<&str>,
     ) -> Result<String, StepError> {
+        let input = ctx.lease().map_or("{}", |l| l.input.as_str());
+        self.run_inner(ctx, input, previous, input_key, &[]).await
+    }
+
+    /// Runs the program with `input` as the job's input and `extra` variables
+    /// (a cleanup command, run outside a step).
+    pub(crate) async fn run_inner(
+        &self,
+        ctx: &StepContext,
+        input: &str,
+        previous: Option<&str>,
+        input_key: Option<&str>,
+        extra: &[(&str, String)],
+    ) -> Result<String, StepError> {
         ctx.check_cancelled()?;
         let step = ctx.step();
         let dir = tempfile::Builder::new()
@@ -256,7 +270,6 @@ impl ProcessStep {
                 StepError::retryable(format!("cannot make its temporary directory: {e}"))
                     .with_kind("spawn")
             })?;
-        let input = ctx.lease().map_or("{}", |l| l.input.as_str());
         let input_path = dir.path().join("input.json");
         let previous_path = dir.path().join("previous.json");
         let output_path = dir.path().join("output.json");
@@ -284,6 +297,9 @@ impl ProcessStep {
             command.env("LEASEHOLD_PREVIOUS", &previous_path);
         } else {
             command.env_remove("LEASEHOLD_PREVIOUS");
+        }
+        for (name, value) in extra {
+            command.env(name, value);
         }
         for (name, value) in &self.env {
             command.env(name, value);
