@@ -400,6 +400,8 @@ pub(crate) struct StepShared {
     /// The cancel grace the running step asked for, in ms (0: the worker's):
     /// a process step's kill grace, so the worker does not drop it first.
     pub(crate) grace_ms: std::sync::atomic::AtomicU64,
+    /// The worker's metrics (a process step's progress), when a worker holds the job.
+    pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
     /// The lease's local clock, for [`StepContext::lease_valid`].
     pub(crate) lease_clock: crate::lease_clock::LeaseClock,
 }
@@ -466,6 +468,7 @@ impl StepContext {
                 lease: None,
                 why: std::sync::Mutex::new(None),
                 grace_ms: std::sync::atomic::AtomicU64::new(0),
+                metrics: None,
                 lease_clock: crate::lease_clock::LeaseClock::detached(),
             }),
             step,
@@ -510,6 +513,11 @@ impl StepContext {
     /// The job's queue, when a worker holds it.
     pub(crate) fn queue(&self) -> Option<&crate::queue::Queue> {
         self.shared.limits.as_ref().map(|(queue, _)| queue)
+    }
+
+    /// The worker's metrics, when a worker holds the job.
+    pub(crate) fn metrics(&self) -> Option<&Arc<crate::metrics::Metrics>> {
+        self.shared.metrics.as_ref()
     }
 
     /// Why the job must stop, once it must.

@@ -61,6 +61,19 @@ async fn serve(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 ) {
+    let (tx, handle, _) = serve_with_metrics(url, pipeline).await;
+    (tx, handle)
+}
+
+/// [`serve`], also giving the worker's metrics.
+async fn serve_with_metrics(
+    url: &str,
+    pipeline: DeclaredPipeline,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+    std::sync::Arc<leasehold_core::Metrics>,
+) {
     let worker = Worker::builder(url)
         .declared(pipeline)
         .unwrap()
@@ -71,6 +84,7 @@ async fn serve(
         .build()
         .await
         .unwrap();
+    let metrics = worker.metrics();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let handle = tokio::spawn(async move {
         worker
@@ -80,7 +94,7 @@ async fn serve(
             .await
             .unwrap();
     });
-    (tx, handle)
+    (tx, handle, metrics)
 }
 
 async fn stop(
@@ -434,7 +448,8 @@ sys.stderr.write("warning: something\n")
     );
     let path = script(dir.path(), "loud.py", &body);
     let pipeline = DeclaredPipeline::new("loud").step("work", ProcessStep::new(PYTHON).arg(&path));
-    let worker = serve(&srv.url(), pipeline).await;
+    let (tx, handle, metrics) = serve_with_metrics(&srv.url(), pipeline).await;
+    let worker = (tx, handle);
     let q = queue(&srv.url(), "loud").await;
     let id = enqueue(&srv.url(), "loud", &json!({})).await;
     wait_until_async(WAIT, "the progress is recorded", || {
@@ -448,6 +463,10 @@ sys.stderr.write("warning: something\n")
         }
     })
     .await;
+    let series = format!(
+        "leasehold_step_progress_percent{{queue=\"loud\",pipeline=\"loud\",step=\"work\",job=\"{id}\"}} 40.0"
+    );
+    assert!(metrics.encode().contains(&series), "{}", metrics.encode());
     std::fs::write(&go, "").unwrap();
     let job = ended(&q, &id).await;
     assert_eq!(job.state, JobState::Succeeded, "{job:?}");
@@ -462,6 +481,10 @@ sys.stderr.write("warning: something\n")
     assert_eq!(rec.stdout_tail, "last line\n");
     assert_eq!(rec.stderr_tail, "warning: something\n");
     assert_eq!(rec.progress, Some(40.0));
+    // the series goes with the step
+    assert!(!metrics
+        .encode()
+        .contains("leasehold_step_progress_percent{"));
     // what Redis keeps for it
     let mut conn = q.pool().get().await.unwrap();
     let bytes: i64 = leasehold_core::redis::cmd("MEMORY")

@@ -361,6 +361,9 @@ impl ProcessStep {
         // whatever the leader left in its group goes now: the pipes close
         child.signal_group(libc::SIGKILL);
         reporter.abort();
+        if let (Some(metrics), Some(labels)) = (ctx.metrics(), progress_labels(ctx)) {
+            metrics.step_progress.remove(&labels);
+        }
         let (stdout, stderr) = (collect(out).await, collect(err).await);
         let progress = *progress_rx.borrow();
         drop(child);
@@ -626,6 +629,11 @@ async fn report_progress(
 ) {
     while progress.changed().await.is_ok() {
         let value = *progress.borrow_and_update();
+        if let (Some(metrics), Some(labels), Some(value)) =
+            (ctx.metrics(), progress_labels(&ctx), value)
+        {
+            metrics.step_progress.get_or_create(&labels).set(value);
+        }
         let record = ProcessRecord {
             attempt: ctx.attempt(),
             step: ctx.step().to_owned(),
@@ -645,6 +653,16 @@ async fn report_progress(
         save(&ctx, &record).await;
         tokio::time::sleep(PROGRESS_EVERY).await;
     }
+}
+
+/// The labels of the step's progress metric (none outside a worker).
+fn progress_labels(ctx: &StepContext) -> Option<crate::metrics::ProgressLabels> {
+    Some(crate::metrics::ProgressLabels {
+        queue: ctx.queue()?.name().to_owned(),
+        pipeline: ctx.lease()?.pipeline.clone(),
+        step: ctx.step().to_owned(),
+        job: ctx.job().to_string(),
+    })
 }
 
 /// Writes `record` while the attempt holds its lease (nothing once it is lost).

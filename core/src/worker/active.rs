@@ -70,6 +70,7 @@ impl ActiveJob {
             lease: Some(lease.clone()),
             why: Mutex::new(None),
             grace_ms: std::sync::atomic::AtomicU64::new(0),
+            metrics: Some(metrics.clone()),
             lease_clock: LeaseClock::new(lease.ttl, leased_at),
         });
         Arc::new(ActiveJob {
