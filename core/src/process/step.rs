@@ -579,7 +579,7 @@ impl ProcessStep {
 
 /// The output the child wrote: checked to be JSON, `null` when it wrote none.
 fn read_output(path: &std::path::Path) -> Result<String, StepError> {
-    let bad = |why: String| Err(StepError::permanent(format!("{why}")).with_kind("output"));
+    let bad = |why: String| Err(StepError::permanent(why).with_kind("output"));
     let len = match std::fs::metadata(path) {
         Ok(m) => m.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok("null".to_owned()),
