@@ -600,7 +600,7 @@ async fn a_worker_cut_off_from_redis_kills_its_script_before_the_lease_deadline(
     let path = script(dir.path(), "stubborn.sh", &body);
     let pipeline = DeclaredPipeline::new("cutoff")
         .step("work", ProcessStep::new("sh").arg(&path))
-        .options(PipelineOptions::new().lease_ttl(Duration::from_secs(2)));
+        .options(PipelineOptions::new().lease_ttl(Duration::from_secs(5)));
     let worker = serve(&proxy.url(), pipeline).await;
     let q = queue(&srv.url(), "cutoff").await;
     let id = enqueue(&srv.url(), "cutoff", &json!({})).await;
