@@ -915,7 +915,7 @@ async fn a_dead_workers_jobs_are_swept_stale_then_retried_or_resolved() {
         &format!("#1 STALE  worker {dead}  fence {first_fence}"),
         "operator retry by tester: load is idempotent per window",
         &format!("#2 SUCCEEDED  worker {wid}"),
-        "ended STALE [operator retry by tester: load is idempotent per window]",
+        "decision on the STALE attempt: operator retry by tester: load is idempotent per window",
     ]);
     let v = cli(&url, &["show", retried.as_str(), "--json"])
         .await

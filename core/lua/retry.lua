@@ -1,6 +1,6 @@
 -- retry (operator): a new attempt, in QUEUED, for a job whose current attempt is
 -- FAILED, CANCELLED or STALE. The old attempt's record is kept (a STALE attempt is
--- recorded as STALE now). 'resume' keeps the last completed step and its output so
+-- recorded as it went STALE, with the retry beside it: lib/attempts stale_record). 'resume' keeps the last completed step and its output so
 -- the new attempt continues after it; 'start' clears them.
 -- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] wake:<pipeline>
 -- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
@@ -46,7 +46,7 @@ if f[5] and f[5] ~= '' then
   if holder and holder ~= id then return { 'INPUT_KEY_TAKEN', holder } end
 end
 if from == 'STALE' then
-  local rec = attempt_record(jk, 'STALE', now, { resolution = { action = 'retry', by = who, reason = reason } })
+  local rec = stale_record(jk, { action = 'retry', by = who, reason = reason, at = now, to = 'QUEUED', mode = mode }, now)
   if not append_attempt(id, attempt, rec) then
     return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
   end

@@ -13,7 +13,7 @@ use crate::dashboard::error::{DashError, PageError, DISABLED};
 use crate::dashboard::html::{auth_fields, badge, job_url, jobs_url, opt, timeline, when, Nav};
 use crate::dashboard::{App, Shared};
 use crate::time::{human, stamp};
-use crate::wording::{self, attempt_error, holder_state, lock_ttl, resolution};
+use crate::wording::{self, attempt_error, holder_state, lock_ttl, resolution, stale_end};
 
 /// `?notice=` after an action.
 #[derive(Debug, Default, Deserialize)]
@@ -113,7 +113,7 @@ fn attempts_table(d: &JobDetail) -> Markup {
                 @for a in &j.attempts {
                     tr {
                         td { (a.n) }
-                        td { (badge(a.state)) }
+                        td { (badge(a.state)) @if a.n == j.attempt && j.state == JobState::Stale { " " small { "current" } } }
                         td.mono { (opt(Some(a.worker.as_str()))) }
                         td { (a.fence) }
                         td { @if let Some(t) = a.leased_at { (stamp(t)) } @else { "-" } }
@@ -125,8 +125,9 @@ fn attempts_table(d: &JobDetail) -> Markup {
                             @if let Some(e) = &a.error { (attempt_error(e)) br; }
                             @if let Some(r) = a.reason.as_deref().filter(|r| !r.is_empty()) { "reason: " (r) br; }
                             @if let Some(c) = &a.cancel { "cancel request by " (c.by) ": " (c.reason) br; }
+                            @if let Some(end) = stale_end(a) { span.stale-end { "went STALE: " (end) } br; }
                             @if a.cleanup_needed { "cleanup needed" br; }
-                            @if let Some(r) = &a.resolution { (resolution(r)) }
+                            @if let Some(r) = &a.resolution { span.decision { (resolution(r)) } }
                         }
                     }
                 }
