@@ -130,6 +130,7 @@ async fn retry_and_resolve_of_a_stale_job_add_the_decision_and_keep_the_attempt(
         } else {
             assert_eq!(decision["to"], "FAILED", "{decision:#}");
             assert_eq!(v["job"]["state"], "FAILED");
+            assert_eq!(v["verdicts"]["cleanup"], "needed", "{v:#}");
         }
 
         // show: the facts unchanged, and the decision

@@ -9,7 +9,7 @@ use super::events::events_table;
 use crate::table::Table;
 use crate::time::{human, stamp};
 use crate::wording::{
-    holder_state, lock_ttl, opt, resolution, retry_flag, stale_end, verdict, Moment,
+    holder_state, lock_ttl, opt, resolution, retry_flag, stale_end, verdict, yes_no, Moment,
 };
 
 /// `show`.
@@ -74,16 +74,21 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
             (None, None) => "-".into(),
         },
     );
-    kv(
-        "cleanup",
-        if j.cleanup_needed {
-            "needed (a step was cut mid-way)".into()
-        } else if j.state == JobState::Stale {
-            "probably needed: the worker died while a step was running (check the sink)".into()
-        } else {
-            "not needed".into()
-        },
-    );
+    kv("cleanup", d.verdicts.cleanup.explain().to_owned());
+    if let Some(r) = d.verdicts.retryable {
+        kv(
+            "retryable",
+            format!(
+                "{}{}",
+                yes_no(r),
+                if d.verdicts.retries_exhausted {
+                    "; automatic retries used up"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
 
     // the header row of this key/value table is empty: skip it
     let rendered = head.render("  ");

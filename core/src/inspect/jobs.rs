@@ -6,8 +6,8 @@ use deadpool_redis::redis;
 
 use super::LockInfo;
 use super::{
-    cancel_status, Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, Page, CHUNK,
-    MAX_EXAMINED,
+    cancel_status, verdicts, Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, Page,
+    CHUNK, MAX_EXAMINED,
 };
 use crate::error::Result;
 use crate::flow::{describe_wait, PauseScope};
@@ -186,8 +186,8 @@ impl Inspector {
     /// Everything about one job (`None` when it does not exist): the record
     /// with every attempt (a STALE attempt's built from the hash, as
     /// [`Job::stale_attempt_from_hash`](crate::Job::stale_attempt_from_hash)
-    /// says), the lock of its resource, what became of a cancel request, and
-    /// its events.
+    /// says), the lock of its resource, what became of a cancel request, the
+    /// verdicts, and its events.
     pub async fn job_detail(&self, id: &JobId) -> Result<Option<JobDetail>> {
         let Some(mut job) = self.queue().job(id).await? else {
             return Ok(None);
@@ -235,6 +235,7 @@ impl Inspector {
         Ok(Some(JobDetail {
             now,
             cancel: cancel_status(&job),
+            verdicts: verdicts(&job),
             job,
             lock,
             events,

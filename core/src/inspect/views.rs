@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{CancelStatus, Event};
+use super::{CancelStatus, Event, Verdicts};
 use crate::id::JobId;
 use crate::queue::QuarantineEntry;
 use crate::record::{Job, Millis, StaleLock};
@@ -355,6 +355,10 @@ pub struct JobDetail {
     pub lock: Option<LockInfo>,
     /// The cancel request and what became of it.
     pub cancel: Option<CancelStatus>,
+    /// Cleanup needed, retryable, cancel honoured: worked out once
+    /// ([`verdicts`](crate::inspect::verdicts)), said the same by every view.
+    #[serde(default)]
+    pub verdicts: Verdicts,
     /// Its events still in the stream, oldest first.
     pub events: Vec<Event>,
     /// Why it is quarantined, if it is.

@@ -13,7 +13,7 @@ use crate::dashboard::error::{DashError, PageError, DISABLED};
 use crate::dashboard::html::{auth_fields, badge, job_url, jobs_url, opt, timeline, when, Nav};
 use crate::dashboard::{App, Shared};
 use crate::time::{human, stamp};
-use crate::wording::{self, attempt_error, holder_state, lock_ttl, resolution, stale_end};
+use crate::wording::{self, attempt_error, holder_state, lock_ttl, resolution, stale_end, yes_no};
 
 /// `?notice=` after an action.
 #[derive(Debug, Default, Deserialize)]
@@ -267,7 +267,15 @@ pub(crate) async fn job(
                             dt { "Created" } dd { (stamp(j.created_at)) " (" (when(d.now, j.created_at)) ")" }
                             dt { "Updated" } dd { (stamp(j.updated_at)) " (" (when(d.now, j.updated_at)) ")" }
                             @if j.not_before > d.now { dt { "Not before" } dd { (when(d.now, j.not_before)) } }
-                            dt { "Cleanup" } dd { (if j.cleanup_needed { "needed (a step was cut mid-way)" } else { "not needed" }) }
+                            dt { "Cleanup" } dd #job-cleanup data-cleanup=(d.verdicts.cleanup.as_str()) { (d.verdicts.cleanup.explain()) }
+                            @if let Some(r) = d.verdicts.retryable {
+                                dt { "Retryable" } dd #job-retryable data-retryable=(yes_no(r)) {
+                                    (yes_no(r)) @if d.verdicts.retries_exhausted { "; automatic retries used up" }
+                                }
+                            }
+                            @if let Some(h) = d.verdicts.cancel_honoured {
+                                dt { "Cancel honoured" } dd #job-cancel-honoured data-honoured=(yes_no(h)) { (yes_no(h)) }
+                            }
                             dt { "STALE lock policy" } dd { (j.stale_lock.as_str()) }
                         }
                         h3 { "Input" }
