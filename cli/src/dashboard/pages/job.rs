@@ -111,15 +111,19 @@ fn attempts_table(d: &JobDetail) -> Markup {
             thead { tr { th { "#" } th { "State" } th { "Worker" } th { "Fence" } th { "Leased" } th { "Started" } th { "Ended" } th { "Ran" } th { "Steps completed" } th { "Error / reason" } } }
             tbody {
                 @for a in &j.attempts {
-                    tr {
+                    // a STALE attempt waiting for a decision is the current one
+                    @let awaiting = a.n == j.attempt && j.state == JobState::Stale;
+                    tr.current[awaiting] {
                         td { (a.n) }
-                        td { (badge(a.state)) @if a.n == j.attempt && j.state == JobState::Stale { " " small { "current" } } }
+                        td { (badge(a.state)) @if awaiting { " " small { "current" } } }
                         td.mono { (opt(Some(a.worker.as_str()))) }
                         td { (a.fence) }
                         td { @if let Some(t) = a.leased_at { (stamp(t)) } @else { "-" } }
                         td { @if let Some(t) = a.started_at { (stamp(t)) } @else { "-" } }
                         td { (stamp(a.ended_at)) }
-                        td { @if let Some(s) = a.started_at { (human(a.ended_at - s)) } @else { "-" } }
+                        td { @if let Some(s) = a.started_at {
+                            (human(a.ended_at - s)) @if a.state == JobState::Stale { " (until STALE)" }
+                        } @else { "-" } }
                         td { @for s in &a.steps { span.pill title=(stamp(s.at)) { (s.step) } " " } }
                         td.reason {
                             @if let Some(e) = &a.error { (attempt_error(e)) br; }
