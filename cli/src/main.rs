@@ -13,6 +13,7 @@ mod context;
 mod dashboard;
 mod examples;
 mod failure;
+mod names;
 mod progress;
 mod render;
 mod style;

@@ -168,12 +168,14 @@ async fn status_reports_counts_oldest_waiting_workers_locks_and_stale_jobs() {
     assert_eq!(st["stale"][0]["job"]["id"], s.stale.as_str());
     assert_eq!(st["stale"][0]["holds_lock"], true);
 
-    // --queue restricts; an unknown queue is simply empty
-    let v = cli(&srv, &["status", "--queue", "nothing", "--json"])
+    // --queue restricts; an unknown queue is an error naming the known ones
+    let run = cli(&srv, &["status", "--queue", "nothing", "--json"])
         .await
-        .ok()
-        .json();
-    assert_eq!(v[0]["counts"]["queued"], 0);
+        .code(3);
+    assert!(
+        run.stderr.contains("no queue \"nothing\"") && run.stderr.contains("known queues: orders"),
+        "{run:?}"
+    );
 }
 
 #[tokio::test]
@@ -260,8 +262,15 @@ async fn jobs_filters_and_pages_newest_first() {
         table.contains("3 jobs (offset 0); more may match: --offset 3"),
         "{table}"
     );
-    let none = cli(&srv, &["jobs", "--pipeline", "nope"]).await.ok().stdout;
-    assert!(none.contains("no jobs match"));
+    // a pipeline that exists but matches nothing: an empty answer; an
+    // unknown one: an error
+    let none = cli(&srv, &["jobs", "--pipeline", "report", "--state", "failed"])
+        .await
+        .ok()
+        .stdout;
+    assert!(none.contains("no jobs match"), "{none}");
+    let run = cli(&srv, &["jobs", "--pipeline", "nope"]).await.code(3);
+    assert!(run.stderr.contains("no pipeline \"nope\""), "{run:?}");
     let _ = (s.succeeded, s.cancelled, s.running_lease);
 }
 

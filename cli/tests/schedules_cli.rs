@@ -252,8 +252,12 @@ async fn list_pause_resume_trigger_and_a_backfill_with_the_same_input_keys() {
     )
     .await
     .code(2);
-    let run = cli(&srv, &["schedules", "pause", "nope"]).await.code(2);
-    assert!(run.stderr.contains("no schedule nope"), "{run:?}");
+    let run = cli(&srv, &["schedules", "pause", "nope"]).await.code(3);
+    assert!(run.stderr.contains("no schedule \"nope\""), "{run:?}");
+    assert!(run.stderr.contains("known schedules: "), "{run:?}");
+    // a typo: did you mean
+    let run = cli(&srv, &["schedules", "pause", "secondyl"]).await.code(3);
+    assert!(run.stderr.contains("did you mean \"secondly\"?"), "{run:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

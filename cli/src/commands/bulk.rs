@@ -89,9 +89,14 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
         return Err(Failure::Usage("--reason must not be empty".into()));
     }
     let inspector: Inspector = ctx.inspector(&queue)?;
+    ctx.known_queue(&queue).await?;
     let plan = bulk::select(&inspector, action, &sel)
         .await
         .map_err(|e| ctx.fail(e))?;
+    if let (true, Some(p)) = (plan.jobs.is_empty(), &sel.pipeline) {
+        ctx.known_pipeline(std::slice::from_ref(&inspector), p)
+            .await?;
+    }
     let n = plan.jobs.len();
     let state = action.source_state();
     let more = if plan.truncated {

@@ -21,6 +21,7 @@ use super::error::{ApiError, DashError, PageError};
 use super::html::{auth_fields, job_url, Nav};
 use super::Shared;
 use crate::bulk::{self, BulkAction, Plan, Selection};
+use crate::context::unknown_pipeline;
 use crate::time::parse_instant;
 
 /// The fields of a bulk action (query string, form or JSON).
@@ -186,10 +187,23 @@ fn reason_of(action: BulkAction, p: &BulkParams) -> Res<String> {
 }
 
 impl super::App {
+    /// The jobs `action` would touch; 404 for an unknown queue, or pipeline
+    /// when none match (naming the known ones).
     async fn bulk_plan(&self, queue: &str, action: BulkAction, sel: &Selection) -> Res<Plan> {
-        bulk::select(&self.inspector(queue)?, action, sel)
+        let inspector = self.inspector(queue)?;
+        self.known_queue(queue).await?;
+        let plan = bulk::select(&inspector, action, sel)
             .await
-            .map_err(|e| self.fail(e))
+            .map_err(|e| self.fail(e))?;
+        if let (true, Some(p)) = (plan.jobs.is_empty(), &sel.pipeline) {
+            if let Some(message) = unknown_pipeline(std::slice::from_ref(&inspector), p)
+                .await
+                .map_err(|e| self.fail(e))?
+            {
+                return Err(DashError::NotFound(message));
+            }
+        }
+        Ok(plan)
     }
 
     async fn bulk_run(
@@ -201,9 +215,7 @@ impl super::App {
         who: &str,
     ) -> Res<(Plan, bulk::Report)> {
         let inspector = self.inspector(queue)?;
-        let plan = bulk::select(&inspector, action, sel)
-            .await
-            .map_err(|e| self.fail(e))?;
+        let plan = self.bulk_plan(queue, action, sel).await?;
         let report = bulk::run(&inspector, action, &plan, who, reason, |done, total| {
             eprintln!(
                 "leasehold dashboard: bulk {} on {queue}: {done}/{total} by {who}",

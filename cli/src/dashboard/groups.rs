@@ -41,10 +41,26 @@ impl App {
     /// Group `name` of `queue` with its children.
     async fn group_view(&self, queue: &str, name: &str) -> Res<GroupView> {
         let q = self.queue(queue)?;
-        q.group_view(name)
-            .await
-            .map_err(|e| self.fail(e))?
-            .ok_or_else(|| DashError::NotFound(format!("group {name} not found in queue {queue}")))
+        self.known_queue(queue).await?;
+        match q.group_view(name).await.map_err(|e| self.fail(e))? {
+            Some(view) => Ok(view),
+            None => {
+                let mut known: Vec<String> = q
+                    .groups()
+                    .await
+                    .map_err(|e| self.fail(e))?
+                    .into_iter()
+                    .map(|g| g.name)
+                    .collect();
+                known.sort();
+                Err(DashError::NotFound(crate::names::unknown(
+                    "group",
+                    name,
+                    &format!("in queue {queue}"),
+                    &known,
+                )))
+            }
+        }
     }
 }
 
