@@ -171,9 +171,13 @@ pub(crate) async fn run(
     let q = inspector.queue();
     let total = plan.jobs.len();
     let reason = if reason.trim().is_empty() {
-        format!("bulk {} of {total} jobs", action.name())
+        format!("bulk {} of {}", action.name(), crate::wording::jobs(total))
     } else {
-        format!("{reason} (bulk {} of {total} jobs)", action.name())
+        format!(
+            "{reason} (bulk {} of {})",
+            action.name(),
+            crate::wording::jobs(total)
+        )
     };
     let mut report = Report::default();
     for (b, batch) in plan.jobs.chunks(BATCH).enumerate() {

@@ -440,9 +440,9 @@ pub enum BulkCommand {
         /// Only jobs whose input window starts before this.
         #[arg(long, value_parser = time::parse_instant)]
         to: Option<jiff::Timestamp>,
-        /// Why (recorded with each job).
-        #[arg(long)]
-        reason: String,
+        /// Why (recorded with each job; not needed with --dry-run).
+        #[arg(long, required_unless_present = "dry_run")]
+        reason: Option<String>,
         /// Only say how many jobs it would touch.
         #[arg(long)]
         dry_run: bool,
@@ -461,9 +461,9 @@ pub enum BulkCommand {
         /// The outcome recorded for each.
         #[arg(long = "as", value_enum)]
         outcome: ResolveAs,
-        /// Why (recorded with each job).
-        #[arg(long)]
-        reason: String,
+        /// Why (recorded with each job; not needed with --dry-run).
+        #[arg(long, required_unless_present = "dry_run")]
+        reason: Option<String>,
         /// Only say how many jobs it would touch.
         #[arg(long)]
         dry_run: bool,
@@ -690,6 +690,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // stdout's reader went away (`| head`): end quietly
         Err(Failure::Closed) => ExitCode::SUCCESS,
+        // Ctrl-C: end quietly, with the exit status a shell gives SIGINT
+        Err(Failure::Interrupted) => ExitCode::from(130),
         Err(failure) => {
             eprintln!("leasehold: {}", failure.message());
             ExitCode::from(failure.code())

@@ -19,6 +19,16 @@ pub(crate) fn opt(s: Option<&str>) -> String {
     s.unwrap_or("-").to_owned()
 }
 
+/// A count with its noun: `1 job`, `0 jobs`, `2 jobs` (`many` unless one).
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `n job(s)`: [`count`] of jobs.
+pub(crate) fn jobs(n: usize) -> String {
+    count(n, "job", "jobs")
+}
+
 /// `yes` or `no`.
 pub(crate) fn yes_no(b: bool) -> &'static str {
     if b {

@@ -1014,7 +1014,19 @@ async fn events_follow_prints_new_events_as_they_happen() {
         (&e["op"], &e["by"], &e["to"]),
         (&json!("cancel"), &json!("dave"), &json!("CANCELLED"))
     );
-    child.kill().await.expect("stop the follower");
+    // Ctrl-C (SIGINT, sent to the follower's pid): it stops quietly with the
+    // status a shell gives a process SIGINT ended
+    let pid = child.id().expect("still running").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("the follower exits within 20 s")
+        .expect("its status");
+    assert_eq!(status.code(), Some(130), "{status:?}");
 }
 
 /// `rediss://` with an ACL user and password, verified against a private CA

@@ -111,6 +111,37 @@ async fn unknown_queues_pipelines_and_groups_are_errors_that_name_what_exists() 
     .ok()
     .shows(&["would touch 0 FAILED jobs"]);
 
+    // a dry run needs no reason (it records nothing); the real cancel does
+    cli(
+        &srv,
+        &[
+            "bulk",
+            "cancel",
+            "--queue",
+            "orders",
+            "--pipeline",
+            "tenant_report",
+            "--dry-run",
+        ],
+    )
+    .await
+    .ok()
+    .shows(&["bulk cancel would touch 1 QUEUED job of queue orders"]);
+    let run = cli(
+        &srv,
+        &[
+            "bulk",
+            "cancel",
+            "--queue",
+            "orders",
+            "--pipeline",
+            "tenant_report",
+        ],
+    )
+    .await
+    .code(2);
+    assert!(run.stderr.contains("--reason"), "{run:#?}");
+
     // groups
     unknown(
         &srv,

@@ -57,7 +57,13 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
                 window_to: to.map(|t| t.to_string()),
                 ..Default::default()
             };
-            (queue, BulkAction::Cancel, sel, reason, dry_run)
+            (
+                queue,
+                BulkAction::Cancel,
+                sel,
+                reason.unwrap_or_default(),
+                dry_run,
+            )
         }
         BulkCommand::Resolve {
             jobs,
@@ -80,12 +86,16 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
                 queue,
                 BulkAction::Resolve(outcome.state()),
                 sel,
-                reason,
+                reason.unwrap_or_default(),
                 dry_run,
             )
         }
     };
-    if matches!(action, BulkAction::Cancel | BulkAction::Resolve(_)) && reason.trim().is_empty() {
+    // a dry run changes nothing, so it records no reason
+    if !dry_run
+        && matches!(action, BulkAction::Cancel | BulkAction::Resolve(_))
+        && reason.trim().is_empty()
+    {
         return Err(Failure::Usage("--reason must not be empty".into()));
     }
     let inspector: Inspector = ctx.inspector(&queue)?;
@@ -112,8 +122,9 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
             return print_json(&json!({"dry_run": true, "plan": plan}));
         }
         outln!(
-            "bulk {} would touch {n} {state} jobs of queue {queue}{more}",
-            action.name()
+            "bulk {} would touch {n} {state} {} of queue {queue}{more}",
+            action.name(),
+            if n == 1 { "job" } else { "jobs" }
         );
         for id in plan.jobs.iter().take(20) {
             outln!("  {id}");
@@ -124,8 +135,9 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
         return Ok(());
     }
     eprintln!(
-        "bulk {}: {n} {state} jobs of queue {queue}{more}",
-        action.name()
+        "bulk {}: {n} {state} {} of queue {queue}{more}",
+        action.name(),
+        if n == 1 { "job" } else { "jobs" }
     );
     let verb = match action {
         BulkAction::Retry(_) => "bulk retry:",
@@ -154,9 +166,10 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
         }));
     }
     outln!(
-        "bulk {}: {} of {n} jobs done by {}",
+        "bulk {}: {} of {} done by {}",
         action.name(),
         report.done,
+        crate::wording::jobs(n),
         ctx.by
     );
     for (id, why) in &report.refused {

@@ -374,7 +374,10 @@ pub(crate) async fn retry(
             &json!({"queue": q.name(), "group": name, "retried": retried, "refused": refused}),
         );
     }
-    let mut text = format!("group {name}: {} children retried\n", retried.len());
+    let mut text = format!(
+        "group {name}: {} retried\n",
+        crate::wording::count(retried.len(), "child", "children")
+    );
     for (id, e) in &refused {
         text.push_str(&format!("  {id} refused: {e}\n"));
     }

@@ -335,7 +335,7 @@ pub(crate) async fn events(
     loop {
         let batch = tokio::select! {
             batch = follower.next_batch(100) => batch.map_err(|e| ctx.fail(e))?,
-            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = tokio::signal::ctrl_c() => return Err(Failure::Interrupted),
         };
         for e in batch
             .iter()

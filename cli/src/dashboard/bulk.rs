@@ -288,7 +288,7 @@ pub(super) async fn bulk_page(
     let body = html! {
         h1 { "Bulk " (action.name()) }
         p.summary #bulk-count data-count=(n) {
-            "This will " (action.name()) " " strong { (n) } " " (state.as_str()) " jobs of queue " (queue) "."
+            "This will " (action.name()) " " strong { (n) } " " (state.as_str()) (if n == 1 { " job" } else { " jobs" }) " of queue " (queue) "."
             @if plan.truncated { " More match: at most " (bulk::MAX_JOBS) " per run; run it again afterwards." }
         }
         @if n > 0 {
@@ -301,7 +301,7 @@ pub(super) async fn bulk_page(
                     (p.hidden())
                     label { "Reason " textarea name="reason" rows="2" maxlength="2000" required[!matches!(action, BulkAction::Retry(_))] {} }
                     (auth_fields())
-                    button type="submit" { (action.name()) " " (n) " jobs" }
+                    button type="submit" { (action.name()) " " (crate::wording::jobs(n)) }
                 }
             } @else {
                 p.note { (super::error::DISABLED) }
@@ -328,7 +328,7 @@ pub(super) async fn bulk_form(
     let body = html! {
         h1 { "Bulk " (action.name()) " done" }
         p.summary #bulk-done data-done=(report.done) {
-            (report.done) " of " (plan.jobs.len()) " jobs of queue " (queue) " done by " (who) "."
+            (report.done) " of " (crate::wording::jobs(plan.jobs.len())) " of queue " (queue) " done by " (who) "."
         }
         @if !report.refused.is_empty() {
             h2 { "Refused (their state changed)" }

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Form, Json};
 use leasehold_core::contract::unregistered_job;
 use leasehold_core::{
-    Contract, EnqueueOptions, GroupInfo, GroupPolicy, GroupView, NewGroup, RetryMode,
+    Contract, EnqueueOptions, GroupInfo, GroupPolicy, GroupStatus, GroupView, NewGroup, RetryMode,
 };
 use maud::{html, Markup};
 use serde::Deserialize;
@@ -155,15 +155,23 @@ pub(super) async fn group_page(
             }
             @if actions {
                 h2 { "Actions" }
-                form method="post" action=(action_url("cancel")) {
-                    (auth_fields())
-                    input type="text" name="reason" placeholder="reason (required)";
-                    button type="submit" { "Cancel the group" }
+                // a completed group is settled (its completion job fired) and a
+                // cancelled one is cancelled already: neither can be cancelled
+                @if matches!(info.status, GroupStatus::Open | GroupStatus::Sealed | GroupStatus::Blocked) {
+                    form.group-cancel method="post" action=(action_url("cancel")) {
+                        (auth_fields())
+                        input type="text" name="reason" placeholder="reason (required)";
+                        button type="submit" { "Cancel the group" }
+                    }
+                } @else {
+                    p.note { "A " (info.status.as_str()) " group cannot be cancelled." }
                 }
-                form method="post" action=(action_url("retry")) {
-                    (auth_fields())
-                    input type="text" name="reason" placeholder="reason";
-                    button type="submit" { "Retry its failed children" }
+                @if info.failed + info.cancelled > 0 {
+                    form.group-retry method="post" action=(action_url("retry")) {
+                        (auth_fields())
+                        input type="text" name="reason" placeholder="reason";
+                        button type="submit" { "Retry its failed children" }
+                    }
                 }
             }
         },

@@ -55,7 +55,11 @@ pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
             ]);
         }
         out.push_str(&t.render(""));
-        let _ = write!(out, "{} jobs (offset {offset})", page.jobs.len());
+        let _ = write!(
+            out,
+            "{} (offset {offset})",
+            crate::wording::jobs(page.jobs.len())
+        );
         if page.has_more {
             let _ = write!(
                 out,

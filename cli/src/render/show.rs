@@ -134,8 +134,9 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
         };
         let _ = writeln!(
             out,
-            "lock\n  {} {holder}; {} jobs parked on it",
-            l.resource, l.parked
+            "lock\n  {} {holder}; {} parked on it",
+            l.resource,
+            crate::wording::jobs(l.parked as usize)
         );
     }
     let _ = writeln!(out, "\ncancel");
