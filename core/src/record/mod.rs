@@ -19,6 +19,15 @@ pub(crate) use fields::{Fields, Selected};
 /// Milliseconds since the Unix epoch, from Redis `TIME`.
 pub type Millis = i64;
 
+/// Instant `ms` as UTC RFC 3339 with milliseconds (`2026-05-06T00:00:00.000Z`),
+/// for logs and messages; `<ms> ms since the epoch` when out of range.
+pub fn utc(ms: Millis) -> String {
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(t) => format!("{t:.3}"),
+        Err(_) => format!("{ms} ms since the epoch"),
+    }
+}
+
 /// What happens to a job's resource lock when it goes STALE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
