@@ -418,6 +418,10 @@ pub enum BulkCommand {
         /// Start the new attempts from the first step instead of after the last completed one.
         #[arg(long)]
         from_start: bool,
+        /// Also retry the jobs whose failure the step called permanent (not
+        /// retryable); by default they are counted apart and left out.
+        #[arg(long)]
+        include_permanent: bool,
         /// Why (recorded with each job).
         #[arg(long, default_value = "")]
         reason: String,

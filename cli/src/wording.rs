@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use leasehold_core::{
-    AttemptError, AttemptRecord, Cancelled, Error, Job, JobId, JobState, LockInfo, Millis,
+    AttemptError, AttemptRecord, Cancelled, Ending, Error, Job, JobId, JobState, LockInfo, Millis,
     Resolution, RetryMode,
 };
 use serde::Serialize;
@@ -27,6 +27,27 @@ pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
 /// `n job(s)`: [`count`] of jobs.
 pub(crate) fn jobs(n: usize) -> String {
     count(n, "job", "jobs")
+}
+
+/// Why a job's attempt ended badly, for a listing row: `in step S: KIND:
+/// MESSAGE (retryable|permanent)`, the message cut at 100 characters.
+pub(crate) fn ending(e: &Ending) -> String {
+    let mut message: String = e.message.chars().take(100).collect();
+    if message.len() < e.message.len() {
+        message.push('…');
+    }
+    format!(
+        "{}{}: {message} ({})",
+        e.step
+            .as_deref()
+            .map_or(String::new(), |s| format!("in step {s}: ")),
+        e.kind,
+        if e.retryable {
+            "retryable"
+        } else {
+            "permanent"
+        }
+    )
 }
 
 /// `yes` or `no`.

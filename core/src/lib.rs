@@ -60,7 +60,7 @@ pub use error::{Error, Result};
 pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
 pub use id::JobId;
 pub use inspect::{
-    cancel_status, discover_queues, verdicts, CancelOutcome, CancelStatus, Cleanup, Event,
+    cancel_status, discover_queues, verdicts, CancelOutcome, CancelStatus, Cleanup, Ending, Event,
     EventFollower, GateStatus, Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim,
     LockInfo, OldestWaiting, Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts,
     Unreadable, Verdicts, WorkerInfo, Workers,

@@ -21,6 +21,7 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
             since,
             until,
             from_start,
+            include_permanent,
             reason,
             dry_run,
         } => {
@@ -34,6 +35,7 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
                 error_kind,
                 since: since.map(|t| t.as_millisecond()),
                 until: until.map(|t| t.as_millisecond()),
+                include_permanent,
                 ..Default::default()
             };
             (queue, BulkAction::Retry(mode), sel, reason, dry_run)
@@ -109,6 +111,20 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
     }
     let n = plan.jobs.len();
     let state = action.source_state();
+    // a retry says how many failed for good, and whether they are left out
+    let apart = match (action, plan.permanent.len()) {
+        (BulkAction::Retry(_), 0) => String::new(),
+        (BulkAction::Retry(_), p) if sel.include_permanent => format!(
+            " ({} retryable, {p} permanent: retried too, as --include-permanent asks)",
+            plan.retryable
+        ),
+        (BulkAction::Retry(_), p) => format!(
+            "; {} failed permanently (the step said retrying won't help) and {} left out: --include-permanent retries them too",
+            crate::wording::jobs(p),
+            if p == 1 { "is" } else { "are" }
+        ),
+        _ => String::new(),
+    };
     let more = if plan.truncated {
         format!(
             " (more match: at most {} per run; run it again)",
@@ -122,7 +138,7 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
             return print_json(&json!({"dry_run": true, "plan": plan}));
         }
         outln!(
-            "bulk {} would touch {n} {state} {} of queue {queue}{more}",
+            "bulk {} would touch {n} {state} {} of queue {queue}{apart}{more}",
             action.name(),
             if n == 1 { "job" } else { "jobs" }
         );
@@ -135,7 +151,7 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
         return Ok(());
     }
     eprintln!(
-        "bulk {}: {n} {state} {} of queue {queue}{more}",
+        "bulk {}: {n} {state} {} of queue {queue}{apart}{more}",
         action.name(),
         if n == 1 { "job" } else { "jobs" }
     );

@@ -47,6 +47,8 @@ pub(super) struct BulkParams {
     outcome: Option<String>,
     /// Retry: `resume` (default) or `from_start`.
     mode: Option<String>,
+    /// Retry: also the jobs that failed permanently (`on`, `true` or `1`).
+    include_permanent: Option<String>,
     reason: Option<String>,
     token: Option<String>,
     operator: Option<String>,
@@ -133,6 +135,8 @@ impl BulkParams {
             window_from: window_bound("from", &self.from)?,
             window_to: window_bound("to", &self.to)?,
             ids,
+            include_permanent: given(&self.include_permanent)
+                .is_some_and(|v| matches!(v.as_str(), "on" | "true" | "1")),
         };
         if action == BulkAction::Cancel
             && sel.pipeline.is_none()
@@ -149,6 +153,15 @@ impl BulkParams {
 
     /// The hidden fields repeating the selection in the confirm form.
     fn hidden(&self) -> Markup {
+        html! {
+            (self.hidden_selection())
+            @if let Some(v) = given(&self.include_permanent) { input type="hidden" name="include_permanent" value=(v); }
+        }
+    }
+
+    /// The hidden fields of the selection itself (without whether permanent
+    /// failures are included).
+    fn hidden_selection(&self) -> Markup {
         let fields = [
             ("queue", &self.queue),
             ("action", &self.action),
@@ -290,6 +303,30 @@ pub(super) async fn bulk_page(
         p.summary #bulk-count data-count=(n) {
             "This will " (action.name()) " " strong { (n) } " " (state.as_str()) (if n == 1 { " job" } else { " jobs" }) " of queue " (queue) "."
             @if plan.truncated { " More match: at most " (bulk::MAX_JOBS) " per run; run it again afterwards." }
+        }
+        @if let (BulkAction::Retry(_), false) = (action, plan.permanent.is_empty() && plan.retryable == 0) {
+            @let perm = plan.permanent.len();
+            p.bulk-split #bulk-split data-retryable=(plan.retryable) data-permanent=(perm) {
+                strong { (plan.retryable) } " failed retryably; " strong { (perm) } " failed permanently (the step said retrying won't help)"
+                @if perm > 0 && !sel.include_permanent { ": those are left out." }
+                @else if perm > 0 { ": retried too, as asked." }
+                @else { "." }
+            }
+            @if perm > 0 {
+                details.bulk-permanent {
+                    summary { "The permanent failures" }
+                    ul { @for id in plan.permanent.iter().take(50) { li { a.mono href=(job_url(&queue, id.as_str())) { (id) } } } }
+                }
+                form.bulk-include method="get" action="/bulk" {
+                    (p.hidden_selection())
+                    @if sel.include_permanent {
+                        button type="submit" { "Leave the permanent failures out" }
+                    } @else {
+                        input type="hidden" name="include_permanent" value="on";
+                        button type="submit" { "Include the " (crate::wording::count(perm, "permanent failure", "permanent failures")) }
+                    }
+                }
+            }
         }
         @if n > 0 {
             ul.bulk-jobs {

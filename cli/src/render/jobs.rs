@@ -27,6 +27,8 @@ pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
             "WORKER",
             "CREATED",
             "UPDATED",
+            "INPUT",
+            "WHY IT ENDED",
         ]);
         for j in &page.jobs {
             let mut state = j.state.to_string();
@@ -52,6 +54,10 @@ pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
                 opt(j.worker.as_deref()),
                 stamp(j.created_at),
                 stamp(j.updated_at),
+                j.input.clone(),
+                j.ended
+                    .as_ref()
+                    .map_or_else(|| "-".into(), crate::wording::ending),
             ]);
         }
         out.push_str(&t.render(""));

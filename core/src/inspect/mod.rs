@@ -70,11 +70,11 @@ pub use follower::EventFollower;
 pub use history::{History, Minute, MinuteCounts, HISTORY_MAX_MINUTES};
 pub use inspector::Inspector;
 pub use search::{JobSearch, SEARCH_CAP};
-pub use verdicts::{verdicts, Cleanup, Verdicts};
+pub use verdicts::{retryable, verdicts, Cleanup, Verdicts};
 pub use views::{
-    GateStatus, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting,
-    Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo,
-    Workers,
+    Ending, GateStatus, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo,
+    OldestWaiting, Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable,
+    WorkerInfo, Workers,
 };
 
 /// Most index entries one [`Inspector::list_jobs`] call reads before it stops

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::cancel::{cancel_status, CancelOutcome};
-use crate::record::{AttemptRecord, Job};
+use crate::record::{AttemptError, AttemptRecord, Job};
 use crate::state::JobState;
 
 /// Whether a job's side effects need cleaning up.
@@ -65,6 +65,19 @@ pub struct Verdicts {
     pub cancel_honoured: Option<bool>,
 }
 
+/// Whether a job in `state` whose current attempt failed with `error` (if
+/// any) may be retried to good effect: the step's verdict for a FAILED job
+/// (yes when no error was recorded); yes for a STALE or CANCELLED job, which
+/// did not fail; `None` in any other state. Listings and [`verdicts`] both
+/// say what this says.
+pub fn retryable(state: JobState, error: Option<&AttemptError>) -> Option<bool> {
+    match state {
+        JobState::Failed => Some(error.is_none_or(|e| e.retryable)),
+        JobState::Stale | JobState::Cancelled => Some(true),
+        _ => None,
+    }
+}
+
 /// The record of the job's current attempt, if it has one.
 fn current(job: &Job) -> Option<&AttemptRecord> {
     job.attempts.iter().rev().find(|a| a.n == job.attempt)
@@ -87,11 +100,7 @@ pub fn verdicts(job: &Job) -> Verdicts {
         Cleanup::NotNeeded
     };
     let error = record.and_then(|a| a.error.as_ref());
-    let retryable = match job.state {
-        JobState::Failed => Some(error.is_none_or(|e| e.retryable)),
-        JobState::Stale | JobState::Cancelled => Some(true),
-        _ => None,
-    };
+    let retryable = retryable(job.state, error);
     let retries_exhausted =
         job.state == JobState::Failed && error.is_some_and(|e| e.retryable && e.retries_exhausted);
     let cancel_honoured = cancel_status(job).map(|c| matches!(c.outcome, CancelOutcome::Honoured));
