@@ -80,6 +80,7 @@ pub(crate) fn is_refusal(e: &Error) -> bool {
     matches!(
         e,
         Error::Refused { .. }
+            | Error::ActionRefused { .. }
             | Error::AlreadyTerminal { .. }
             | Error::LeaseLost { .. }
             | Error::InputKeyTaken { .. }

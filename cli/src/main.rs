@@ -169,6 +169,30 @@ pub enum Command {
         #[arg(long)]
         reason: String,
     },
+    /// Delete a terminal job (SUCCEEDED, FAILED or CANCELLED) now, with its
+    /// attempt records, rather than at retention; recorded as an event.
+    Delete {
+        /// The job id.
+        job: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Why (recorded; required).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Run a delayed QUEUED job now: it becomes due at once (its resource
+    /// lock and flow limits still apply); recorded as an event.
+    RunNow {
+        /// The job id.
+        job: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Why (recorded).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
     /// Enqueue one job, or one job per time window of a range (a backfill).
     Enqueue(Box<EnqueueArgs>),
     /// Resource locks: holder, time left, parked jobs, and every live job claiming the resource.
@@ -800,6 +824,12 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
                 &reason,
             )
             .await
+        }
+        Command::Delete { job, queue, reason } => {
+            commands::delete(ctx, &job_id(&job)?, queue.as_deref(), &reason).await
+        }
+        Command::RunNow { job, queue, reason } => {
+            commands::run_now(ctx, &job_id(&job)?, queue.as_deref(), &reason).await
         }
         Command::Enqueue(args) => commands::enqueue(ctx, *args).await,
         Command::Locks { queue } => commands::locks(ctx, queue).await,

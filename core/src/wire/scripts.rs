@@ -78,6 +78,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("sweep", include_str!("../../lua/sweep.lua")),
     ("retry", include_str!("../../lua/retry.lua")),
     ("resolve", include_str!("../../lua/resolve.lua")),
+    ("delete", include_str!("../../lua/delete.lua")),
+    ("run_now", include_str!("../../lua/run_now.lua")),
     ("purge", include_str!("../../lua/purge.lua")),
     ("claim_cleanup", include_str!("../../lua/claim_cleanup.lua")),
     ("settle", include_str!("../../lua/settle.lua")),
@@ -281,13 +283,15 @@ pub fn library_source() -> &'static str {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 20] = [
+const SCRIPTS: [&str; 22] = [
     "enqueue",
     "renew",
     "cancel",
     "sweep",
     "retry",
     "resolve",
+    "delete",
+    "run_now",
     "purge",
     "claim_cleanup",
     "settle",
@@ -340,6 +344,10 @@ pub(crate) static SWEEP: LazyLock<LuaScript> = script!("sweep");
 pub(crate) static RETRY: LazyLock<LuaScript> = script!("retry");
 /// resolve.lua
 pub(crate) static RESOLVE: LazyLock<LuaScript> = script!("resolve");
+/// delete.lua: deletes a terminal job before retention would.
+pub(crate) static DELETE: LazyLock<LuaScript> = script!("delete");
+/// run_now.lua: makes a delayed QUEUED job due now.
+pub(crate) static RUN_NOW: LazyLock<LuaScript> = script!("run_now");
 /// purge.lua
 pub(crate) static PURGE: LazyLock<LuaScript> = script!("purge");
 /// claim_cleanup.lua
@@ -373,7 +381,7 @@ pub(crate) static SCHEDULE_TICK: LazyLock<LuaScript> = script!("schedule_tick");
 pub(crate) static SCHEDULE_STATE: LazyLock<LuaScript> = script!("schedule_state");
 
 /// Every script, for preloading without functions.
-pub(crate) fn all() -> [&'static LuaScript; 20] {
+pub(crate) fn all() -> [&'static LuaScript; 22] {
     [
         &ENQUEUE,
         &RENEW,
@@ -381,6 +389,8 @@ pub(crate) fn all() -> [&'static LuaScript; 20] {
         &SWEEP,
         &RETRY,
         &RESOLVE,
+        &DELETE,
+        &RUN_NOW,
         &PURGE,
         &CLAIM_CLEANUP,
         &SETTLE,
