@@ -23,22 +23,39 @@ async fn delete_a_terminal_job_and_run_a_delayed_one_now() {
     let k = q.keys().clone();
 
     // delete: a CANCELLED job goes, with its attempt record and index entries
-    let gone = enqueue(&q, job("sync", 1).input_key("orders:a:1").resource("shop:a")).await;
+    let gone = enqueue(
+        &q,
+        job("sync", 1).input_key("orders:a:1").resource("shop:a"),
+    )
+    .await;
     q.cancel(&gone, "test data", "alice").await.unwrap();
     let queued = enqueue(&q, job("sync", 2)).await;
     // a job that has not ended is refused (exit 4), and nothing is written
     let before = srv.dump("*");
-    let run = cli(&srv, &["delete", queued.as_str(), "--reason", "x"]).await.code(4);
+    let run = cli(&srv, &["delete", queued.as_str(), "--reason", "x"])
+        .await
+        .code(4);
     assert!(
         run.stderr.contains("is QUEUED: delete refused")
-            && run.stderr.contains("only a SUCCEEDED, FAILED or CANCELLED job is deleted"),
+            && run
+                .stderr
+                .contains("only a SUCCEEDED, FAILED or CANCELLED job is deleted"),
         "{run:?}"
     );
     assert_eq!(before, srv.dump("*"), "a refused delete writes nothing");
-    cli(&srv, &["delete", gone.as_str(), "--reason", ""]).await.code(2);
+    cli(&srv, &["delete", gone.as_str(), "--reason", ""])
+        .await
+        .code(2);
     cli(
         &srv,
-        &["--by", "bob", "delete", gone.as_str(), "--reason", "test data, not real"],
+        &[
+            "--by",
+            "bob",
+            "delete",
+            gone.as_str(),
+            "--reason",
+            "test data, not real",
+        ],
     )
     .await
     .ok()
@@ -49,13 +66,21 @@ async fn delete_a_terminal_job_and_run_a_delayed_one_now() {
     // no record, attempt record, `done` entry or search index member
     for (key, value) in srv.dump("*") {
         if key != k.events() && !key.ends_with(":outcomes") {
-            assert!(!value.contains(gone.as_str()), "{key} still names it: {value}");
+            assert!(
+                !value.contains(gone.as_str()),
+                "{key} still names it: {value}"
+            );
         }
     }
     let events = Inspector::new(q.clone()).job_events(&gone).await.unwrap();
     let last = events.last().expect("its events outlive it");
     assert_eq!(
-        (last.op.as_str(), last.by.as_str(), last.reason.as_str(), last.to),
+        (
+            last.op.as_str(),
+            last.by.as_str(),
+            last.reason.as_str(),
+            last.to
+        ),
         ("delete", "bob", "test data, not real", JobState::Cancelled)
     );
     // it is gone for the CLI too
@@ -71,7 +96,14 @@ async fn delete_a_terminal_job_and_run_a_delayed_one_now() {
         .is_empty());
     cli(
         &srv,
-        &["--by", "carol", "run-now", later.as_str(), "--reason", "source ready early"],
+        &[
+            "--by",
+            "carol",
+            "run-now",
+            later.as_str(),
+            "--reason",
+            "source ready early",
+        ],
     )
     .await
     .ok()

@@ -258,8 +258,14 @@ impl Queue {
             }),
             status => {
                 let status = status.to_owned();
-                self.action_reply("run now", job, &status, &mut reply, "only a delayed QUEUED job is run now")
-                    .map(|_| 0)
+                self.action_reply(
+                    "run now",
+                    job,
+                    &status,
+                    &mut reply,
+                    "only a delayed QUEUED job is run now",
+                )
+                .map(|_| 0)
             }
         }
     }
@@ -293,7 +299,11 @@ impl Queue {
             // NOT_FOUND and CORRUPT as every operator script answers them (the
             // op is named only by refusals, which are ActionRefused here)
             status => {
-                let script = if action == "delete" { "delete" } else { "run_now" };
+                let script = if action == "delete" {
+                    "delete"
+                } else {
+                    "run_now"
+                };
                 Err(self.refusal(script, Op::Cancel, job.as_str(), None, status, reply))
             }
         }
