@@ -178,6 +178,22 @@ async fn unknown_queues_pipelines_and_groups_are_errors_that_name_what_exists() 
         let body = res.text().await.unwrap();
         assert!(body.contains("did you mean"), "{path}: {body}");
     }
+    // the bulk forms offer the queues and pipelines that exist
+    let forms = http()
+        .get(dash.url("/bulk"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for offered in [
+        "<option value=\"orders\">",
+        "<option value=\"reports\">",
+        "<option value=\"tenant_report\">",
+    ] {
+        assert!(forms.contains(offered), "{offered}: {forms}");
+    }
     let res = http()
         .get(dash.url("/groups/orders/nightyl"))
         .send()

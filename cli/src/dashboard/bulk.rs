@@ -241,14 +241,25 @@ impl super::App {
     }
 }
 
-fn forms() -> Markup {
+/// The three forms; the queue is chosen among `queues` and the pipeline
+/// offered from `pipelines` (the known ones: a typo is a 404 anyway).
+fn forms(queues: &[String], pipelines: &[String]) -> Markup {
+    let queue = html! {
+        label { "Queue " select name="queue" required {
+            @for q in queues { option value=(q) { (q) } }
+        } }
+    };
+    let pipeline = html! {
+        label { "Pipeline " input type="text" name="pipeline" list="bulk-pipelines" placeholder="any"; }
+    };
     html! {
+        datalist #bulk-pipelines { @for p in pipelines { option value=(p) {} } }
         section.card {
             h2 { "Retry FAILED jobs" }
             form.bulk-retry method="get" action="/bulk" {
                 input type="hidden" name="action" value="retry";
-                label { "Queue " input type="text" name="queue" required; }
-                label { "Pipeline " input type="text" name="pipeline"; }
+                (queue)
+                (pipeline)
                 label { "Error kind " input type="text" name="error_kind" placeholder="e.g. timeout"; }
                 label { "Ended since " input type="text" name="since" placeholder="2026-05-06T00:00Z"; }
                 label { "until " input type="text" name="until"; }
@@ -260,8 +271,8 @@ fn forms() -> Markup {
             h2 { "Cancel QUEUED jobs" }
             form.bulk-cancel method="get" action="/bulk" {
                 input type="hidden" name="action" value="cancel";
-                label { "Queue " input type="text" name="queue" required; }
-                label { "Pipeline " input type="text" name="pipeline"; }
+                (queue)
+                (pipeline)
                 label { "Backfill range: windows from " input type="text" name="from" placeholder="2026-05-06"; }
                 label { "to " input type="text" name="to" placeholder="2026-05-07"; }
                 button type="submit" { "Preview" }
@@ -271,8 +282,8 @@ fn forms() -> Markup {
             h2 { "Resolve STALE jobs" }
             form.bulk-resolve method="get" action="/bulk" {
                 input type="hidden" name="action" value="resolve";
-                label { "Queue " input type="text" name="queue" required; }
-                label { "Pipeline " input type="text" name="pipeline"; }
+                (queue)
+                (pipeline)
                 label { "Job ids (all STALE when empty) " textarea name="ids" rows="2" {} }
                 label { "As " select name="as" { option value="failed" { "FAILED" } option value="cancelled" { "CANCELLED" } option value="succeeded" { "SUCCEEDED" } } }
                 button type="submit" { "Preview" }
@@ -287,10 +298,21 @@ pub(super) async fn bulk_page(
     Query(p): Query<BulkParams>,
 ) -> Result<Response, PageError> {
     let Some((queue, action, sel)) = p.parse()? else {
+        let queues = app.queues().await?;
+        let mut pipelines = std::collections::BTreeSet::new();
+        for q in &queues {
+            pipelines.extend(
+                app.inspector(q)?
+                    .known_pipelines()
+                    .await
+                    .map_err(|e| app.fail(e))?,
+            );
+        }
+        let pipelines: Vec<String> = pipelines.into_iter().collect();
         let body = html! {
             h1 { "Bulk actions" }
             p.note { "Each shows how many jobs it touches before it runs, then acts job by job through the same scripts as the single actions (every job gets its own event, with your name)." }
-            (forms())
+            (forms(&queues, &pipelines))
         };
         return Ok(app.page("Bulk actions", Nav::Bulk, body).into_response());
     };
