@@ -26,13 +26,15 @@ pub(crate) fn closest<'a>(name: &str, known: &'a [String]) -> Option<&'a str> {
 /// are none`), for a `kind` (`queue`, `pipeline`, ...) that does not exist.
 pub(crate) fn unknown(kind: &str, name: &str, place: &str, known: &[String]) -> String {
     let mut out = format!("no {kind} {name:?} {place}");
-    if let Some(c) = closest(name, known) {
-        out.push_str(&format!("; did you mean {c:?}?"));
+    // "...; did you mean "y"? known ...", else "...; known ..."
+    match closest(name, known) {
+        Some(c) => out.push_str(&format!("; did you mean {c:?}? ")),
+        None => out.push_str("; "),
     }
     if known.is_empty() {
-        out.push_str(&format!("; there are no {kind}s"));
+        out.push_str(&format!("there are no {kind}s"));
     } else {
-        out.push_str(&format!("; known {kind}s: {}", known.join(", ")));
+        out.push_str(&format!("known {kind}s: {}", known.join(", ")));
     }
     out
 }
