@@ -346,6 +346,9 @@ pub(crate) fn refused(op: &str, id: &JobId, queue: &str, e: Error) -> Failure {
         Error::Refused { state, .. } | Error::AlreadyTerminal { state, .. } | Error::LeaseLost { state, .. } => {
             Failure::Refused(format!("cannot {op} job {id} in queue {queue}: it is {state}; {}", why(state)))
         }
+        e @ Error::ActionRefused { .. } => Failure::Refused(format!(
+            "cannot {op} job {id} in queue {queue}: {e}"
+        )),
         Error::InputKeyTaken { holder, .. } => Failure::Refused(format!(
             "cannot {op} job {id} in queue {queue}: job {holder} holds its input key and has not finished (the same input would be processed twice)"
         )),

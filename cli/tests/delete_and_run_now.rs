@@ -7,9 +7,11 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_core::{Inspector, JobState};
+use leasehold_core::{Inspector, JobId, JobState};
 use leasehold_testkit::RedisServer;
+use serde_json::json;
 use support::binary::{command, run_cmd, Run};
+use support::dashboard::{http, Dashboard};
 use support::jobs::{enqueue, job, lease_one, queue};
 
 async fn cli(srv: &RedisServer, args: &[&str]) -> Run {
@@ -122,4 +124,58 @@ async fn delete_a_terminal_job_and_run_a_delayed_one_now() {
     assert!(run.stderr.contains("it is not delayed"), "{run:?}");
     let run = cli(&srv, &["run-now", later.as_str()]).await.code(4);
     assert!(run.stderr.contains("is LEASED: run now refused"), "{run:?}");
+
+    // the dashboard: the job page offers each where it applies, and the API
+    // runs them through the same scripts (token needed)
+    let dash = Dashboard::start(&srv.url(), &["--token", "s3cret"], None).await;
+    let delayed = enqueue(&q, job("later", 4).delay(Duration::from_secs(3600))).await;
+    let page = |id: JobId| {
+        let url = dash.url(&format!("/jobs/orders/{id}"));
+        async move { http().get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    let p = page(delayed.clone()).await;
+    assert!(p.contains("form class=\"action-run-now\""), "{p}");
+    assert!(!p.contains("action-delete"), "{p}");
+    let post = |path: String, body: serde_json::Value| {
+        let url = dash.url(&path);
+        async move {
+            http()
+                .post(url)
+                .bearer_auth("s3cret")
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let res = post(
+        format!("/api/jobs/orders/{delayed}/run-now"),
+        json!({"operator": "dave", "reason": "now"}),
+    )
+    .await;
+    assert_eq!(res.status().as_u16(), 200);
+    assert_eq!(
+        lease_one(&q, "w2", "later", Duration::from_secs(60))
+            .await
+            .job,
+        delayed
+    );
+    // a job that has not ended cannot be deleted: 409
+    let res = post(
+        format!("/api/jobs/orders/{queued}/delete"),
+        json!({"reason": "x"}),
+    )
+    .await;
+    assert_eq!(res.status().as_u16(), 409);
+    q.cancel(&queued, "test", "dave").await.unwrap();
+    let p = page(queued.clone()).await;
+    assert!(p.contains("form class=\"action-delete\""), "{p}");
+    let res = post(
+        format!("/api/jobs/orders/{queued}/delete"),
+        json!({"operator": "dave", "reason": "test data"}),
+    )
+    .await;
+    assert_eq!(res.status().as_u16(), 200);
+    assert!(q.job(&queued).await.unwrap().is_none());
+    dash.stop().await;
 }

@@ -29,6 +29,7 @@ fn notice_text(code: &str) -> Option<&'static str> {
         "already_requested" => "A cancel request was already recorded; it stands.",
         "retried" => "Retried: a new attempt is QUEUED.",
         "resolved" => "Resolved: the STALE attempt is decided.",
+        "run_now" => "Due now: the next free worker of its pipeline takes it (its resource lock and flow limits still apply).",
         _ => return None,
     })
 }
@@ -175,12 +176,14 @@ fn action_forms(app: &App, d: &JobDetail) -> Markup {
         JobState::Failed | JobState::Cancelled | JobState::Stale
     );
     let can_resolve = j.state == JobState::Stale;
+    let can_delete = j.state.is_terminal();
+    let can_run_now = j.state == JobState::Queued && j.not_before > d.now;
     html! {
         section.card.actions #job-actions data-live="idle" {
             h2 { "Actions" }
             @if app.token.is_none() {
                 p.note { (DISABLED) }
-            } @else if !(can_cancel || can_retry || can_resolve) {
+            } @else if !(can_cancel || can_retry || can_resolve || can_delete) {
                 p.note { "No action applies to a " (j.state.as_str()) " job: a terminal result is never rewritten." }
             } @else {
                 p.note { "Actions go through the same scripts as the workers and are recorded as events by " code { "dashboard:<operator>" } "." }
@@ -203,6 +206,24 @@ fn action_forms(app: &App, d: &JobDetail) -> Markup {
                             label { "Reason " textarea name="reason" rows="2" maxlength="2000" {} }
                             (who)
                             button type="submit" { "Retry job" }
+                        }
+                    }
+                    @if can_run_now {
+                        form.action-run-now method="post" action=(action("run-now")) {
+                            h3 { "Run now" }
+                            p.note { "Delayed until " (crate::time::stamp(j.not_before)) "; run it now instead." }
+                            label { "Reason " textarea name="reason" rows="2" maxlength="2000" {} }
+                            (who)
+                            button type="submit" { "Run now" }
+                        }
+                    }
+                    @if can_delete {
+                        form.action-delete method="post" action=(action("delete")) {
+                            h3 { "Delete" }
+                            p.note { "Deletes the job and its attempt records now, as retention would later; the event keeps who and why." }
+                            label { "Reason " textarea name="reason" required rows="2" maxlength="2000" {} }
+                            (who)
+                            button.danger type="submit" { "Delete job" }
                         }
                     }
                     @if can_resolve {
