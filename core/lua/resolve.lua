@@ -1,6 +1,6 @@
 -- resolve (operator): STALE -> FAILED | CANCELLED | SUCCEEDED with a mandatory
 -- reason. The attempt's final record keeps what it was (STALE, ended when it went
--- STALE, its cut-off step) with the decision beside it (lib/attempts
+-- STALE, its cut-off step) with the decision beside it (lib/stale
 -- stale_record). Releases the resource lock.
 -- Resolving as FAILED or CANCELLED queues the job on the cleanup list, where a
 -- worker serving its pipeline runs the pipeline's cleanup hook.
@@ -15,6 +15,7 @@
 --- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
+--- @include "lib/stale"
 --- @include "lib/retention"
 --- @include "lib/args"
 --- @include "lib/groups"

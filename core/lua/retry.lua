@@ -1,7 +1,8 @@
 -- retry (operator): a new attempt, in QUEUED, for a job whose current attempt is
 -- FAILED, CANCELLED or STALE. The old attempt's record is kept (a STALE attempt is
--- recorded as it went STALE, with the retry beside it: lib/attempts stale_record). 'resume' keeps the last completed step and its output so
--- the new attempt continues after it; 'start' clears them.
+-- recorded as it went STALE, with the retry beside it: lib/stale stale_record).
+-- 'resume' keeps the last completed step and its output so the new attempt
+-- continues after it; 'start' clears them.
 -- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] wake:<pipeline>
 -- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
 -- A job whose input key is now held by another non-terminal job is refused
@@ -18,6 +19,7 @@
 --- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
+--- @include "lib/stale"
 --- @include "lib/args"
 --- @include "lib/new_attempt"
 local jk, k_ready, k_wake = KEYS[10], KEYS[11], KEYS[12]

@@ -267,7 +267,7 @@ impl Job {
     /// The record of a STALE attempt awaiting an operator's decision, built
     /// from the job hash: the facts as they stood when it went STALE (ended
     /// then, the running step cut off). `retry` and `resolve` write the same
-    /// record with the decision added beside it (lib/attempts.lua
+    /// record with the decision added beside it (lib/stale.lua
     /// `stale_record`). `None` for any other job, or when attempt `attempt`
     /// has a record already.
     pub fn stale_attempt_from_hash(&self) -> Option<AttemptRecord> {

@@ -36,6 +36,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib/moves", include_str!("../../lua/lib/moves.lua")),
     ("lib/jobs", include_str!("../../lua/lib/jobs.lua")),
     ("lib/attempts", include_str!("../../lua/lib/attempts.lua")),
+    ("lib/stale", include_str!("../../lua/lib/stale.lua")),
     ("lib/retention", include_str!("../../lua/lib/retention.lua")),
     ("lib/args", include_str!("../../lua/lib/args.lua")),
     ("lib/create", include_str!("../../lua/lib/create.lua")),
