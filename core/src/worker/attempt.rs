@@ -669,7 +669,8 @@ impl Attempt<'_> {
                 active.count("FAILED", "QUEUED");
                 info!(
                     next_attempt = attempt,
-                    not_before, "attempt failed; a new attempt is queued"
+                    not_before = %crate::record::utc(not_before),
+                    "attempt failed; a new attempt is queued"
                 )
             }
             Err(Gone::Lost) => {}
