@@ -9,7 +9,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{
     Attribute, FnArg, GenericArgument, GenericParam, Ident, ItemImpl, LitStr, PathArguments,
-    ReceiverKind, ReturnType, Signature, Type,
+    ReturnType, Signature, Type,
 };
 
 use crate::errors::Errors;
@@ -212,7 +212,7 @@ pub(crate) fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> 
 
 /// Checks the impl block itself; returns the pipeline type's name.
 fn check_impl(item: &ItemImpl, errors: &mut Errors) -> Option<Ident> {
-    if let Some((path, _)) = &item.trait_ {
+    if let Some((_, path, _)) = &item.trait_ {
         errors.spanned(
             path,
             "#[pipeline] goes on an inherent impl block (`impl MyPipeline { ... }`), not a trait impl",
@@ -533,7 +533,7 @@ fn check_method(sig: &Signature, what: &str, errors: &mut Errors) -> bool {
         errors.spanned(c, format!("{what} cannot be `const`"));
         ok = false;
     }
-    if let syn::Safety::Unsafe(u) = &sig.safety {
+    if let Some(u) = &sig.unsafety {
         errors.spanned(u, format!("{what} cannot be `unsafe`"));
         ok = false;
     }
@@ -563,9 +563,11 @@ fn check_context<'a>(
 ) -> Option<Vec<&'a syn::PatType>> {
     let mut inputs = sig.inputs.iter();
     match inputs.next() {
-        Some(FnArg::Receiver(r)) => match &r.kind {
-            ReceiverKind::Reference(_, _, None) if r.mutability.is_none() => {}
-            ReceiverKind::Reference(_, _, Some(_)) => {
+        // `&self` is a reference receiver without `mut`; `&mut self` one with it
+        // (syn puts the `mut` of `&mut self` in `mutability`)
+        Some(FnArg::Receiver(r)) => match (&r.reference, &r.mutability) {
+            (Some(_), None) if r.colon_token.is_none() => {}
+            (Some(_), Some(_)) if r.colon_token.is_none() => {
                 errors.spanned(
                     r,
                     format!(
