@@ -20,6 +20,9 @@
 --- @include "lib/jobs"
 --- @include "lib/quarantine"
 local jk, id, who = KEYS[10], ARGV[4], ARGV[5]
+if type(id) ~= 'string' or id == '' then return redis.error_reply('BAD_ARG quarantine_repair: job id is missing') end
+local forged = forged_keys(KEYS, { [10] = job_key(id) })
+if forged then return forged end
 if not redis.call('ZSCORE', K_QUARANTINE, id) then return { 'NOT_QUARANTINED' } end
 local f, bad_key = read_job(jk, { 'state', 'attempt', 'pipeline', 'input', 'resource', 'last_step', 'priority',
   'created_at' })

@@ -50,6 +50,8 @@ for _, c in ipairs({ { queue, 'queue' }, { pipeline, 'pipeline' }, { name, 'name
   if c[1] == nil or c[1] == '' then return bad_arg(S, c[2], c[1]) end
 end
 if mode ~= 'tick' and mode ~= 'trigger' then return bad_arg(S, 'mode', mode) end
+local forged = forged_schedule_keys(KEYS, name)
+if forged then return forged end
 local CATCH_UPS, OVERLAPS = { all = true, latest = true, none = true }, { allow = true, skip = true, wait = true }
 local expected, catch_up, overlap = ARGV[9], ARGV[10], ARGV[11]
 if mode == 'tick' and not int_value(expected, 0) then return bad_arg(S, 'expected cursor', expected) end

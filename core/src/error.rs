@@ -133,6 +133,19 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// A script call named a key that is not its queue's own where a fixed
+    /// key belongs (KEYS[2..] must be the base, KEYS[1], followed by the
+    /// key's fixed suffix): the call was refused before any write. Only a
+    /// hand-built call (or a defect) sends one.
+    #[error("script call refused before any write: KEYS[{position}] is {key}, not the queue's own key {expected}")]
+    ForeignKey {
+        /// The key's position in KEYS (from 1).
+        position: usize,
+        /// The key the call passed.
+        key: String,
+        /// The key the script expected there.
+        expected: String,
+    },
     /// A script replied in a shape this client does not understand.
     #[error("unexpected reply from the {script} script: {detail}")]
     Protocol {
