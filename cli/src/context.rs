@@ -100,6 +100,8 @@ impl Ctx {
         match queue.job(job).await {
             Ok(found) => Ok(found.is_some() || quarantined),
             Err(_) if quarantined => Ok(true),
+            // the key is there but cannot be read as a job: `show` says why
+            Err(Error::Corrupt { .. }) => Ok(true),
             Err(e) => Err(self.fail(e)),
         }
     }

@@ -192,6 +192,21 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// A `WRONGTYPE` reply to a command on `key` (which should hold a
+    /// `expected`, e.g. "hash") as [`Error::Corrupt`] naming the key (field
+    /// `(key)`); any other error as it is. Redis's own reply does not say
+    /// which key holds the wrong kind of value.
+    pub fn naming_key(self, key: &str, expected: &str) -> Error {
+        match &self {
+            Error::Redis(e) if e.code() == Some("WRONGTYPE") => Error::Corrupt {
+                key: key.to_owned(),
+                field: "(key)".into(),
+                problem: format!("the key holds the wrong kind of value (not a {expected})"),
+            },
+            _ => self,
+        }
+    }
+
     /// True when the error means this caller must stop working on the job:
     /// its lease is gone or the job moved on without it.
     pub fn is_lease_lost(&self) -> bool {

@@ -61,6 +61,7 @@ mod stale;
 mod status;
 mod views;
 mod workers;
+mod wrong_type;
 
 pub use cancel::{cancel_status, CancelOutcome, CancelStatus};
 pub use discover::discover_queues;
