@@ -90,4 +90,7 @@ pub const MAX_EVENTS_SCANNED: usize = 200_000;
 pub const STATUS_STALE_LIMIT: usize = 20;
 
 /// Entries per pipelined round trip.
+/// Jobs read behind each lock or slot a STALE job holds, to say which
+/// pipelines it stalls.
+pub const STALL_SAMPLE: usize = 100;
 const CHUNK: usize = 500;
