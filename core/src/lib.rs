@@ -60,7 +60,7 @@ pub use error::{Error, Result};
 pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
 pub use id::JobId;
 pub use inspect::{
-    cancel_status, discover_queues, CancelOutcome, CancelStatus, Event, EventFollower, GateStatus,
+    cancel_status, discover_queues, discover_reachable_queues, DiscoveredQueues, UnreachableMaster, CancelOutcome, CancelStatus, Event, EventFollower, GateStatus,
     Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
     PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
 };

@@ -64,7 +64,9 @@ mod workers;
 mod wrong_type;
 
 pub use cancel::{cancel_status, CancelOutcome, CancelStatus};
-pub use discover::discover_queues;
+pub use discover::{
+    discover_queues, discover_reachable_queues, DiscoveredQueues, UnreachableMaster,
+};
 pub use events::Event;
 pub use follower::EventFollower;
 pub use history::{History, Minute, MinuteCounts, HISTORY_MAX_MINUTES};
