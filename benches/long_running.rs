@@ -4,7 +4,7 @@
 //!
 //! `cargo bench --bench long_running [-- --quick]` (full: ~2 min; `--quick`
 //! stops at 10^4 running jobs). Results: a markdown report on stdout and in
-//! `target/long-running-results.md`. See BENCHMARKS.md, "Long-running costs
+//! `target/long-running-results.md`. See docs/benchmarks-history.md, "Long-running costs
 //! and the floor".
 //!
 //! Running jobs are made as a worker makes them: jobs enqueued in bulk, then

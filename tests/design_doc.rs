@@ -68,3 +68,62 @@ fn design_doc_shows_the_transition_table_of_transitions_rs() {
         ),
     }
 }
+
+/// The line before the list of scripts in `docs/design.md`.
+const SCRIPTS_BEGIN: &str =
+    "<!-- scripts:begin (every file under core/lua; checked by tests/design_doc.rs) -->";
+/// The line after it.
+const SCRIPTS_END: &str = "<!-- scripts:end -->";
+
+/// Every `.lua` file under `core/lua`, as a path relative to it.
+fn lua_files() -> Vec<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("core/lua");
+    let mut found = Vec::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("core/lua is readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "lua") {
+                let rel = path.strip_prefix(&root).expect("under core/lua");
+                found.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn design_doc_names_every_script_and_include_once() {
+    let start = DESIGN
+        .find(SCRIPTS_BEGIN)
+        .expect("the scripts:begin marker");
+    let end = DESIGN[start..]
+        .find(SCRIPTS_END)
+        .expect("the scripts:end marker")
+        + start;
+    let listed: Vec<&str> = DESIGN[start..end]
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .collect();
+    let files = lua_files();
+    assert!(files.len() > 20, "found the scripts: {files:?}");
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|f| !listed.contains(&f.as_str()))
+        .collect();
+    let stray: Vec<&&str> = listed
+        .iter()
+        .filter(|l| !files.iter().any(|f| f == *l))
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    let twice: Vec<&&str> = listed.iter().filter(|l| !seen.insert(**l)).collect();
+    assert!(
+        missing.is_empty() && stray.is_empty() && twice.is_empty(),
+        "docs/design.md's list of scripts must name every file under core/lua once: \
+         missing {missing:?}, not a file {stray:?}, twice {twice:?}"
+    );
+}

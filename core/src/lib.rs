@@ -31,6 +31,7 @@ pub mod id;
 pub mod inspect;
 pub mod job_spec;
 pub mod lease;
+mod lease_clock;
 pub mod metrics;
 #[cfg(feature = "otel")]
 pub mod otel;

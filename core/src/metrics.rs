@@ -120,6 +120,9 @@ pub struct Metrics {
     pub lease_renewals: Family<QueueLabels, Counter>,
     /// Leases found lost (swept, re-leased, or cut off from Redis).
     pub leases_lost: Family<QueueLabels, Counter>,
+    /// Attempts given up before a step began, their lease past its local
+    /// deadline (a worker that woke from a freeze, or was starved of CPU).
+    pub steps_abandoned: Family<PipelineLabels, Counter>,
     /// Expired leases the sweeper recovered, by outcome.
     pub sweeper_recoveries: Family<RecoveryLabels, Counter>,
     /// Jobs parked because their resource was locked.
@@ -176,6 +179,12 @@ impl Metrics {
             "Leases found lost: swept, re-leased, or cut off from Redis",
             leases_lost.clone(),
         );
+        let steps_abandoned = Family::<PipelineLabels, Counter>::default();
+        registry.register(
+            "steps_abandoned",
+            "Attempts given up before a step began, their lease past its local deadline",
+            steps_abandoned.clone(),
+        );
         let sweeper_recoveries = Family::<RecoveryLabels, Counter>::default();
         registry.register(
             "sweeper_recoveries",
@@ -228,6 +237,7 @@ impl Metrics {
             queue_wait_seconds,
             lease_renewals,
             leases_lost,
+            steps_abandoned,
             sweeper_recoveries,
             lock_waits,
             flow_waits,

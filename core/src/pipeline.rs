@@ -393,6 +393,8 @@ pub(crate) struct StepShared {
     pub(crate) cancel_reason: std::sync::Mutex<Option<String>>,
     /// The job's queue and its pipeline's declared rate, for `limit` (none when detached).
     pub(crate) limits: Option<(crate::queue::Queue, Option<crate::flow::Rate>)>,
+    /// The lease's local clock, for [`StepContext::lease_valid`].
+    pub(crate) lease_clock: crate::lease_clock::LeaseClock,
 }
 
 /// A named rate limiter as a step uses it (see [`StepContext::limit`]).
@@ -454,6 +456,7 @@ impl StepContext {
                 cancel: CancellationToken::new(),
                 cancel_reason: std::sync::Mutex::new(None),
                 limits: None,
+                lease_clock: crate::lease_clock::LeaseClock::detached(),
             }),
             step,
         }
@@ -502,6 +505,63 @@ impl StepContext {
     pub fn fence(&self) -> u64 {
         self.shared.fence
     }
+    /// True while this attempt's lease is valid by the worker's own clock:
+    /// not known lost, and not past its local deadline (the sending of the
+    /// last call that confirmed the lease, plus its TTL, minus the safety
+    /// margin the worker's cut-off check uses), read now on the monotonic
+    /// clock. No Redis call: cheap enough to call right before every side
+    /// effect. A detached context is always valid.
+    ///
+    /// It does not prove the lease is still held (a worker frozen just after
+    /// this call may wake past its deadline): pair it with the
+    /// [fence](StepContext::fence) in the write itself, as
+    /// [`StepContext::fence_while_valid`] shows.
+    ///
+    /// ```
+    /// use leasehold_core::{JobId, StepContext};
+    ///
+    /// // a context outside a worker holds no real lease: it is always valid
+    /// let ctx = StepContext::detached(JobId::new(), 1, 7, "load");
+    /// assert!(ctx.lease_valid());
+    /// assert_eq!(ctx.fence_while_valid().ok(), Some(7));
+    /// ```
+    pub fn lease_valid(&self) -> bool {
+        self.shared.lease_clock.valid_now()
+    }
+
+    /// The fence, only while [`lease_valid`](StepContext::lease_valid) holds:
+    /// hand it to a fenced sink in the same breath as the write. Past the
+    /// local deadline (or once the lease is known lost) it fails with a
+    /// `lease_lost` error, which ends the step; nothing the step returns
+    /// after its lease is lost is recorded.
+    ///
+    /// A fenced sink stores the highest fence it accepted per resource and
+    /// refuses a write with a lower one. It does **not** refuse a late write
+    /// of an old holder as long as no newer holder has written yet: this check,
+    /// taken just before the write, is what keeps a holder whose lease ran out
+    /// from writing at all.
+    ///
+    /// ```no_run
+    /// # use leasehold_core::{StepContext, StepError};
+    /// # async fn upsert(_fence: u64, _rows: &[u8]) -> Result<(), std::io::Error> { Ok(()) }
+    /// # async fn step(ctx: &StepContext, rows: &[u8]) -> Result<(), StepError> {
+    /// let fence = ctx.fence_while_valid()?;
+    /// // the sink refuses the write if it already holds one with a higher fence
+    /// upsert(fence, rows).await.map_err(StepError::retryable)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fence_while_valid(&self) -> Result<u64, StepError> {
+        if self.lease_valid() {
+            Ok(self.shared.fence)
+        } else {
+            Err(StepError::retryable(
+                "the lease is past its local deadline or lost: no write may be made under it",
+            )
+            .with_kind("lease_lost"))
+        }
+    }
+
     /// The worker instance running the step.
     pub fn worker(&self) -> &str {
         &self.shared.worker

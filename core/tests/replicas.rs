@@ -279,6 +279,9 @@ struct Span {
     outcome: String,
     #[serde(default)]
     detail: String,
+    /// `ctx.lease_valid()` as the step ended (end records of finished steps).
+    #[serde(default)]
+    lease_valid: Option<bool>,
 }
 
 async fn spans(queue: &Queue) -> Vec<Span> {
@@ -1316,6 +1319,11 @@ async fn a_cut_off_replica_stops_its_step_and_its_late_writes_are_refused() {
     })
     .await;
     assert_eq!(end.outcome, "cancelled", "{end:?}");
+    assert_eq!(
+        end.lease_valid,
+        Some(false),
+        "the step's own lease check says the lease ran out: {end:?}"
+    );
     assert!(
         end.t - load.t < 15_000_000,
         "stopped well before its 20 s of work: {end:?}"
@@ -1506,6 +1514,153 @@ async fn a_paused_replica_wakes_up_to_refusals_and_writes_nothing() {
             .iter()
             .all(|s| s.step != "aggregate"),
         "no step after the lost one started"
+    );
+}
+
+/// A replica whose lease-and-start call is in flight when it is frozen
+/// (SIGSTOP): the call is held in a stalled proxy until the replica is
+/// stopped, then let through, so Redis leases and starts the job for a
+/// replica that cannot run yet. Returns once the job is RUNNING under that
+/// lease; the replica is still frozen.
+async fn frozen_holding_a_started_lease(
+    srv: &RedisServer,
+    queue: &Queue,
+    proxy: &TcpProxy,
+) -> (Replica, JobId) {
+    let mut w = Replica::worker(
+        "frozen",
+        &proxy.url(),
+        &[
+            ("spans-url", &srv.url()),
+            // the replica's own sweeper stays out of it (the test sweeps)
+            ("sweep-ms", "60000"),
+            ("concurrency", "1"),
+            // idle lease calls every 100 ms, slept between (no blocking wait)
+            ("max-idle-ms", "100"),
+        ],
+    );
+    w.ready().await;
+    proxy.stall();
+    let id = enqueue(queue, "frozen", Some("shop-f"), quick_steps(20)).await;
+    wait_until_async(WAIT, "the replica's next lease call is held", || {
+        let held = proxy.held_requests();
+        async move { held.windows(6).any(|w| w == b"settle") }
+    })
+    .await;
+    w.signal(libc::SIGSTOP);
+    proxy.resume();
+    wait_state(queue, &id, JobState::Running).await;
+    let j = job(queue, &id).await;
+    assert_eq!(j.attempt, 1);
+    assert!(spans_of(queue, &id).await.is_empty(), "nothing ran yet");
+    (w, id)
+}
+
+/// Waits until Redis's own deadline for the job's lease has passed.
+async fn wait_past_lease_deadline(queue: &Queue, id: &JobId) {
+    let deadline = job(queue, id).await.lease.expect("a live lease").deadline;
+    wait_until_async(WAIT, "the lease's deadline passes", || async move {
+        redis_now(queue).await > deadline + 50
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_woken_after_its_job_was_swept_starts_no_step() {
+    let _serial = SERIAL.lock().await;
+    let srv = RedisServer::start_tcp();
+    let proxy = TcpProxy::start(
+        format!("127.0.0.1:{}", srv.port().unwrap())
+            .parse()
+            .unwrap(),
+    );
+    let queue = client(&srv.url()).await;
+    let (mut w, id) = frozen_holding_a_started_lease(&srv, &queue, &proxy).await;
+
+    // the lease runs out while the replica is frozen, and the job is swept
+    wait_past_lease_deadline(&queue, &id).await;
+    wait_until_async(WAIT, "the job is swept STALE", || {
+        let (queue, id) = (&queue, &id);
+        async move {
+            queue.sweep(100).await.expect("sweep");
+            state(queue, id).await == JobState::Stale
+        }
+    })
+    .await;
+    let job_key = queue.keys().job(id.as_str());
+    let snapshot = srv.dump(&job_key);
+    w.signal(libc::SIGCONT);
+
+    // it reads the lease reply only now, past the lease's local deadline
+    wait_until_async(WAIT, "the woken replica gives the attempt up", || {
+        let out = w.output();
+        async move {
+            out.iter()
+                .any(|l| l.contains("abandoned before step fetch began"))
+        }
+    })
+    .await;
+    w.stop_cleanly(WAIT).await;
+    assert!(
+        spans_of(&queue, &id).await.is_empty(),
+        "no step of the swept job began"
+    );
+    assert_eq!(
+        srv.dump(&job_key),
+        snapshot,
+        "the woken replica wrote nothing"
+    );
+    assert_eq!(state(&queue, &id).await, JobState::Stale);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_woken_past_its_lease_deadline_records_the_abandoned_attempt() {
+    let _serial = SERIAL.lock().await;
+    let srv = RedisServer::start_tcp();
+    let proxy = TcpProxy::start(
+        format!("127.0.0.1:{}", srv.port().unwrap())
+            .parse()
+            .unwrap(),
+    );
+    let queue = client(&srv.url()).await;
+    let (mut w, id) = frozen_holding_a_started_lease(&srv, &queue, &proxy).await;
+
+    // past the lease's deadline, but nobody swept: Redis still holds the lease
+    // for this attempt, so the replica's one try to record why lands
+    wait_past_lease_deadline(&queue, &id).await;
+    assert_eq!(state(&queue, &id).await, JobState::Running);
+    w.signal(libc::SIGCONT);
+
+    wait_state(&queue, &id, JobState::Succeeded).await;
+    w.stop_cleanly(WAIT).await;
+    let j = job(&queue, &id).await;
+    assert_eq!(j.attempt, 2, "{j:?}");
+    let first = &j.attempts[0];
+    assert_eq!(first.n, 1);
+    assert_eq!(first.state, JobState::Failed);
+    let error = first.error.as_ref().expect("the abandoned attempt's error");
+    assert_eq!(error.kind, "interrupted");
+    assert!(
+        error.message.contains("abandoned before step fetch began")
+            && error.message.contains("no step ran"),
+        "{error:?}"
+    );
+    let spans = spans_of(&queue, &id).await;
+    assert!(
+        spans.iter().all(|s| s.attempt == 2),
+        "no step of the abandoned attempt began: {spans:?}"
+    );
+    assert_eq!(
+        spans.iter().filter(|s| s.ev == "begin").count(),
+        4,
+        "the new attempt ran every step: {spans:?}"
+    );
+    assert!(
+        spans
+            .iter()
+            .filter(|s| s.ev == "end")
+            .all(|s| s.lease_valid == Some(true)),
+        "every step of the new attempt saw its lease valid: {spans:?}"
     );
 }
 

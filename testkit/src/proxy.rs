@@ -58,6 +58,9 @@ struct ProxyState {
     stalled: Mutex<bool>,
     /// Notified when the stall ends, the proxy blocks or it stops.
     resumed: Condvar,
+    /// Copies of the bytes clients sent that the current stall holds (see
+    /// [`TcpProxy::held_requests`]).
+    held: Mutex<Vec<u8>>,
 }
 
 impl ProxyState {
@@ -139,7 +142,24 @@ impl TcpProxy {
     /// Stalls all traffic: connections stay open and bytes are accepted (and
     /// held), but nothing is forwarded either way until [`resume`](TcpProxy::resume).
     pub fn stall(&self) {
+        self.state
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         *self.state.stalled.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+
+    /// What clients sent toward the server since the last
+    /// [`stall`](TcpProxy::stall) that the stall is holding (or held): a test
+    /// waits on it to know a call is on its way before it acts (for example,
+    /// freezes the client process while its call is in flight).
+    pub fn held_requests(&self) -> Vec<u8> {
+        self.state
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Ends a stall: the bytes held are forwarded and traffic flows again.
@@ -236,13 +256,14 @@ fn proxy_accept_loop(
             live.insert(id, (client, upstream));
         }
         let ends = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
-        for (mut from, mut to) in [(c_read, u_write), (u_read, c_write)] {
+        for (mut from, mut to, toward_server) in [(c_read, u_write, true), (u_read, c_write, false)]
+        {
             let st = state.clone();
             let ends = ends.clone();
             let spawned = std::thread::Builder::new()
                 .name("leasehold-testkit-proxy-copy".into())
                 .spawn(move || {
-                    let _ = forward(&mut from, &mut to, &st);
+                    let _ = forward(&mut from, &mut to, &st, toward_server);
                     let _ = to.shutdown(std::net::Shutdown::Write);
                     if ends.fetch_add(1, Ordering::SeqCst) == 1 {
                         let removed = st
@@ -264,17 +285,26 @@ fn proxy_accept_loop(
 }
 
 /// Copies `from` to `to` until either ends, holding each chunk read while
-/// traffic is stalled.
+/// traffic is stalled (and, `toward_server`, keeping a copy of it for
+/// [`TcpProxy::held_requests`]).
 fn forward(
     from: &mut std::net::TcpStream,
     to: &mut std::net::TcpStream,
     state: &ProxyState,
+    toward_server: bool,
 ) -> io::Result<()> {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = from.read(&mut buf)?;
         if n == 0 {
             return Ok(());
+        }
+        if toward_server && *state.stalled.lock().unwrap_or_else(|p| p.into_inner()) {
+            state
+                .held
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend_from_slice(&buf[..n]);
         }
         state.wait_while_stalled();
         to.write_all(&buf[..n])?;

@@ -3,13 +3,15 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use crate::id::JobId;
 use crate::lease::Lease;
+pub(crate) use crate::lease_clock::deadline_margin;
+use crate::lease_clock::LeaseClock;
 use crate::metrics::{Metrics, PipelineLabels};
 use crate::pipeline::StepShared;
 
@@ -42,11 +44,6 @@ pub(crate) struct ActiveJob {
     run_permit: Mutex<Option<OwnedSemaphorePermit>>,
     /// The job's lease slot (see `LeaseLoop::slots`) until its final operation is sent.
     lease_permit: Mutex<Option<OwnedSemaphorePermit>>,
-    /// When the last call that confirmed the lease (the lease itself, a
-    /// renewal, a checkpoint) was sent, on this worker's monotonic clock: Redis
-    /// set the lease's deadline after that instant, so it lies beyond
-    /// `confirmed_at + ttl` (see [`ActiveJob::local_deadline`]).
-    confirmed_at: Mutex<Instant>,
     /// The process's metrics.
     pub(crate) metrics: Arc<Metrics>,
 }
@@ -70,6 +67,7 @@ impl ActiveJob {
             cancel: CancellationToken::new(),
             cancel_reason: Mutex::new(None),
             limits,
+            lease_clock: LeaseClock::new(lease.ttl, leased_at),
         });
         Arc::new(ActiveJob {
             lease: Arc::new(lease),
@@ -79,7 +77,6 @@ impl ActiveJob {
             ending: AtomicBool::new(false),
             run_permit: Mutex::new(None),
             lease_permit: Mutex::new(None),
-            confirmed_at: Mutex::new(leased_at),
             metrics,
         })
     }
@@ -99,6 +96,9 @@ impl ActiveJob {
                 _ => false,
             };
             if replace {
+                if matches!(why, StopWhy::Lost(_)) {
+                    self.shared.lease_clock.mark_lost();
+                }
                 *slot = Some(why);
                 if let Ok(mut r) = self.shared.cancel_reason.lock() {
                     *r = Some(reason);
@@ -175,20 +175,12 @@ impl ActiveJob {
     /// Moves the local deadline on after a call sent at `sent_at` confirmed
     /// the lease (a renewal, a checkpoint).
     pub(crate) fn renewed(&self, sent_at: Instant) {
-        if let Ok(mut at) = self.confirmed_at.lock() {
-            if sent_at > *at {
-                *at = sent_at;
-            }
-        }
+        self.shared.lease_clock.renewed(sent_at);
     }
 
     /// When the last call that confirmed the lease was sent.
     pub(crate) fn confirmed_at(&self) -> Instant {
-        // a poisoned lock reads as never confirmed since the lease: the earliest deadline
-        match self.confirmed_at.lock() {
-            Ok(at) => *at,
-            Err(poisoned) => *poisoned.into_inner(),
-        }
+        self.shared.lease_clock.confirmed_at()
     }
 
     /// The lease's local deadline on this worker's monotonic clock: when the
@@ -201,17 +193,8 @@ impl ActiveJob {
 
     /// True when the local deadline has passed without a confirmed renewal.
     pub(crate) fn expired_locally(&self, now: Instant) -> bool {
-        now >= self.local_deadline()
+        self.shared.lease_clock.expired_at(now)
     }
-}
-
-/// How long before the end of a lease's TTL (counted from the sending of the
-/// call that confirmed it) its holder gives it up: a tenth of the TTL, at
-/// least 300 ms, but never more than a quarter of it. It covers the clocks
-/// of the worker and Redis running at slightly different rates and the time
-/// a step takes to see its cancellation.
-pub(crate) fn deadline_margin(ttl: Duration) -> Duration {
-    (ttl / 10).max(Duration::from_millis(300)).min(ttl / 4)
 }
 
 /// Every job the worker holds, by id.

@@ -30,6 +30,7 @@ use super::runner::{AnyInput, Runner};
 use super::settler::Settler;
 use super::shared::Shared;
 use super::step::{run_step, StepRun};
+use super::watchdog;
 use crate::error::Error;
 use crate::lease::{Finished, Lease, Outcome, Started};
 use crate::metrics::StepLabels;
@@ -52,6 +53,11 @@ where
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
     let mut backoff = Duration::from_millis(50);
+    // checked here, synchronously, not only by the watchdog's timer: a worker
+    // that wakes from a freeze runs this before the watchdog has looked
+    if !active.is_lost() && active.expired_locally(Instant::now()) {
+        watchdog::expire(active, Instant::now());
+    }
     if let Some(StopWhy::Lost(reason)) = active.why() {
         // the lease is gone or past its local deadline: a write now would be
         // refused at best (stale token), and could hang on a cut-off connection
@@ -84,6 +90,9 @@ where
         }
     }
 }
+
+/// How long an abandoned attempt waits for its one try to record why.
+const ABANDON_RECORD_WAIT: Duration = Duration::from_secs(2);
 
 /// A number in 0..1 for jitter.
 fn unit_random() -> f64 {
@@ -336,6 +345,14 @@ impl Attempt<'_> {
         let mut last_completed: Option<&'static str> =
             start_index.checked_sub(1).map(|i| steps[i].name);
         for (index, spec) in steps.iter().enumerate().skip(start_index) {
+            // the lease's local deadline, checked synchronously before anything
+            // of the step runs (a worker woken from a freeze may get here before
+            // its watchdog or heartbeat has looked; if they looked first, the
+            // deadline has still passed)
+            if self.active.expired_locally(Instant::now()) {
+                self.abandon_before(spec.name, last_completed).await;
+                return;
+            }
             // phase A: check at the step boundary
             if self.stopped_at_boundary(input, last_completed).await {
                 return;
@@ -394,6 +411,60 @@ impl Attempt<'_> {
             return true;
         }
         false
+    }
+
+    /// Gives up the attempt before `step` began, its lease past the local
+    /// deadline: nothing of the step runs. The lease is assumed lost from now
+    /// on; one token-compared `finish` (interrupted, so the job gets a new
+    /// attempt that resumes after `last_completed`) records why, if Redis
+    /// still holds the lease for this attempt; otherwise Redis refuses it and
+    /// writes nothing (the sweeper's STALE record stands), which is logged.
+    async fn abandon_before(&self, step: &'static str, last_completed: Option<&'static str>) {
+        let active = self.active;
+        let now = Instant::now();
+        let since = now.saturating_duration_since(active.confirmed_at());
+        let reason = format!(
+            "abandoned before step {step} began: the lease was past its local deadline \
+             ({} ms since its last confirmation, TTL {} ms); no step ran in this attempt{}",
+            since.as_millis(),
+            active.lease.ttl.as_millis(),
+            match last_completed {
+                Some(s) => format!(" after {s}"),
+                None => String::new(),
+            }
+        );
+        if !active.is_lost() {
+            watchdog::expire(active, now);
+        }
+        self.shared
+            .metrics
+            .steps_abandoned
+            .get_or_create(&active.labels())
+            .inc();
+        let outcome = Outcome::Interrupted {
+            reason: reason.clone(),
+            cleanup_needed: false,
+        };
+        let lease = &active.lease;
+        active.mark_ending();
+        let sent = self.settler.finish(lease, &outcome, None, None);
+        match tokio::time::timeout(ABANDON_RECORD_WAIT, sent).await {
+            Ok(Ok(Finished::Retrying { attempt, .. })) => {
+                active.count("RUNNING", "FAILED");
+                active.count("FAILED", "QUEUED");
+                warn!(step, next_attempt = attempt, %reason, "attempt abandoned and recorded; a new attempt is queued");
+            }
+            Ok(Ok(Finished::Ended(state))) => {
+                active.count("RUNNING", state.as_str());
+                warn!(step, %state, %reason, "attempt abandoned and recorded");
+            }
+            Ok(Err(e)) => {
+                warn!(step, error = %e, %reason, "attempt abandoned; Redis no longer holds the lease for it, so nothing was written");
+            }
+            Err(_) => {
+                warn!(step, %reason, "attempt abandoned; its record could not be written in time, so the sweeper decides");
+            }
+        }
     }
 
     /// Runs step `index` (started at `started`) in its span and records its

@@ -100,6 +100,15 @@ async fn sweeps(hb: &Heartbeat) {
 /// Renews every held lease, telling job tasks of cancels and lost leases.
 async fn renew_all(hb: &Heartbeat) {
     let active = hb.shared.active.snapshot();
+    // a lease past its local deadline is given up here too, not renewed: a
+    // renewal that Redis would still accept must not revive, after a freeze, a
+    // lease the job's task (or the watchdog) may already have given up
+    let now = Instant::now();
+    for job in &active {
+        if !job.is_lost() && !job.is_ending() && job.expired_locally(now) {
+            super::watchdog::expire(job, now);
+        }
+    }
     for queue in &hb.queues {
         let mine: Vec<_> = active
             .iter()

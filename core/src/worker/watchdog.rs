@@ -41,7 +41,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
                 continue;
             }
             if job.expired_locally(now) {
-                expire(&shared, &job, now);
+                expire(&job, now);
             } else {
                 let deadline = job.local_deadline();
                 next = Some(next.map_or(deadline, |n| n.min(deadline)));
@@ -65,7 +65,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
 
 /// Stops `job`, whose local deadline passed at `now`: its lease is surely
 /// (or soon) swept.
-fn expire(shared: &Shared, job: &ActiveJob, now: Instant) {
+pub(crate) fn expire(job: &ActiveJob, now: Instant) {
     let since = now.saturating_duration_since(job.confirmed_at());
     warn!(
         job = %job.lease.job,
@@ -73,11 +73,9 @@ fn expire(shared: &Shared, job: &ActiveJob, now: Instant) {
         since_confirmed = ?since,
         ttl = ?job.lease.ttl,
         margin = ?deadline_margin(job.lease.ttl),
-        cancel_grace = ?shared.cancel_grace,
         "{DEADLINE_PASSED}: cancelling the running step (dropped after the cancel grace); the attempt writes nothing more"
     );
-    shared
-        .metrics
+    job.metrics
         .leases_lost
         .get_or_create(&QueueLabels {
             queue: job.queue.clone(),
