@@ -489,7 +489,9 @@ async fn status_names_the_stale_job_that_stalls_a_pipeline_and_what_it_holds() {
     // the two slots of resource wh (limit 2) held by jobs gone STALE, a third job waiting
     let ids = enqueue_all(
         &q,
-        (0..3).map(|i| flowed("p", i, &limit(2), Some("wh"))).collect(),
+        (0..3)
+            .map(|i| flowed("p", i, &limit(2), Some("wh")))
+            .collect(),
     )
     .await;
     let held = lease(&q, "w1", 10).await;
@@ -499,7 +501,10 @@ async fn status_names_the_stale_job_that_stalls_a_pipeline_and_what_it_holds() {
         force_expire(&srv, &q, &l.job);
     }
     q.sweep(10).await.expect("sweep");
-    assert_eq!(q.job(&ids[0]).await.unwrap().unwrap().state, JobState::Stale);
+    assert_eq!(
+        q.job(&ids[0]).await.unwrap().unwrap().state,
+        JobState::Stale
+    );
     // a plain lock of resource shop:a, with a job of pipeline other parked on it
     let locked = q.enqueue(job("p", 10).resource("shop:a")).await.unwrap().id;
     let l = lease(&q, "w2", 1).await;
@@ -527,7 +532,10 @@ async fn status_names_the_stale_job_that_stalls_a_pipeline_and_what_it_holds() {
             .unwrap_or_else(|| panic!("{id} not listed STALE: {:?}", status.stale))
     };
     let slot = of(&ids[0]);
-    assert!(slot.holds_slots.contains(&"slots:wh".to_owned()), "{slot:?}");
+    assert!(
+        slot.holds_slots.contains(&"slots:wh".to_owned()),
+        "{slot:?}"
+    );
     assert!(slot.holds_something());
     assert_eq!(slot.stalls.get("p"), Some(&1), "{slot:?}");
     let lock = of(&locked);

@@ -338,7 +338,11 @@ async fn a_job_hash_naming_another_job_is_quarantined_never_processed() {
     assert_eq!(leases_of(&redis, &queue, liar), 0);
     // show: the key and the field, not the other job
     match Inspector::new(queue.clone()).job_detail(liar).await {
-        Err(Error::Corrupt { key, field, problem }) => {
+        Err(Error::Corrupt {
+            key,
+            field,
+            problem,
+        }) => {
             assert_eq!((key.as_str(), field.as_str()), (liar_key.as_str(), "id"));
             assert!(problem.contains(named.as_str()), "{problem}");
         }
@@ -360,9 +364,16 @@ async fn a_job_hash_naming_another_job_is_quarantined_never_processed() {
         .await
         .expect("read")
         .expect("the sweep quarantines it");
-    assert_eq!((entry.field.as_str(), entry.from_index.as_str()), ("id", "leases"));
+    assert_eq!(
+        (entry.field.as_str(), entry.from_index.as_str()),
+        ("id", "leases")
+    );
     let state: Option<String> = get(&redis, &["HGET", &named_key, "state"]);
-    assert_eq!(state.as_deref(), Some("LEASED"), "not requeued as another job");
+    assert_eq!(
+        state.as_deref(),
+        Some("LEASED"),
+        "not requeued as another job"
+    );
 }
 
 /// `show`, `jobs` and `status` name the key of the wrong Redis type (Redis's

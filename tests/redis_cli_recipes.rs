@@ -35,7 +35,10 @@ fn recipes(doc: &str) -> BTreeMap<String, String> {
             continue;
         };
         let fence = lines.next().unwrap_or_default();
-        assert!(fence.starts_with("```"), "recipe {name}: no code block after its mark");
+        assert!(
+            fence.starts_with("```"),
+            "recipe {name}: no code block after its mark"
+        );
         let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
         assert!(
             out.insert(name.to_owned(), body.join("\n")).is_none(),
@@ -242,7 +245,14 @@ async fn every_redis_cli_recipe_runs_on_real_jobs_and_answers() {
     has(
         "waiting",
         &out,
-        &[&s(&ready), &s(&child), &s(&delayed), &s(&retried), "shop:a", &s(&parked)],
+        &[
+            &s(&ready),
+            &s(&child),
+            &s(&delayed),
+            &s(&retried),
+            "shop:a",
+            &s(&parked),
+        ],
     );
     has("waiting", &out, &["leasehold:{orders}:ready:orders_sync"]);
 
@@ -262,7 +272,11 @@ async fn every_redis_cli_recipe_runs_on_real_jobs_and_answers() {
             .unwrap_or_else(|| panic!("no line for {id} in\n{out}"))
             .to_owned()
     };
-    has("running", &line_of(&out, &running), &["RUNNING", "w-run", "fetch"]);
+    has(
+        "running",
+        &line_of(&out, &running),
+        &["RUNNING", "w-run", "fetch"],
+    );
     has("running", &line_of(&out, &expired), &["LEASED", "w-gone"]);
     assert_eq!(out.lines().count(), 2, "{out}");
 
@@ -275,20 +289,29 @@ async fn every_redis_cli_recipe_runs_on_real_jobs_and_answers() {
     assert_eq!(out.lines().count(), 4, "{out}");
     assert_eq!(out.lines().nth(0), Some(running.as_str()), "{out}");
     assert_eq!(out.lines().nth(1), Some(running.as_str()), "{out}");
-    assert!(out.lines().nth(2).unwrap().parse::<i64>().unwrap() > 0, "{out}");
+    assert!(
+        out.lines().nth(2).unwrap().parse::<i64>().unwrap() > 0,
+        "{out}"
+    );
     // nothing is processed twice: the check prints nothing
     let out = recipe("twice-live", &happy);
     assert_eq!(out, "", "twice-live");
 
     let out = recipe("cancel", &cancelled);
     has("cancel", &out, &["CANCELLED", "no longer needed", "ops"]);
-    has("cancel", &out, &["cancel QUEUED->CANCELLED ops no longer needed"]);
+    has(
+        "cancel",
+        &out,
+        &["cancel QUEUED->CANCELLED ops no longer needed"],
+    );
 
     let out = recipe("sweeps", &happy);
     has(
         "sweeps",
         &out,
-        &[&format!("{stale} attempt 1 RUNNING->STALE lease expired (worker w-dead)")],
+        &[&format!(
+            "{stale} attempt 1 RUNNING->STALE lease expired (worker w-dead)"
+        )],
     );
     let out = recipe("recovered", &stale);
     has(
@@ -302,7 +325,11 @@ async fn every_redis_cli_recipe_runs_on_real_jobs_and_answers() {
     );
 
     let out = recipe("retryable", &retried);
-    has("retryable", &out, &["QUEUED", "\"retryable\": true", "disk full"]);
+    has(
+        "retryable",
+        &out,
+        &["QUEUED", "\"retryable\": true", "disk full"],
+    );
 
     let out = recipe("stale", &stale);
     has("stale", &out, &[&s(&stale), "w-dead", "shop:b"]);
@@ -315,7 +342,11 @@ async fn every_redis_cli_recipe_runs_on_real_jobs_and_answers() {
     let commands = transcript_commands(OPERATIONS);
     assert!(commands.len() >= 8, "{commands:#?}");
     for (cmd, shown) in commands {
-        let id = if cmd.contains(":attempts") { &retried } else { &running };
+        let id = if cmd.contains(":attempts") {
+            &retried
+        } else {
+            &running
+        };
         let out = run("operations.md", helpers, &cmd, &socket, id.as_str());
         assert!(
             !shown || !out.trim().is_empty(),

@@ -248,8 +248,7 @@ where
             let err = reply.expect_err(&format!("{what}: accepted"));
             let text = err.to_string();
             assert!(
-                text.contains("BAD_KEY")
-                    && text.contains(&format!("KEYS[{at}] is {forged}, not ")),
+                text.contains("BAD_KEY") && text.contains(&format!("KEYS[{at}] is {forged}, not ")),
                 "{what}: refused without naming the key: {text}"
             );
             let after = full_dump(srv);

@@ -4,7 +4,8 @@
 
 use leasehold_core::inspect::JobSearch;
 use leasehold_core::{
-    discover_queues, discover_reachable_queues, Error, Inspector, JobFilter, JobId, JobPage, Page, Queue, QueueConfig,
+    discover_queues, discover_reachable_queues, Error, Inspector, JobFilter, JobId, JobPage, Page,
+    Queue, QueueConfig,
 };
 
 use crate::failure::{classify, Failure, Outcome};

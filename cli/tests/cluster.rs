@@ -401,7 +401,9 @@ async fn status_with_a_master_down_shows_the_others_and_names_the_lost_queues() 
     let run = run_cmd(command(&url, &["status"])).await.code(5);
     for q in &kept {
         assert!(
-            run.stdout.lines().any(|l| l.split_whitespace().next() == Some(q)),
+            run.stdout
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(q)),
             "{q} not shown:\n{}",
             run.stdout
         );
@@ -414,7 +416,11 @@ async fn status_with_a_master_down_shows_the_others_and_names_the_lost_queues() 
             "{q} not named:\n{}",
             run.stderr
         );
-        assert!(!run.stdout.contains(&format!("{q} (Redis time")), "{}", run.stdout);
+        assert!(
+            !run.stdout.contains(&format!("{q} (Redis time")),
+            "{}",
+            run.stdout
+        );
     }
     assert!(!run.stderr.contains("give a cluster URL"), "{}", run.stderr);
 

@@ -61,9 +61,10 @@ pub use error::{Error, Result};
 pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
 pub use id::JobId;
 pub use inspect::{
-    cancel_status, discover_queues, discover_reachable_queues, DiscoveredQueues, UnreachableMaster, CancelOutcome, CancelStatus, Event, EventFollower, GateStatus,
-    Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
-    PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
+    cancel_status, discover_queues, discover_reachable_queues, CancelOutcome, CancelStatus,
+    DiscoveredQueues, Event, EventFollower, GateStatus, Inspector, JobDetail, JobFilter, JobPage,
+    JobSummary, LockClaim, LockInfo, OldestWaiting, Page, PipelineWaiting, QueueStatus, RawJob,
+    StaleJob, StateCounts, UnreachableMaster, Unreadable, WorkerInfo, Workers,
 };
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;

@@ -86,9 +86,7 @@ pub(super) fn encode(statuses: &[QueueStatus]) -> String {
             .map(|j| (s.now - j.stale_at).max(0))
             .max()
             .unwrap_or(0);
-        stale_holding
-            .get_or_create(&q)
-            .set(holding as f64 / 1000.0);
+        stale_holding.get_or_create(&q).set(holding as f64 / 1000.0);
         let mut per_pipeline = std::collections::BTreeMap::<&str, u64>::new();
         for (p, n) in s.stale.iter().flat_map(|j| j.stalls.iter()) {
             *per_pipeline.entry(p).or_insert(0) += n;

@@ -79,15 +79,14 @@ pub async fn discover_reachable_queues(
     }
     let mut unreachable = Vec::new();
     for master in &masters {
-        let error = match scan_and_warn(&mut conn, config, &pattern, Target::Master(Some(master)))
-            .await
-        {
-            Ok(keys) => {
-                found.extend(keys);
-                continue;
-            }
-            Err(e) => e,
-        };
+        let error =
+            match scan_and_warn(&mut conn, config, &pattern, Target::Master(Some(master))).await {
+                Ok(keys) => {
+                    found.extend(keys);
+                    continue;
+                }
+                Err(e) => e,
+            };
         // the master's queues, as its replica holds them (it may lag)
         let mut listed_from = None;
         for replica in pool.replicas_of(master).await.unwrap_or_default() {

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use deadpool_redis::redis;
 
 use super::{Inspector, JobSummary, StaleJob, STALL_SAMPLE};
-use crate::pool::RedisConn;
 use crate::error::Result;
+use crate::pool::RedisConn;
 use crate::record::{Fields, Millis, Selected};
 use crate::state::JobState;
 
@@ -49,12 +49,12 @@ impl Inspector {
                 None => pipe.cmd("ECHO").arg(""),
             };
         }
-        let extra: Vec<((Option<String>, Option<String>), Option<String>)> =
-            if summaries.is_empty() {
-                Vec::new()
-            } else {
-                self.timed(pipe.query_async(&mut conn)).await?
-            };
+        let extra: Vec<((Option<String>, Option<String>), Option<String>)> = if summaries.is_empty()
+        {
+            Vec::new()
+        } else {
+            self.timed(pipe.query_async(&mut conn)).await?
+        };
         let mut out = Vec::with_capacity(summaries.len());
         for (s, ((policy, flow), holder)) in summaries.into_iter().zip(extra) {
             let key = keys.job(s.id.as_str());
