@@ -287,7 +287,7 @@ async fn every_redis_cli_recipe_runs_on_real_jobs_and_answers() {
     let out = recipe("twice", &running);
     // the input key's job, the lock holder, its PTTL, the holder's lease deadline
     assert_eq!(out.lines().count(), 4, "{out}");
-    assert_eq!(out.lines().nth(0), Some(running.as_str()), "{out}");
+    assert_eq!(out.lines().next(), Some(running.as_str()), "{out}");
     assert_eq!(out.lines().nth(1), Some(running.as_str()), "{out}");
     assert!(
         out.lines().nth(2).unwrap().parse::<i64>().unwrap() > 0,

@@ -10,6 +10,9 @@ use crate::pool::RedisConn;
 use crate::record::{Fields, Millis, Selected};
 use crate::state::JobState;
 
+/// A STALE job's `stale_lock` and `flow` fields.
+type PolicyAndFlow = (Option<String>, Option<String>);
+
 impl Inspector {
     /// STALE jobs waiting for an operator, the longest-waiting first, at most
     /// `limit`, each with the lock and flow-control slots it still holds and
@@ -49,8 +52,7 @@ impl Inspector {
                 None => pipe.cmd("ECHO").arg(""),
             };
         }
-        let extra: Vec<((Option<String>, Option<String>), Option<String>)> = if summaries.is_empty()
-        {
+        let extra: Vec<(PolicyAndFlow, Option<String>)> = if summaries.is_empty() {
             Vec::new()
         } else {
             self.timed(pipe.query_async(&mut conn)).await?
