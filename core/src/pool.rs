@@ -379,19 +379,67 @@ impl RedisPool {
         Ok(masters)
     }
 
-    /// The replicas of `master` (`CLUSTER SLOTS`), as a reachable node sees them.
+    /// The replicas of `master` (`CLUSTER NODES`, as a reachable node sees
+    /// them: `CLUSTER SLOTS` leaves out the replicas of a failed master).
     pub async fn replicas_of(&self, master: &Master) -> Result<Vec<Master>> {
-        let mut out: Vec<Master> = Vec::new();
-        for (_, _, m, replicas) in self.slot_nodes().await? {
-            if m == *master {
-                for r in replicas {
-                    if !out.contains(&r) {
-                        out.push(r);
-                    }
-                }
+        let text: String = self
+            .ask_any_node(redis::cmd("CLUSTER").arg("NODES"))
+            .await?;
+        // <id> <ip:port@cport[,hostname]> <flags> <master id or -> ...
+        let nodes: Vec<(&str, Option<Master>, &str)> = text
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                let id = words.next()?;
+                let addr = words.next()?;
+                let _flags = words.next()?;
+                let of = words.next()?;
+                let (host, rest) = addr.rsplit_once(':')?;
+                let port = rest.split(['@', ',']).next()?.parse().ok()?;
+                let node = Master {
+                    host: host.to_owned(),
+                    port,
+                };
+                Some((id, Some(node), of))
+            })
+            .collect();
+        let Some(master_id) = nodes
+            .iter()
+            .find(|(_, node, _)| node.as_ref() == Some(master))
+            .map(|(id, _, _)| *id)
+        else {
+            return Ok(Vec::new());
+        };
+        Ok(nodes
+            .into_iter()
+            .filter(|(_, _, of)| *of == master_id)
+            .filter_map(|(_, node, _)| node)
+            .collect())
+    }
+
+    /// Runs `cmd` on a random node of the cluster, asking another when the
+    /// one asked does not answer (a master killed, its replica not promoted).
+    async fn ask_any_node<T: FromRedisValue>(&self, cmd: &mut Cmd) -> Result<T> {
+        let RedisPool::Cluster(cluster) = self else {
+            return Err(Error::InvalidArgument("not a Redis Cluster".into()));
+        };
+        let mut conn = cluster.shared().await?;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let reply = bounded(
+                cluster.response_timeout,
+                conn.route_command(
+                    cmd.to_owned(),
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                ),
+            )
+            .await;
+            match reply {
+                Err(e) if tries < 8 && !e.is_auth_failure() => continue,
+                other => return Ok(parse(other?)?),
             }
         }
-        Ok(out)
     }
 
     /// The master serving the slot of `key` (`CLUSTER SLOTS`, as a reachable

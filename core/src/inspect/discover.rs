@@ -15,6 +15,10 @@ use crate::pool::{Master, RedisConn, RedisPool, Target};
 /// it starts, before any job).
 const QUEUE_MARKS: [&str; 4] = [":fence", ":events", ":workers", ":pipelines"];
 
+/// How many times [`discover_reachable_queues`] asks a replica of a master
+/// that does not answer.
+const REPLICA_TRIES: usize = 5;
+
 /// Finds the queues under `config.prefix` by `SCAN`ning for their
 /// `<prefix>:{<queue>}:fence`, `:events`, `:workers` and `:pipelines` keys
 /// (there is no index of queues). Sorted by name.
@@ -89,12 +93,17 @@ pub async fn discover_reachable_queues(
             };
         // the master's queues, as its replica holds them (it may lag)
         let mut listed_from = None;
-        for replica in pool.replicas_of(master).await.unwrap_or_default() {
-            let target = Target::Master(Some(&replica));
-            if let Ok(keys) = scan_and_warn(&mut conn, config, &pattern, target).await {
-                found.extend(keys);
-                listed_from = Some(replica);
-                break;
+        // (the client may have no connection to a replica yet: it makes one
+        // after the first ask fails, so each is asked a few times)
+        'replicas: for replica in pool.replicas_of(master).await.unwrap_or_default() {
+            for _ in 0..REPLICA_TRIES {
+                let target = Target::Master(Some(&replica));
+                if let Ok(keys) = scan_and_warn(&mut conn, config, &pattern, target).await {
+                    found.extend(keys);
+                    listed_from = Some(replica);
+                    break 'replicas;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
         }
         unreachable.push(UnreachableMaster {
