@@ -1136,3 +1136,33 @@ async fn every_other_script_refuses_a_forged_fixed_key_before_writing() {
     refuses_forged_keys(&srv, "quarantine_repair", &quarantined).await;
     refuses_forged_keys(&srv, "quarantine_purge", &quarantined).await;
 }
+
+#[tokio::test]
+async fn process_log_refuses_every_malformed_argument_and_a_stale_token_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let mut cases = common_cases();
+    add(&mut cases, 4, &[""], Refused); // lease token
+    add(&mut cases, 5, &["", "fetch", "x:fetch", "1:"], Refused); // '<attempt>:<step>'
+    add(&mut cases, 6, &["", "not json {", "[1]"], Refused); // the record: a JSON object
+    run_cases(&srv, "process_log", &cases, || async {
+        let l = running(&q, false).await;
+        let keys = [k.job(l.job.as_str()), k.process_log(l.job.as_str())];
+        call(
+            &q,
+            &keys,
+            &[&l.token, "1:fetch", r#"{"attempt":1,"step":"fetch"}"#],
+        )
+    })
+    .await;
+    // a token that does not hold the job (a lost lease) writes nothing
+    let _: () = get(&srv, &["FLUSHALL"]);
+    let l = running(&q, false).await;
+    let keys = [k.job(l.job.as_str()), k.process_log(l.job.as_str())];
+    let stale = call(&q, &keys, &["not-the-token", "1:fetch", r#"{"attempt":1}"#]);
+    let before = full_dump(&srv);
+    let reply = eval(&srv, "process_log", &stale).unwrap();
+    assert_eq!(reply, Value::Array(vec![Value::Int(0)]));
+    assert!(before == full_dump(&srv), "a stale token wrote");
+}

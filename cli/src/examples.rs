@@ -22,6 +22,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("events", "leasehold events --queue orders --limit 20\n  leasehold events --job 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 --follow"),
     ("sweep", "leasehold sweep --dry-run\n  leasehold sweep --queue orders"),
     ("dashboard", "leasehold dashboard --bind 127.0.0.1:8080\n  LEASEHOLD_DASHBOARD_TOKEN=$(cat token) leasehold dashboard --bind 0.0.0.0:8080"),
+    ("worker", "leasehold worker --pipelines pipelines.toml --check\n  RUST_LOG=info leasehold worker --pipelines pipelines.toml --concurrency 4"),
     ("quarantine", "leasehold quarantine list\n  leasehold quarantine repair 01J0Z3KQ9W4XH8Y5T2M6N7P8R0"),
     ("quarantine list", "leasehold quarantine list --queue orders"),
     ("quarantine repair", "leasehold quarantine repair 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 --queue orders"),

@@ -13,6 +13,8 @@ mod context;
 mod dashboard;
 mod examples;
 mod failure;
+#[cfg(unix)]
+mod pipelines_file;
 mod progress;
 mod render;
 mod style;
@@ -212,6 +214,10 @@ pub enum Command {
     /// Serve the web dashboard: queues, jobs, job timelines, workers, locks,
     /// events, JSON under /api, Prometheus /metrics, and (with --token) actions.
     Dashboard(dashboard::DashboardArgs),
+    /// Run a worker serving the pipelines a TOML file declares, their steps as
+    /// commands (scripts you keep): the way in without Rust.
+    #[cfg(unix)]
+    Worker(commands::worker::WorkerArgs),
     /// Jobs set aside as unreadable (a key of the wrong type, a corrupt field):
     /// list them with why, requeue one once fixed, or delete one.
     #[command(subcommand)]
@@ -697,6 +703,14 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Outcome {
+    // a pipelines file is checked whole before anything connects
+    #[cfg(unix)]
+    if let Command::Worker(args) = &cli.command {
+        let described = commands::worker::describe(args)?;
+        if args.check {
+            return commands::out(&described);
+        }
+    }
     let url = cli
         .redis_url
         .clone()
@@ -885,6 +899,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
             } => commands::schedules::trigger(ctx, &name, queue, window, rerun).await,
         },
         Command::Dashboard(args) => dashboard::run(ctx, args).await,
+        #[cfg(unix)]
+        Command::Worker(args) => commands::worker::run(ctx, args).await,
         Command::Completions { shell } => commands::docs::completions(shell),
         Command::Man { dir } => commands::docs::man(dir.as_deref()),
     }

@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod otel;
 pub mod pipeline;
 pub mod pool;
+pub mod process;
 pub mod queue;
 pub mod record;
 pub mod schedule;

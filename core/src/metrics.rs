@@ -99,6 +99,19 @@ pub struct ScheduleLabels {
     pub schedule: String,
 }
 
+/// Labels of a running process step's progress.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProgressLabels {
+    /// The queue.
+    pub queue: String,
+    /// The pipeline.
+    pub pipeline: String,
+    /// The step.
+    pub step: String,
+    /// The job.
+    pub job: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds_histogram() -> Histogram {
@@ -138,6 +151,9 @@ pub struct Metrics {
     pub schedule_ticks: Family<TickLabels, Counter>,
     /// Time from a window's due time to its enqueue, on Redis's clock.
     pub schedule_lag_seconds: HistogramFamily<ScheduleLabels>,
+    /// The progress (0 to 100) running process steps reported with
+    /// `::progress N`, per job; a step's series goes when the step ends.
+    pub step_progress: Family<ProgressLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -228,8 +244,16 @@ impl Metrics {
             "Time from a schedule window's due time to its enqueue (Redis clock)",
             schedule_lag_seconds.clone(),
         );
+        let step_progress =
+            Family::<ProgressLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "step_progress_percent",
+            "Progress (0 to 100) a running process step reported with ::progress N, per job; removed when the step ends",
+            step_progress.clone(),
+        );
         Metrics {
             registry: root,
+            step_progress,
             schedule_ticks,
             schedule_lag_seconds,
             transitions,

@@ -393,6 +393,15 @@ pub(crate) struct StepShared {
     pub(crate) cancel_reason: std::sync::Mutex<Option<String>>,
     /// The job's queue and its pipeline's declared rate, for `limit` (none when detached).
     pub(crate) limits: Option<(crate::queue::Queue, Option<crate::flow::Rate>)>,
+    /// The job's lease (pipeline, resource, input, TTL, token), when a worker holds it.
+    pub(crate) lease: Option<Arc<crate::lease::Lease>>,
+    /// Why the job must stop, once it must (set with the cancellation token).
+    pub(crate) why: std::sync::Mutex<Option<crate::worker::StopWhy>>,
+    /// The cancel grace the running step asked for, in ms (0: the worker's):
+    /// a process step's kill grace, so the worker does not drop it first.
+    pub(crate) grace_ms: std::sync::atomic::AtomicU64,
+    /// The worker's metrics (a process step's progress), when a worker holds the job.
+    pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
     /// The lease's local clock, for [`StepContext::lease_valid`].
     pub(crate) lease_clock: crate::lease_clock::LeaseClock,
 }
@@ -456,6 +465,10 @@ impl StepContext {
                 cancel: CancellationToken::new(),
                 cancel_reason: std::sync::Mutex::new(None),
                 limits: None,
+                lease: None,
+                why: std::sync::Mutex::new(None),
+                grace_ms: std::sync::atomic::AtomicU64::new(0),
+                metrics: None,
                 lease_clock: crate::lease_clock::LeaseClock::detached(),
             }),
             step,
@@ -490,6 +503,47 @@ impl StepContext {
 
     pub(crate) fn new(shared: Arc<StepShared>, step: &'static str) -> Self {
         StepContext { shared, step }
+    }
+
+    /// The job's lease, when a worker holds it (none when detached).
+    pub(crate) fn lease(&self) -> Option<&Arc<crate::lease::Lease>> {
+        self.shared.lease.as_ref()
+    }
+
+    /// The job's queue, when a worker holds it.
+    pub(crate) fn queue(&self) -> Option<&crate::queue::Queue> {
+        self.shared.limits.as_ref().map(|(queue, _)| queue)
+    }
+
+    /// The worker's metrics, when a worker holds the job.
+    pub(crate) fn metrics(&self) -> Option<&Arc<crate::metrics::Metrics>> {
+        self.shared.metrics.as_ref()
+    }
+
+    /// Why the job must stop, once it must.
+    pub(crate) fn stop_why(&self) -> Option<crate::worker::StopWhy> {
+        self.shared.why.lock().ok().and_then(|w| w.clone())
+    }
+
+    /// Asks the worker for `grace` between the cancellation token firing and
+    /// the step being dropped (the worker's cancel grace when longer).
+    pub(crate) fn request_grace(&self, grace: Duration) {
+        let ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        self.shared
+            .grace_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The cancel grace the running step asked for, if any.
+    pub(crate) fn requested_grace(&self) -> Option<Duration> {
+        match self
+            .shared
+            .grace_ms
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
     }
 
     /// The job.

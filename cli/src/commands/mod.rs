@@ -4,7 +4,8 @@
 //! `upkeep` sweeps and purges, `bulk` acts on many jobs at once, `flow` pauses and resumes queues and pipelines,
 //! `groups` shows and acts on groups of jobs, `quarantine` lists, repairs and
 //! purges unreadable jobs, `schedules` lists, pauses, resumes and triggers
-//! schedules, `docs` prints shell completions and man pages. (`main`
+//! schedules, `worker` runs a worker serving a pipelines file, `docs` prints
+//! shell completions and man pages. (`main`
 //! dispatches; `dashboard` is a command of its own.)
 
 /// `println!` for command output: a reader that closed the pipe ends the
@@ -32,6 +33,8 @@ pub(crate) mod quarantine;
 pub(crate) mod schedules;
 mod upkeep;
 mod views;
+#[cfg(unix)]
+pub(crate) mod worker;
 
 use serde::Serialize;
 
@@ -47,7 +50,7 @@ pub(crate) use views::{events, jobs, locks, show, status, workers};
 /// Writes `text` to stdout and flushes it. A reader that closed the pipe
 /// (`leasehold ... | head`) ends the command quietly with [`Failure::Closed`]
 /// (exit 0), as Unix tools do, instead of the panic of `println!`.
-fn out(text: &str) -> Outcome {
+pub(crate) fn out(text: &str) -> Outcome {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     match stdout

@@ -172,6 +172,10 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
         .iter()
         .map(ToString::to_string)
         .collect();
+    // the records of its process steps (exit, cut-off, progress, log tails), if any
+    let process_steps = leasehold_core::process::read_records(&queue, id.as_str())
+        .await
+        .map_err(|e| ctx.fail(e))?;
     if ctx.json {
         #[derive(Serialize)]
         struct Shown<'a> {
@@ -180,15 +184,19 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
             timeline: &'a [Moment],
             cancel_explained: Option<String>,
             waiting_for: &'a [String],
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            process_steps: &'a [leasehold_core::process::ProcessRecord],
         }
         return print_json(&Shown {
             detail: &detail,
             timeline: &timeline,
             cancel_explained: detail.cancel.as_ref().map(|c| c.explain()),
             waiting_for: &waiting_for,
+            process_steps: &process_steps,
         });
     }
     let mut text = render::show(&detail, &timeline);
+    text.push_str(&render::process_steps(&process_steps));
     if !waiting_for.is_empty() {
         text.push_str(&format!(
             "waiting for {} (QUEUED, not leasable until they SUCCEEDED)\n",

@@ -106,6 +106,18 @@ impl App {
         Ok(detail)
     }
 
+    /// The records of a job's process steps (exit, cut-off, progress, log
+    /// tails); none for a job without process steps.
+    pub(crate) async fn process_steps(
+        &self,
+        queue: &str,
+        id: &str,
+    ) -> Res<Vec<leasehold_core::process::ProcessRecord>> {
+        leasehold_core::process::read_records(&self.queue(queue)?, id)
+            .await
+            .map_err(|e| self.fail(e))
+    }
+
     /// The queues holding job `id`.
     pub(crate) async fn locate(&self, id: &str) -> Res<Vec<String>> {
         let id = job_id(id)?;

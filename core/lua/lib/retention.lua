@@ -7,7 +7,7 @@
 --- @include "lib/groups"
 --- @include "lib/search"
 
--- Deletes job `jk` (`id`) and its attempt records, and adds its search index
+-- Deletes job `jk` (`id`), its attempt records and process step records, and adds its search index
 -- members to `members`. A job key of another type (overwritten by hand) is
 -- deleted too: reading it must not fail the call.
 -- A child or completion job of a group tells the group (lib/groups: the
@@ -28,7 +28,8 @@ local function delete_job(jk, id, members)
     for i = 1, math.min(n, 1000) do fields[i] = attempt_field(id, i) end
     redis.call('HDEL', K_ATTEMPTS, unpack(fields))
   end
-  redis.call('DEL', jk)
+  -- the job's process step records go with it (lib/keys: proc:<id>; absent for most jobs)
+  redis.call('DEL', jk, BASE .. ':proc:' .. id)
   if g or c then group_job_deleted(id, g, c, also) end
 end
 

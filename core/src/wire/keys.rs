@@ -163,6 +163,12 @@ impl QueueKeys {
     pub fn job(&self, id: &str) -> String {
         format!("{}:job:{id}", self.base)
     }
+    /// Hash: the records of job `id`'s process steps (field `<attempt>:<step>`:
+    /// exit, cut-off, progress, log tails as JSON). Only process steps write
+    /// it; retention deletes it with the job. Named by the scripts from KEYS[1].
+    pub fn process_log(&self, id: &str) -> String {
+        format!("{}:proc:{id}", self.base)
+    }
     /// Sorted set: ready jobs of `pipeline`, by priority then age.
     pub fn ready(&self, pipeline: &str) -> String {
         format!("{}:ready:{pipeline}", self.base)

@@ -83,6 +83,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("settle", include_str!("../../lua/settle.lua")),
     ("pause", include_str!("../../lua/pause.lua")),
     ("limit", include_str!("../../lua/limit.lua")),
+    ("process_log", include_str!("../../lua/process_log.lua")),
     (
         "quarantine_repair",
         include_str!("../../lua/quarantine_repair.lua"),
@@ -283,7 +284,7 @@ pub fn library_source() -> &'static str {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 20] = [
+const SCRIPTS: [&str; 21] = [
     "enqueue",
     "renew",
     "cancel",
@@ -301,6 +302,7 @@ const SCRIPTS: [&str; 20] = [
     "group_retry",
     "pause",
     "limit",
+    "process_log",
     "schedule_register",
     "schedule_tick",
     "schedule_state",
@@ -366,6 +368,8 @@ pub(crate) static GROUP_RETRY: LazyLock<LuaScript> = script!("group_retry");
 pub(crate) static PAUSE: LazyLock<LuaScript> = script!("pause");
 /// limit.lua: takes tokens from a named rate limiter inside a step.
 pub(crate) static LIMIT: LazyLock<LuaScript> = script!("limit");
+/// process_log.lua: a process step's record (exit, cut-off, progress, log tails).
+pub(crate) static PROCESS_LOG: LazyLock<LuaScript> = script!("process_log");
 
 /// schedule_register.lua: a worker writes a schedule's definition on start.
 pub(crate) static SCHEDULE_REGISTER: LazyLock<LuaScript> = script!("schedule_register");
@@ -375,7 +379,7 @@ pub(crate) static SCHEDULE_TICK: LazyLock<LuaScript> = script!("schedule_tick");
 pub(crate) static SCHEDULE_STATE: LazyLock<LuaScript> = script!("schedule_state");
 
 /// Every script, for preloading without functions.
-pub(crate) fn all() -> [&'static LuaScript; 20] {
+pub(crate) fn all() -> [&'static LuaScript; 21] {
     [
         &ENQUEUE,
         &RENEW,
@@ -394,6 +398,7 @@ pub(crate) fn all() -> [&'static LuaScript; 20] {
         &GROUP_RETRY,
         &PAUSE,
         &LIMIT,
+        &PROCESS_LOG,
         &SCHEDULE_REGISTER,
         &SCHEDULE_TICK,
         &SCHEDULE_STATE,

@@ -33,10 +33,9 @@ pub(crate) struct ActiveJob {
     pub(crate) lease: Arc<Lease>,
     /// The name of the queue it was leased from.
     pub(crate) queue: String,
-    /// What the job's steps see of it (cancel token and reason, fence).
+    /// What the job's steps see of it (cancel token and reason, why it
+    /// must stop, fence).
     pub(crate) shared: Arc<StepShared>,
-    /// Why the job must stop, once it must.
-    why: Mutex<Option<StopWhy>>,
     /// Set once the job's final operation (finish or release) is sent: a renewal
     /// that then finds the lease gone is racing that operation, not losing the job.
     ending: AtomicBool,
@@ -59,6 +58,7 @@ impl ActiveJob {
         metrics: Arc<Metrics>,
         limits: Option<(crate::queue::Queue, Option<crate::flow::Rate>)>,
     ) -> Arc<Self> {
+        let lease = Arc::new(lease);
         let shared = Arc::new(StepShared {
             job: lease.job.clone(),
             attempt: lease.attempt,
@@ -67,13 +67,16 @@ impl ActiveJob {
             cancel: CancellationToken::new(),
             cancel_reason: Mutex::new(None),
             limits,
+            lease: Some(lease.clone()),
+            why: Mutex::new(None),
+            grace_ms: std::sync::atomic::AtomicU64::new(0),
+            metrics: Some(metrics.clone()),
             lease_clock: LeaseClock::new(lease.ttl, leased_at),
         });
         Arc::new(ActiveJob {
-            lease: Arc::new(lease),
+            lease,
             queue,
             shared,
-            why: Mutex::new(None),
             ending: AtomicBool::new(false),
             run_permit: Mutex::new(None),
             lease_permit: Mutex::new(None),
@@ -88,7 +91,7 @@ impl ActiveJob {
             StopWhy::Cancel(r) | StopWhy::Lost(r) => r.clone(),
             StopWhy::Shutdown => "worker shutting down".to_owned(),
         };
-        if let Ok(mut slot) = self.why.lock() {
+        if let Ok(mut slot) = self.shared.why.lock() {
             let replace = match (&*slot, &why) {
                 (None, _) => true,
                 (Some(StopWhy::Lost(_)), _) => false,
@@ -110,7 +113,7 @@ impl ActiveJob {
 
     /// Why the job is stopping, if it is.
     pub(crate) fn why(&self) -> Option<StopWhy> {
-        self.why.lock().ok().and_then(|w| w.clone())
+        self.shared.why.lock().ok().and_then(|w| w.clone())
     }
 
     /// Keeps the job's run slot until its final operation is sent.

@@ -92,7 +92,7 @@ where
 }
 
 /// How long an abandoned attempt waits for its one try to record why.
-const ABANDON_RECORD_WAIT: Duration = Duration::from_secs(2);
+const ABANDON_RECORD_WAIT: Duration = Duration::from_secs(10);
 
 /// A number in 0..1 for jitter.
 fn unit_random() -> f64 {

@@ -24,7 +24,7 @@ mod attempt;
 mod cleanup_claims;
 mod heartbeat;
 mod lease_loop;
-mod runner;
+pub(crate) mod runner;
 mod scheduler;
 mod settler;
 mod shared;
@@ -44,7 +44,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use self::active::{ActiveJobs, StopWhy};
+use self::active::ActiveJobs;
+pub(crate) use self::active::StopWhy;
 use self::runner::{PipelineRunner, Runner};
 use self::shared::{RedisSource, Shared};
 pub use self::sweeper::sweep_queues;
@@ -184,6 +185,13 @@ impl WorkerBuilder {
     pub fn schedule<P: Pipeline>(mut self, schedule: crate::schedule::Schedule) -> Self {
         self.schedules.push((P::NAME, schedule));
         self
+    }
+    /// Serves a pipeline of process steps declared at run time (a pipelines
+    /// file): checked here, so a worker never starts with half of it.
+    #[cfg(unix)]
+    pub fn declared(mut self, pipeline: crate::process::DeclaredPipeline) -> Result<Self> {
+        self.runners.push(pipeline.into_runner()?);
+        Ok(self)
     }
     /// Serves pipeline `P`, shared with other code.
     #[must_use]

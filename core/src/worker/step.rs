@@ -79,7 +79,13 @@ pub(crate) async fn run_step(
     tokio::select! {
         r = &mut timed => classify(r),
         _ = active.token().cancelled() => {
-            let grace = tokio::time::sleep(shared.cancel_grace);
+            // a process step that asked for a longer grace (its kill grace) gets it,
+            // with a second to reap its child and record how it ended
+            let grace = match ctx.requested_grace() {
+                Some(asked) => shared.cancel_grace.max(asked + Duration::from_secs(1)),
+                None => shared.cancel_grace,
+            };
+            let grace = tokio::time::sleep(grace);
             tokio::pin!(grace);
             tokio::select! {
                 r = &mut timed => match classify(r) {
@@ -88,7 +94,7 @@ pub(crate) async fn run_step(
                     _ => StepRun::Stopped(active.why().unwrap_or(StopWhy::Shutdown)),
                 },
                 _ = &mut grace => {
-                    warn!(grace = ?shared.cancel_grace, "step ignored its cancellation: dropped");
+                    warn!(grace = ?shared.cancel_grace, asked = ?ctx.requested_grace(), "step ignored its cancellation: dropped");
                     StepRun::Stopped(active.why().unwrap_or(StopWhy::Shutdown))
                 }
             }

@@ -226,6 +226,7 @@ pub(crate) async fn job(
     Query(params): Query<JobParams>,
 ) -> Page {
     let d = app.job(&queue, &id).await?;
+    let processes = app.process_steps(&queue, &id).await?;
     let j = &d.job;
     let input = serde_json::to_string_pretty(&j.input).unwrap_or_else(|_| j.input.to_string());
     let moments = wording::timeline(j);
@@ -291,6 +292,31 @@ pub(crate) async fn job(
                         }
                     }
                 }
+                @if !processes.is_empty() {
+                    section.card #process-steps {
+                        h2 { "Process steps" }
+                        @for r in &processes {
+                            h3 { "Attempt " (r.attempt) " · " (r.step) }
+                            p {
+                                (process_ending(r))
+                                @if let Some(p) = r.progress { " · progress " (p) "%" }
+                                @if let Some(end) = r.ended_at { " · ran " (crate::time::human(end - r.started_at)) }
+                            }
+                            @if let Some(cut) = &r.cut_off {
+                                p.verdict-box { "Cut off by the worker (" (cut.why.as_str()) ") at " (stamp(cut.at)) ": " (cut.reason) "; "
+                                    (if cut.killed { "SIGTERM, then SIGKILL at the end of its grace" } else { "SIGTERM; it ended within its grace" }) }
+                            }
+                            @for (name, tail, total) in [("stdout", &r.stdout_tail, r.stdout_bytes), ("stderr", &r.stderr_tail, r.stderr_bytes)] {
+                                @if !tail.is_empty() {
+                                    details {
+                                        summary { (name) " (" (total) " bytes in all; the last " (tail.len()) " kept)" }
+                                        pre.json { (tail) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
                 section.card {
                     h2 { "Moments" }
                     table.grid.moments {
@@ -307,6 +333,16 @@ pub(crate) async fn job(
             (action_forms(&app, &d))
         },
     ))
+}
+
+/// How a process step's child ended, in words.
+fn process_ending(r: &leasehold_core::process::ProcessRecord) -> String {
+    match (r.outcome.as_str(), r.exit_code, r.signal) {
+        ("running", _, _) => "running".to_owned(),
+        (outcome, Some(code), _) => format!("exited with code {code} ({outcome})"),
+        (outcome, None, Some(signal)) => format!("killed by signal {signal} ({outcome})"),
+        (outcome, None, None) => outcome.to_owned(),
+    }
 }
 
 /// `?id=` of the find box.

@@ -1,0 +1,84 @@
+//! `worker --pipelines FILE`: runs a worker serving the pipelines a TOML file
+//! declares, their steps as commands (process steps), until SIGINT or
+//! SIGTERM. The file is read and checked whole before the worker connects
+//! (see `pipelines_file.rs`), so a worker never starts half-configured.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use leasehold_core::{parse_duration, shutdown_signal, Worker};
+
+use crate::context::Ctx;
+use crate::{Failure, Outcome};
+
+/// `worker` options.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The pipelines file (TOML): queues, pipelines and their steps as
+    /// commands. See docs/operations.md, "Process steps".
+    #[arg(long)]
+    pub pipelines: PathBuf,
+    /// Check the file, print what it declares and exit (no Redis needed).
+    #[arg(long)]
+    pub check: bool,
+    /// Jobs run at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Lease time-to-live of pipelines that do not set one.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub lease_ttl: Duration,
+    /// On SIGINT/SIGTERM, how long running steps may go on before they are
+    /// cut off (process steps then get SIGTERM and their grace).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+/// What `--check` prints: the pipelines and their steps.
+pub(crate) fn describe(args: &WorkerArgs) -> Outcome<String> {
+    let pipelines = crate::pipelines_file::load(&args.pipelines).map_err(Failure::Usage)?;
+    let mut out = format!(
+        "{}: {} pipeline(s), valid\n",
+        args.pipelines.display(),
+        pipelines.len()
+    );
+    for p in &pipelines {
+        let spec = p.spec();
+        out.push_str(&format!(
+            "  {} (queue {}): {}\n",
+            spec.name,
+            p.queue_name(),
+            spec.steps.join(" → ")
+        ));
+    }
+    Ok(out)
+}
+
+/// `worker`.
+pub(crate) async fn run(ctx: &Ctx, args: WorkerArgs) -> Outcome {
+    let pipelines = crate::pipelines_file::load(&args.pipelines).map_err(Failure::Usage)?;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let mut builder = Worker::builder(ctx.url.clone())
+        .config(ctx.config.clone())
+        .concurrency(args.concurrency)
+        .lease_ttl(args.lease_ttl)
+        .shutdown_grace(args.shutdown_grace);
+    for pipeline in pipelines {
+        builder = builder.declared(pipeline).map_err(|e| ctx.fail(e))?;
+    }
+    let worker = builder.build().await.map_err(|e| ctx.fail(e))?;
+    eprintln!(
+        "leasehold worker: serving the pipelines of {} (Ctrl-C or SIGTERM stops it)",
+        args.pipelines.display()
+    );
+    worker
+        .run_until(shutdown_signal())
+        .await
+        .map_err(|e| ctx.fail(e))
+}

@@ -1,0 +1,72 @@
+//! `show`'s section on a job's process steps: how each child ended (exit
+//! code, signal, or the worker's cut-off), its progress and the last lines of
+//! its stdout and stderr.
+
+use std::fmt::Write as _;
+
+use leasehold_core::process::ProcessRecord;
+
+use crate::time::{human, stamp};
+
+/// Lines of each tail shown (`--json` has the whole kept tail).
+const TAIL_LINES: usize = 20;
+
+/// The section, empty when the job ran no process step.
+pub(crate) fn process_steps(records: &[ProcessRecord]) -> String {
+    if records.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("process steps\n");
+    for r in records {
+        let ended = match (r.outcome.as_str(), r.exit_code, r.signal) {
+            ("running", _, _) => "running".to_owned(),
+            (outcome, Some(code), _) => format!("exited with code {code} ({outcome})"),
+            (outcome, None, Some(signal)) => format!("killed by signal {signal} ({outcome})"),
+            (outcome, None, None) => outcome.to_owned(),
+        };
+        let _ = write!(out, "  attempt {} · {} · {ended}", r.attempt, r.step);
+        if let Some(pid) = r.pid {
+            let _ = write!(out, " · pid {pid}");
+        }
+        if let Some(end) = r.ended_at {
+            let _ = write!(out, " · ran {}", human(end - r.started_at));
+        }
+        if let Some(p) = r.progress {
+            let _ = write!(out, " · progress {p}%");
+        }
+        out.push('\n');
+        if let Some(cut) = &r.cut_off {
+            let how = if cut.killed {
+                "SIGTERM, then SIGKILL at the end of its grace"
+            } else {
+                "SIGTERM; it ended within its grace"
+            };
+            let _ = writeln!(
+                out,
+                "    cut off by the worker: {} at {} ({}); {how}",
+                cut.why.as_str(),
+                stamp(cut.at),
+                cut.reason
+            );
+        }
+        for (name, tail, total) in [
+            ("stdout", &r.stdout_tail, r.stdout_bytes),
+            ("stderr", &r.stderr_tail, r.stderr_bytes),
+        ] {
+            if tail.is_empty() {
+                continue;
+            }
+            let lines: Vec<&str> = tail.lines().collect();
+            let shown = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+            let _ = writeln!(
+                out,
+                "    {name} ({total} bytes in all; its last {} lines kept here):",
+                shown.len()
+            );
+            for line in shown {
+                let _ = writeln!(out, "    | {line}");
+            }
+        }
+    }
+    out
+}

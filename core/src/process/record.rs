@@ -1,0 +1,140 @@
+//! What a process step leaves with its attempt: how the child ended (exit
+//! code or signal, or why and when the worker cut it off), its progress and
+//! the tails of its stdout and stderr. Kept in the hash `<base>:proc:<job id>`
+//! (field `<attempt>:<step>`), beside the job and not in its hash, written only
+//! by process steps and only while the attempt holds its lease; retention
+//! deletes it with the job.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+#[cfg(unix)]
+use crate::lease::Lease;
+use crate::queue::Queue;
+use crate::record::Millis;
+#[cfg(unix)]
+use crate::wire::reply::Reply;
+#[cfg(unix)]
+use crate::wire::scripts;
+
+/// Why the worker cut a process step off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CutWhy {
+    /// An operator cancelled the job while the step ran.
+    Cancel,
+    /// The lease was lost, or its local deadline passed without a renewal.
+    LeaseLost,
+    /// The step ran past its time limit.
+    Timeout,
+    /// The worker shut down and its grace period ran out.
+    Shutdown,
+}
+
+impl CutWhy {
+    /// The word shown for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CutWhy::Cancel => "cancel",
+            CutWhy::LeaseLost => "lease_lost",
+            CutWhy::Timeout => "timeout",
+            CutWhy::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// How and when the worker cut a process step off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CutOff {
+    /// Why.
+    pub why: CutWhy,
+    /// The reason given (the cancel's, the lost lease's, ...).
+    pub reason: String,
+    /// When SIGTERM went to the process group (worker's clock, ms since the epoch).
+    pub at: Millis,
+    /// Whether the group ignored SIGTERM for its grace and was killed (SIGKILL).
+    pub killed: bool,
+}
+
+/// A process step's record within its attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessRecord {
+    /// The attempt.
+    pub attempt: u32,
+    /// The step.
+    pub step: String,
+    /// The child's pid (and process group).
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// When the child was spawned (worker's clock, ms).
+    pub started_at: Millis,
+    /// When it was reaped; `None` while it runs (a progress report).
+    #[serde(default)]
+    pub ended_at: Option<Millis>,
+    /// Its exit code, when it exited.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    #[serde(default)]
+    pub signal: Option<i32>,
+    /// `succeeded`, `retryable`, `permanent` or `cut_off`; `running` for a progress report.
+    pub outcome: String,
+    /// Why and when the worker cut it off, if it did.
+    #[serde(default)]
+    pub cut_off: Option<CutOff>,
+    /// The last progress it reported (0 to 100).
+    #[serde(default)]
+    pub progress: Option<f64>,
+    /// The last bytes of its stdout (progress lines left out).
+    #[serde(default)]
+    pub stdout_tail: String,
+    /// The last bytes of its stderr.
+    #[serde(default)]
+    pub stderr_tail: String,
+    /// Bytes written to stdout in all.
+    #[serde(default)]
+    pub stdout_bytes: u64,
+    /// Bytes written to stderr in all.
+    #[serde(default)]
+    pub stderr_bytes: u64,
+}
+
+impl ProcessRecord {
+    /// The record's field in the hash: `<attempt>:<step>`.
+    pub fn field(&self) -> String {
+        format!("{}:{}", self.attempt, self.step)
+    }
+}
+
+/// Writes `record` for the attempt holding `lease` (token compared: nothing is
+/// written once the lease is gone); true when written.
+#[cfg(unix)]
+pub(crate) async fn write(queue: &Queue, lease: &Lease, record: &ProcessRecord) -> Result<bool> {
+    let id = lease.job.to_string();
+    let json = serde_json::to_string(record)
+        .map_err(|e| crate::error::Error::InvalidArgument(format!("process record: {e}")))?;
+    let mut inv = queue.invocation(&scripts::PROCESS_LOG);
+    inv.key(queue.keys().job(&id))
+        .key(queue.keys().process_log(&id))
+        .arg(&lease.token)
+        .arg(record.field())
+        .arg(json);
+    let mut reply = Reply::new("process_log", queue.invoke(&inv).await?)?;
+    Ok(reply.int::<i64>()? == 1)
+}
+
+/// Reads the process records of job `id` (none for a job without process
+/// steps), by attempt then in the order the steps ran.
+pub async fn read(queue: &Queue, id: &str) -> Result<Vec<ProcessRecord>> {
+    let mut conn = queue.pool().get().await?;
+    let fields: Vec<(String, String)> = crate::redis::cmd("HGETALL")
+        .arg(queue.keys().process_log(id))
+        .query_async(&mut conn)
+        .await?;
+    let mut records: Vec<ProcessRecord> = fields
+        .into_iter()
+        .filter_map(|(_, json)| serde_json::from_str(&json).ok())
+        .collect();
+    records.sort_by_key(|r| (r.attempt, r.started_at));
+    Ok(records)
+}

@@ -1,0 +1,685 @@
+//! The process step itself: its settings, the child's files and
+//! environment, supervising it until it ends or is cut off, and its outcome.
+
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::process::Command;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::logs::{pump, Sink, Tail};
+use super::record::{self, CutOff, CutWhy, ProcessRecord};
+use super::supervisor::Supervised;
+use crate::pipeline::{StepContext, StepError};
+use crate::record::Millis;
+use crate::worker::StopWhy;
+
+/// The exit code of a retryable failure (`EX_TEMPFAIL`).
+pub const EXIT_RETRYABLE: i32 = 75;
+/// The conventional exit code of a permanent failure (`EX_DATAERR`); by
+/// default every non-zero code but [`EXIT_RETRYABLE`] is permanent.
+pub const EXIT_PERMANENT: i32 = 65;
+/// The default grace between SIGTERM and SIGKILL.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+/// The default bytes kept of each of stdout and stderr.
+pub const DEFAULT_TAIL_BYTES: usize = 16 * 1024;
+/// The largest output file read back.
+const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+/// How often at most a step's progress is written to Redis.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// How a process step's exit codes map to outcomes (0 is always success).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExitCodes {
+    /// Codes meaning "a new attempt may succeed" (default: 75).
+    pub retryable: Vec<i32>,
+    /// Codes meaning "no retry can fix this" (default: 65).
+    pub permanent: Vec<i32>,
+    /// Whether any other non-zero code is retryable (default: permanent).
+    pub others_retryable: bool,
+}
+
+impl Default for ExitCodes {
+    fn default() -> Self {
+        ExitCodes {
+            retryable: vec![EXIT_RETRYABLE],
+            permanent: vec![EXIT_PERMANENT],
+            others_retryable: false,
+        }
+    }
+}
+
+impl ExitCodes {
+    /// Sets the retryable codes.
+    #[must_use]
+    pub fn retryable(mut self, codes: impl IntoIterator<Item = i32>) -> Self {
+        self.retryable = codes.into_iter().collect();
+        self
+    }
+    /// Sets the permanent codes.
+    #[must_use]
+    pub fn permanent(mut self, codes: impl IntoIterator<Item = i32>) -> Self {
+        self.permanent = codes.into_iter().collect();
+        self
+    }
+    /// Sets whether codes in neither list are retryable.
+    #[must_use]
+    pub fn others_retryable(mut self, retryable: bool) -> Self {
+        self.others_retryable = retryable;
+        self
+    }
+    /// Whether a failure with non-zero `code` is retryable.
+    pub fn is_retryable(&self, code: i32) -> bool {
+        if self.retryable.contains(&code) {
+            true
+        } else if self.permanent.contains(&code) {
+            false
+        } else {
+            self.others_retryable
+        }
+    }
+}
+
+/// A step that runs a program (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct ProcessStep {
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    current_dir: Option<PathBuf>,
+    timeout: Option<Duration>,
+    grace: Duration,
+    exit_codes: ExitCodes,
+    tail_bytes: usize,
+}
+
+/// Wall-clock milliseconds since the epoch.
+fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Millis)
+}
+
+/// The name of a signal, for messages.
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGBUS => "SIGBUS",
+        _ => return format!("signal {signal}"),
+    };
+    format!("{name} ({signal})")
+}
+
+/// The last non-empty line of a tail, shortened, for an error message.
+fn last_line(tail: &str) -> Option<String> {
+    let line = tail.lines().rev().find(|l| !l.trim().is_empty())?.trim();
+    let mut short: String = line.chars().take(200).collect();
+    if short.len() < line.len() {
+        short.push('…');
+    }
+    Some(short)
+}
+
+/// How the child ended, before it becomes a step's result.
+struct Ended {
+    status: std::process::ExitStatus,
+    cut: Option<CutOff>,
+}
+
+impl ProcessStep {
+    /// Runs `program` (found on `PATH` unless it is a path), with no arguments yet.
+    pub fn new(program: impl Into<OsString>) -> Self {
+        ProcessStep {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            current_dir: None,
+            timeout: None,
+            grace: DEFAULT_GRACE,
+            exit_codes: ExitCodes::default(),
+            tail_bytes: DEFAULT_TAIL_BYTES,
+        }
+    }
+
+    /// Runs `script` with `/bin/sh -c`: the shell form, for when a shell is
+    /// really wanted (pipes, globs, expansions). Extra arguments become `$0`, `$1`, ...
+    pub fn shell(script: impl Into<OsString>) -> Self {
+        ProcessStep::new("/bin/sh").arg("-c").arg(script.into())
+    }
+
+    /// Adds an argument, passed as given (never through a shell).
+    #[must_use]
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    #[must_use]
+    pub fn args<I: IntoIterator<Item = A>, A: Into<OsString>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable for the child (on top of the worker's).
+    #[must_use]
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the child's working directory (default: the worker's).
+    #[must_use]
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets the step's time limit: past it the group gets SIGTERM, then SIGKILL
+    /// after the grace, and the step fails retryable with kind `timeout`.
+    #[must_use]
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
+        self
+    }
+
+    /// Sets the grace between SIGTERM and SIGKILL (default 10 s).
+    #[must_use]
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Sets how exit codes map to outcomes.
+    #[must_use]
+    pub fn exit_codes(mut self, codes: ExitCodes) -> Self {
+        self.exit_codes = codes;
+        self
+    }
+
+    /// Sets the bytes kept of each of stdout and stderr (default 16 KiB).
+    #[must_use]
+    pub fn tail_bytes(mut self, bytes: usize) -> Self {
+        self.tail_bytes = bytes;
+        self
+    }
+
+    /// The step's time limit, if it has one.
+    pub fn time_limit(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The program.
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+
+    /// The arguments.
+    pub fn arguments(&self) -> &[OsString] {
+        &self.args
+    }
+
+    /// Runs the program as step `ctx.step()` of the job, given the previous
+    /// step's output; returns the step's output (the JSON the child wrote to
+    /// `LEASEHOLD_OUTPUT`, `null` when it wrote none).
+    pub async fn run(
+        &self,
+        ctx: &StepContext,
+        previous: Option<&str>,
+    ) -> Result<String, StepError> {
+        self.run_keyed(ctx, previous, None).await
+    }
+
+    /// [`ProcessStep::run`], telling the child the job's input key (`LEASEHOLD_INPUT_KEY`).
+    pub async fn run_keyed(
+        &self,
+        ctx: &StepContext,
+        previous: Option<&str>,
+        input_key: Option<&str>,
+    ) -> Result<String, StepError> {
+        let input = ctx.lease().map_or("{}", |l| l.input.as_str());
+        self.run_inner(ctx, input, previous, input_key, &[]).await
+    }
+
+    /// Runs the program with `input` as the job's input and `extra` variables
+    /// (a cleanup command, run outside a step).
+    pub(crate) async fn run_inner(
+        &self,
+        ctx: &StepContext,
+        input: &str,
+        previous: Option<&str>,
+        input_key: Option<&str>,
+        extra: &[(&str, String)],
+    ) -> Result<String, StepError> {
+        ctx.check_cancelled()?;
+        let step = ctx.step();
+        let dir = tempfile::Builder::new()
+            .prefix("leasehold-step-")
+            .tempdir()
+            .map_err(|e| {
+                StepError::retryable(format!("cannot make its temporary directory: {e}"))
+                    .with_kind("spawn")
+            })?;
+        let input_path = dir.path().join("input.json");
+        let previous_path = dir.path().join("previous.json");
+        let output_path = dir.path().join("output.json");
+        let write = |path: &std::path::Path, text: &str| {
+            std::fs::write(path, text).map_err(|e| {
+                StepError::retryable(format!("cannot write {}: {e}", path.display()))
+                    .with_kind("spawn")
+            })
+        };
+        write(&input_path, input)?;
+        if let Some(previous) = previous {
+            write(&previous_path, previous)?;
+        }
+        let mut command = Command::new(&self.program);
+        command.args(&self.args);
+        if let Some(cwd) = &self.current_dir {
+            command.current_dir(cwd);
+        }
+        self.job_env(&mut command, ctx, input, input_key);
+        command
+            .env("LEASEHOLD_INPUT", &input_path)
+            .env("LEASEHOLD_OUTPUT", &output_path)
+            .env("LEASEHOLD_WORK_DIR", dir.path());
+        if previous.is_some() {
+            command.env("LEASEHOLD_PREVIOUS", &previous_path);
+        } else {
+            command.env_remove("LEASEHOLD_PREVIOUS");
+        }
+        for (name, value) in extra {
+            command.env(name, value);
+        }
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        // a process step gets its kill grace before the worker drops it
+        ctx.request_grace(self.grace);
+        // the last moment to refuse: a cancelled job, or a lease past its local
+        // deadline or known lost (checked synchronously, whatever the watchdog
+        // has done yet), spawns nothing
+        ctx.check_cancelled()?;
+        if !ctx.lease_valid() {
+            return Err(StepError::retryable(
+                "not started: the lease is past its local deadline or lost",
+            )
+            .with_kind("lease_lost"));
+        }
+        let started_at = now_ms();
+        let (mut child, stdout, stderr) = Supervised::spawn(command).map_err(|e| {
+            let error = format!("cannot run {:?}: {e}", self.program);
+            match e.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                    StepError::permanent(error)
+                }
+                _ => StepError::retryable(error),
+            }
+            .with_kind("spawn")
+        })?;
+        let job = ctx.job().to_string();
+        let pid = child.pid();
+        info!(job = %job, step, pid, program = ?self.program, "process step started");
+        let (progress_tx, progress_rx) = watch::channel(None);
+        let out = tokio::spawn(pump(
+            stdout,
+            Sink {
+                stream: "stdout",
+                job: job.clone(),
+                step,
+                tail: Tail::new(self.tail_bytes),
+                progress: Some(progress_tx),
+            },
+        ));
+        let err = tokio::spawn(pump(
+            stderr,
+            Sink {
+                stream: "stderr",
+                job: job.clone(),
+                step,
+                tail: Tail::new(self.tail_bytes),
+                progress: None,
+            },
+        ));
+        let reporter = tokio::spawn(report_progress(
+            ctx.clone(),
+            progress_rx.clone(),
+            started_at,
+            child.pid(),
+        ));
+        let ended = self.supervise(ctx, &mut child).await;
+        // whatever the leader left in its group goes now: the pipes close
+        child.signal_group(libc::SIGKILL);
+        reporter.abort();
+        if let (Some(metrics), Some(labels)) = (ctx.metrics(), progress_labels(ctx)) {
+            metrics.step_progress.remove(&labels);
+        }
+        let (stdout, stderr) = (collect(out).await, collect(err).await);
+        let progress = *progress_rx.borrow();
+        drop(child);
+        let ended = match ended {
+            Ok(ended) => ended,
+            Err(e) => {
+                return Err(
+                    StepError::retryable(format!("lost track of its child: {e}"))
+                        .with_kind("spawn"),
+                )
+            }
+        };
+        let mut record = ProcessRecord {
+            attempt: ctx.attempt(),
+            step: step.to_owned(),
+            pid: Some(pid),
+            started_at,
+            ended_at: Some(now_ms()),
+            exit_code: ended.status.code(),
+            signal: std::os::unix::process::ExitStatusExt::signal(&ended.status),
+            outcome: String::new(),
+            cut_off: ended.cut.clone(),
+            progress,
+            stdout_tail: stdout.as_ref().map(|s| s.tail.text()).unwrap_or_default(),
+            stderr_tail: stderr.as_ref().map(|s| s.tail.text()).unwrap_or_default(),
+            stdout_bytes: stdout.as_ref().map_or(0, |s| s.tail.total()),
+            stderr_bytes: stderr.as_ref().map_or(0, |s| s.tail.total()),
+        };
+        let result = self.outcome(&ended, &record, &output_path);
+        record.outcome = match (&ended.cut, &result) {
+            (Some(_), _) => "cut_off",
+            (None, Ok(_)) => "succeeded",
+            (None, Err(e)) if e.retryable => "retryable",
+            (None, Err(_)) => "permanent",
+        }
+        .to_owned();
+        info!(
+            job = %job,
+            step,
+            exit_code = record.exit_code,
+            signal = record.signal,
+            outcome = %record.outcome,
+            cut_off = record.cut_off.as_ref().map(|c| c.why.as_str()),
+            "process step ended"
+        );
+        save(ctx, &record).await;
+        // the next step of the attempt asks for its own grace, if any
+        ctx.request_grace(Duration::ZERO);
+        drop(dir);
+        result
+    }
+
+    /// Sets the job's environment variables on `command`.
+    fn job_env(
+        &self,
+        command: &mut Command,
+        ctx: &StepContext,
+        input: &str,
+        input_key: Option<&str>,
+    ) {
+        let lease = ctx.lease();
+        let optional = |command: &mut Command, name: &str, value: Option<&str>| match value {
+            Some(v) => {
+                command.env(name, v);
+            }
+            None => {
+                command.env_remove(name);
+            }
+        };
+        command
+            .env("LEASEHOLD_JOB_ID", ctx.job().as_str())
+            .env("LEASEHOLD_STEP", ctx.step())
+            .env("LEASEHOLD_ATTEMPT", ctx.attempt().to_string())
+            .env("LEASEHOLD_FENCE", ctx.fence().to_string())
+            .env("LEASEHOLD_WORKER", ctx.worker());
+        optional(command, "LEASEHOLD_QUEUE", ctx.queue().map(|q| q.name()));
+        optional(
+            command,
+            "LEASEHOLD_PIPELINE",
+            lease.map(|l| l.pipeline.as_str()),
+        );
+        optional(
+            command,
+            "LEASEHOLD_RESOURCE",
+            lease.and_then(|l| l.resource.as_deref()),
+        );
+        optional(command, "LEASEHOLD_INPUT_KEY", input_key);
+        let window = if input.contains("\"window\"") {
+            serde_json::from_str::<serde_json::Value>(input)
+                .ok()
+                .and_then(|v| v.get("window").cloned())
+        } else {
+            None
+        };
+        let bound = |name: &str| {
+            window
+                .as_ref()
+                .and_then(|w| w.get(name))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
+        optional(command, "LEASEHOLD_WINDOW_START", bound("start").as_deref());
+        optional(command, "LEASEHOLD_WINDOW_END", bound("end").as_deref());
+    }
+
+    /// Waits for the child, or cuts it off: SIGTERM to its group when the
+    /// job's token fires or the time limit passes, SIGKILL after the grace.
+    async fn supervise(&self, ctx: &StepContext, child: &mut Supervised) -> std::io::Result<Ended> {
+        let limit = async {
+            match self.timeout {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        let (why, reason) = tokio::select! {
+            status = child.wait() => return Ok(Ended { status: status?, cut: None }),
+            () = ctx.cancelled() => {
+                let reason = ctx.cancel_reason().unwrap_or_else(|| "cancelled".to_owned());
+                match ctx.stop_why() {
+                    Some(StopWhy::Lost(r)) => (CutWhy::LeaseLost, r),
+                    Some(StopWhy::Shutdown) => (CutWhy::Shutdown, reason),
+                    _ => (CutWhy::Cancel, reason),
+                }
+            }
+            () = limit => (CutWhy::Timeout, format!("time limit of {:?} passed", self.timeout.unwrap_or_default())),
+        };
+        let at = now_ms();
+        child.signal_group(libc::SIGTERM);
+        let grace = match (why, ctx.lease()) {
+            // the child must be dead before Redis's own deadline for the lease
+            (CutWhy::LeaseLost, Some(lease)) => self
+                .grace
+                .min(crate::lease_clock::deadline_margin(lease.ttl) / 2),
+            _ => self.grace,
+        };
+        warn!(job = %ctx.job(), step = ctx.step(), why = why.as_str(), %reason, ?grace, "process step cut off: SIGTERM sent to its process group");
+        let mut killed = false;
+        let status = tokio::select! {
+            status = child.wait() => status?,
+            () = tokio::time::sleep(grace) => {
+                warn!(job = %ctx.job(), step = ctx.step(), ?grace, "the process group outlived its grace: SIGKILL");
+                child.signal_group(libc::SIGKILL);
+                killed = true;
+                child.wait().await?
+            }
+        };
+        Ok(Ended {
+            status,
+            cut: Some(CutOff {
+                why,
+                reason,
+                at,
+                killed,
+            }),
+        })
+    }
+
+    /// The step's result from how the child ended.
+    fn outcome(
+        &self,
+        ended: &Ended,
+        record: &ProcessRecord,
+        output_path: &std::path::Path,
+    ) -> Result<String, StepError> {
+        use std::os::unix::process::ExitStatusExt;
+        let program = self.program.to_string_lossy();
+        let detail = last_line(&record.stderr_tail).map_or(String::new(), |l| format!(": {l}"));
+        if let Some(cut) = &ended.cut {
+            let how = if cut.killed {
+                "killed (SIGKILL) after its grace"
+            } else {
+                "stopped by SIGTERM"
+            };
+            let message = format!(
+                "{program} cut off ({}: {}), {how}",
+                cut.why.as_str(),
+                cut.reason
+            );
+            return Err(match cut.why {
+                CutWhy::Timeout => StepError::retryable(message).with_kind("timeout"),
+                CutWhy::Shutdown => StepError::retryable(message).with_kind("interrupted"),
+                CutWhy::Cancel | CutWhy::LeaseLost => {
+                    StepError::permanent(message).with_kind("cancelled")
+                }
+            });
+        }
+        if let Some(signal) = ended.status.signal() {
+            // not sent by the worker (it sends none unless it cuts the step off)
+            return Err(StepError::retryable(format!(
+                "{program} was killed by {}{detail}",
+                signal_name(signal)
+            ))
+            .with_kind("signal"));
+        }
+        match ended.status.code() {
+            Some(0) => read_output(output_path),
+            Some(code) => {
+                let message = format!("{program} exited with code {code}{detail}");
+                Err(if self.exit_codes.is_retryable(code) {
+                    StepError::retryable(message)
+                } else {
+                    StepError::permanent(message)
+                }
+                .with_kind("exit"))
+            }
+            None => Err(
+                StepError::retryable(format!("{program} ended without an exit code"))
+                    .with_kind("exit"),
+            ),
+        }
+    }
+}
+
+/// The output the child wrote: checked to be JSON, `null` when it wrote none.
+fn read_output(path: &std::path::Path) -> Result<String, StepError> {
+    let bad = |why: String| Err(StepError::permanent(why).with_kind("output"));
+    let len = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok("null".to_owned()),
+        Err(e) => return bad(format!("cannot read its output file: {e}")),
+    };
+    if len > MAX_OUTPUT_BYTES {
+        return bad(format!(
+            "its output file has {len} bytes, more than the {MAX_OUTPUT_BYTES} allowed"
+        ));
+    }
+    let text = match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(_) => return bad("its output file is not UTF-8".to_owned()),
+        },
+        Err(e) => return bad(format!("cannot read its output file: {e}")),
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok("null".to_owned());
+    }
+    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        Ok(_) => Ok(text.to_owned()),
+        Err(e) => bad(format!("its output is not JSON: {e}")),
+    }
+}
+
+/// A log reader's result (none if it could not finish: a process that left
+/// the group keeps the pipe open).
+async fn collect(handle: tokio::task::JoinHandle<Sink>) -> Option<Sink> {
+    let abort = handle.abort_handle();
+    match tokio::time::timeout(Duration::from_secs(2), handle).await {
+        Ok(Ok(sink)) => Some(sink),
+        _ => {
+            abort.abort();
+            None
+        }
+    }
+}
+
+/// Writes the step's progress while it runs, at most once per [`PROGRESS_EVERY`].
+async fn report_progress(
+    ctx: StepContext,
+    mut progress: watch::Receiver<Option<f64>>,
+    started_at: Millis,
+    pid: u32,
+) {
+    while progress.changed().await.is_ok() {
+        let value = *progress.borrow_and_update();
+        if let (Some(metrics), Some(labels), Some(value)) =
+            (ctx.metrics(), progress_labels(&ctx), value)
+        {
+            metrics.step_progress.get_or_create(&labels).set(value);
+        }
+        let record = ProcessRecord {
+            attempt: ctx.attempt(),
+            step: ctx.step().to_owned(),
+            pid: Some(pid),
+            started_at,
+            ended_at: None,
+            exit_code: None,
+            signal: None,
+            outcome: "running".to_owned(),
+            cut_off: None,
+            progress: value,
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+        };
+        save(&ctx, &record).await;
+        tokio::time::sleep(PROGRESS_EVERY).await;
+    }
+}
+
+/// The labels of the step's progress metric (none outside a worker).
+fn progress_labels(ctx: &StepContext) -> Option<crate::metrics::ProgressLabels> {
+    Some(crate::metrics::ProgressLabels {
+        queue: ctx.queue()?.name().to_owned(),
+        pipeline: ctx.lease()?.pipeline.clone(),
+        step: ctx.step().to_owned(),
+        job: ctx.job().to_string(),
+    })
+}
+
+/// Writes `record` while the attempt holds its lease (nothing once it is lost).
+async fn save(ctx: &StepContext, record: &ProcessRecord) {
+    let (Some(queue), Some(lease)) = (ctx.queue(), ctx.lease()) else {
+        return;
+    };
+    if matches!(ctx.stop_why(), Some(StopWhy::Lost(_))) {
+        return;
+    }
+    match record::write(queue, lease, record).await {
+        Ok(true) => {}
+        Ok(false) => {
+            warn!(job = %ctx.job(), step = ctx.step(), "process record not written: the lease is gone")
+        }
+        Err(e) => {
+            warn!(job = %ctx.job(), step = ctx.step(), error = %e, "process record not written")
+        }
+    }
+}

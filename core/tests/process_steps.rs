@@ -1,0 +1,757 @@
+//! Process steps with real processes: signals on cancel and at the end of the
+//! grace, a time limit, exit codes as outcomes (a retryable exit resumes at its
+//! step with the earlier outputs), bounded log tails, progress lines, and
+//! hostile arguments and inputs reaching the child unchanged.
+//!
+//! The scripts are small `sh` and `python3` programs written by each test into
+//! a temporary directory. Every wait is on a condition with a generous deadline.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use leasehold_core::process::{read_records, CutWhy, DeclaredPipeline, ProcessRecord, ProcessStep};
+use leasehold_core::{JobId, JobState, PipelineOptions, Queue, QueueConfig, RetryPolicy, Worker};
+use leasehold_testkit::{wait_until_async, RedisServer};
+use serde_json::{json, Value};
+
+/// Deadline of every wait.
+const WAIT: Duration = Duration::from_secs(30);
+/// The python interpreter the scripts run with.
+const PYTHON: &str = "python3";
+
+/// Wall-clock milliseconds since the epoch.
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Writes `text` to `dir/name` and returns its path.
+fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn gone(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks the pid
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return true;
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(true)
+}
+
+/// A worker serving `pipeline` on `url`, until the returned sender is dropped.
+async fn serve(
+    url: &str,
+    pipeline: DeclaredPipeline,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, handle, _) = serve_with_metrics(url, pipeline).await;
+    (tx, handle)
+}
+
+/// [`serve`], also giving the worker's metrics.
+async fn serve_with_metrics(
+    url: &str,
+    pipeline: DeclaredPipeline,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+    std::sync::Arc<leasehold_core::Metrics>,
+) {
+    let worker = Worker::builder(url)
+        .declared(pipeline)
+        .unwrap()
+        .concurrency(4)
+        .lease_ttl(Duration::from_secs(5))
+        .renew_interval(Duration::from_millis(100))
+        .cancel_grace(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    let metrics = worker.metrics();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(async move {
+        worker
+            .run_until(async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    (tx, handle, metrics)
+}
+
+async fn stop(
+    worker: (
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ),
+) {
+    let _ = worker.0.send(());
+    tokio::time::timeout(WAIT, worker.1).await.unwrap().unwrap();
+}
+
+/// Waits until job `id` is in a terminal state; returns it.
+async fn ended(queue: &Queue, id: &JobId) -> leasehold_core::Job {
+    wait_until_async(WAIT, "the job ended", || {
+        let queue = queue.clone();
+        let id = id.clone();
+        async move { matches!(queue.job(&id).await, Ok(Some(job)) if job.state.is_terminal()) }
+    })
+    .await;
+    queue.job(id).await.unwrap().unwrap()
+}
+
+/// Waits until `path` exists; returns its text.
+async fn file(path: &Path) -> String {
+    wait_until_async(WAIT, &format!("{} exists", path.display()), || {
+        let done = std::fs::read_to_string(path).is_ok_and(|t| t.ends_with('\n'));
+        async move { done }
+    })
+    .await;
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// The process record of `step` in attempt `attempt` of job `id`.
+async fn record(queue: &Queue, id: &JobId, attempt: u32, step: &str) -> ProcessRecord {
+    read_records(queue, id.as_str())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.attempt == attempt && r.step == step)
+        .unwrap_or_else(|| panic!("no record of {attempt}:{step}"))
+}
+
+/// Enqueues a job of `pipeline` as tools other than Rust do: through the
+/// spec the worker published (max attempts, resource and input key templates).
+async fn enqueue(url: &str, pipeline: &str, input: &Value) -> JobId {
+    let client = leasehold_core::Client::connect(url, QueueConfig::default())
+        .await
+        .unwrap();
+    client
+        .enqueue_json(
+            pipeline,
+            &input.to_string(),
+            &leasehold_core::EnqueueOptions::default(),
+        )
+        .await
+        .unwrap()
+        .id
+}
+
+async fn queue(url: &str, name: &str) -> Queue {
+    Queue::connect(url, name, QueueConfig::default())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_reaches_the_script_as_sigterm_within_200ms() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let term = dir.path().join("term");
+    let body = format!(
+        r#"
+import os, signal, sys, time
+def on_term(signum, frame):
+    with open({term:?}, "w") as f:
+        f.write("%d\n" % int(time.time() * 1000))
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+with open({ready:?}, "w") as f:
+    f.write("%d\n" % os.getpid())
+while True:
+    time.sleep(0.01)
+"#,
+        term = term.to_str().unwrap(),
+        ready = ready.to_str().unwrap()
+    );
+    let path = script(dir.path(), "long.py", &body);
+    let pipeline = DeclaredPipeline::new("cancelme").step(
+        "work",
+        ProcessStep::new(PYTHON)
+            .arg(&path)
+            .grace(Duration::from_secs(5)),
+    );
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "cancelme").await;
+    let id = enqueue(&srv.url(), "cancelme", &json!({})).await;
+    let pid: i32 = file(&ready).await.trim().parse().unwrap();
+    let cancel_at = now_ms();
+    q.cancel(&id, "operator said stop", "test").await.unwrap();
+    let term_at: i64 = file(&term).await.trim().parse().unwrap();
+    let job = ended(&q, &id).await;
+    assert_eq!(job.state, JobState::Cancelled, "{job:?}");
+    let rec = record(&q, &id, 1, "work").await;
+    let cut = rec.cut_off.clone().expect("a cut-off is recorded");
+    assert_eq!(cut.why, CutWhy::Cancel, "{rec:?}");
+    assert!(cut.reason.contains("operator said stop"), "{rec:?}");
+    assert!(!cut.killed, "{rec:?}");
+    assert_eq!(rec.outcome, "cut_off");
+    // the worker saw the cancel on a renewal (every 100 ms) and signalled at once
+    assert!(
+        cut.at >= cancel_at - 5,
+        "cut at {} before the cancel at {cancel_at}",
+        cut.at
+    );
+    assert!(
+        term_at - cut.at <= 200,
+        "SIGTERM reached the script {} ms after the worker saw the cancel",
+        term_at - cut.at
+    );
+    wait_until_async(WAIT, "the script is gone", || async move { gone(pid) }).await;
+    stop(worker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_ignoring_sigterm_is_killed_at_the_end_of_its_grace() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let body = format!(
+        "trap '' TERM\necho $$ > '{}.tmp'; mv '{0}.tmp' '{0}'\nwhile true; do sleep 0.05; done\n",
+        ready.display()
+    );
+    let path = script(dir.path(), "stubborn.sh", &body);
+    let grace = Duration::from_millis(1500);
+    let pipeline = DeclaredPipeline::new("stubborn")
+        .step("work", ProcessStep::new("sh").arg(&path).grace(grace));
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "stubborn").await;
+    let id = enqueue(&srv.url(), "stubborn", &json!({})).await;
+    wait_until_async(WAIT, "the script started", || {
+        let ok = ready.exists();
+        async move { ok }
+    })
+    .await;
+    let pid: i32 = std::fs::read_to_string(&ready)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    q.cancel(&id, "stop", "test").await.unwrap();
+    let job = ended(&q, &id).await;
+    assert_eq!(job.state, JobState::Cancelled, "{job:?}");
+    assert!(gone(pid), "the script outlived its grace");
+    let rec = record(&q, &id, 1, "work").await;
+    let cut = rec.cut_off.clone().unwrap();
+    assert!(cut.killed, "{rec:?}");
+    assert_eq!(rec.signal, Some(libc::SIGKILL), "{rec:?}");
+    let ended_at = rec.ended_at.unwrap();
+    assert!(ended_at - cut.at >= grace.as_millis() as i64 - 5, "{rec:?}");
+    assert!(
+        ended_at - cut.at < grace.as_millis() as i64 + 5000,
+        "{rec:?}"
+    );
+    // the attempt's record says it was cut and why
+    let attempt = &job.attempts[0];
+    assert!(attempt.cleanup_needed, "{attempt:?}");
+    stop(worker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_past_its_time_limit_is_cut_off_and_fails_retryable() {
+    let srv = RedisServer::start();
+    let pipeline = DeclaredPipeline::new("slow")
+        .step(
+            "work",
+            ProcessStep::new("sleep")
+                .arg("30")
+                .timeout(Duration::from_millis(300))
+                .grace(Duration::from_millis(500)),
+        )
+        .options(PipelineOptions::new().retry(RetryPolicy::NONE));
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "slow").await;
+    let id = enqueue(&srv.url(), "slow", &json!({})).await;
+    let job = ended(&q, &id).await;
+    assert_eq!(job.state, JobState::Failed, "{job:?}");
+    let error = job.attempts[0].error.clone().unwrap();
+    assert_eq!(error.kind, "timeout", "{error:?}");
+    let rec = record(&q, &id, 1, "work").await;
+    assert_eq!(
+        rec.cut_off.as_ref().map(|c| c.why),
+        Some(CutWhy::Timeout),
+        "{rec:?}"
+    );
+    assert_eq!(rec.signal, Some(libc::SIGTERM), "{rec:?}");
+    stop(worker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retryable_exit_resumes_at_its_step_with_the_earlier_outputs() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let first = script(
+        dir.path(),
+        "first.sh",
+        &format!(
+            "echo first >> '{}'\nprintf '{{\"n\": 41}}' > \"$LEASEHOLD_OUTPUT\"\n",
+            runs.display()
+        ),
+    );
+    let second = script(
+        dir.path(),
+        "second.py",
+        r#"
+import json, os, sys
+if os.environ["LEASEHOLD_ATTEMPT"] == "1":
+    print("upstream busy", file=sys.stderr)
+    sys.exit(75)
+previous = json.load(open(os.environ["LEASEHOLD_PREVIOUS"]))
+json.dump({"n": previous["n"] + 1, "attempt": os.environ["LEASEHOLD_ATTEMPT"]}, open(os.environ["LEASEHOLD_OUTPUT"], "w"))
+"#,
+    );
+    let third = script(
+        dir.path(),
+        "third.py",
+        r#"
+import json, os
+json.dump({"seen": json.load(open(os.environ["LEASEHOLD_PREVIOUS"]))}, open(os.environ["LEASEHOLD_OUTPUT"], "w"))
+"#,
+    );
+    let pipeline = DeclaredPipeline::new("retrying")
+        .step("first", ProcessStep::new("sh").arg(&first))
+        .step("second", ProcessStep::new(PYTHON).arg(&second))
+        .step("third", ProcessStep::new(PYTHON).arg(&third))
+        .options(
+            PipelineOptions::new()
+                .retry(RetryPolicy::exponential(3).initial_backoff(Duration::from_millis(20))),
+        );
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "retrying").await;
+    let id = enqueue(&srv.url(), "retrying", &json!({})).await;
+    let job = ended(&q, &id).await;
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    assert_eq!(job.attempt, 2);
+    let error = job.attempts[0].error.clone().unwrap();
+    assert_eq!(error.kind, "exit");
+    assert!(error.retryable, "{error:?}");
+    assert!(
+        error.message.contains("exited with code 75: upstream busy"),
+        "{error:?}"
+    );
+    // the second attempt resumed at `second`, with `first`'s output
+    let resumed: Vec<&str> = job.attempts[1]
+        .steps
+        .iter()
+        .map(|s| s.step.as_str())
+        .collect();
+    assert_eq!(resumed, ["second", "third"]);
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "first\n");
+    assert_eq!(job.outputs["second"], json!({"n": 42, "attempt": "2"}));
+    assert_eq!(
+        job.outputs["third"],
+        json!({"seen": {"n": 42, "attempt": "2"}})
+    );
+    let failed = record(&q, &id, 1, "second").await;
+    assert_eq!(
+        (failed.exit_code, failed.outcome.as_str()),
+        (Some(75), "retryable")
+    );
+    assert_eq!(failed.stderr_tail, "upstream busy\n");
+    stop(worker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_map_to_outcomes_per_step() {
+    let srv = RedisServer::start();
+    let pipeline = DeclaredPipeline::new("codes")
+        .step("bad", ProcessStep::shell("exit 3"))
+        .options(
+            PipelineOptions::new()
+                .retry(RetryPolicy::exponential(3).initial_backoff(Duration::from_millis(10))),
+        );
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "codes").await;
+    let id = enqueue(&srv.url(), "codes", &json!({})).await;
+    let job = ended(&q, &id).await;
+    // any other code than 75 is permanent by default: no second attempt
+    assert_eq!((job.state, job.attempt), (JobState::Failed, 1), "{job:?}");
+    assert!(!job.attempts[0].error.as_ref().unwrap().retryable);
+    stop(worker).await;
+
+    let pipeline = DeclaredPipeline::new("codes2")
+        .step(
+            "bad",
+            ProcessStep::shell("[ \"$LEASEHOLD_ATTEMPT\" = 2 ] || exit 3")
+                .exit_codes(leasehold_core::process::ExitCodes::default().retryable([3])),
+        )
+        .step(
+            "killed",
+            ProcessStep::shell("[ \"$LEASEHOLD_ATTEMPT\" = 3 ] || kill -9 $$"),
+        )
+        .options(
+            PipelineOptions::new()
+                .retry(RetryPolicy::exponential(3).initial_backoff(Duration::from_millis(10))),
+        );
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "codes2").await;
+    let id = enqueue(&srv.url(), "codes2", &json!({})).await;
+    let job = ended(&q, &id).await;
+    // 3 retryable for this step; a signal the worker did not send is retryable
+    assert_eq!(
+        (job.state, job.attempt),
+        (JobState::Succeeded, 3),
+        "{job:?}"
+    );
+    assert_eq!(
+        job.attempts[1].error.as_ref().unwrap().kind,
+        "signal",
+        "{job:?}"
+    );
+    let killed = record(&q, &id, 2, "killed").await;
+    assert_eq!(
+        (killed.signal, killed.exit_code),
+        (Some(libc::SIGKILL), None)
+    );
+    stop(worker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_megabytes_of_stdout_keep_the_stored_tail_bounded_and_progress_is_reported() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let body = format!(
+        r#"
+import os, sys, time
+print("::progress 40", flush=True)
+while not os.path.exists({go:?}):
+    time.sleep(0.01)
+line = "x" * 99 + "\n"
+for _ in range(100 * 1024):
+    sys.stdout.write(line)
+sys.stdout.write("y" * (300 * 1024))
+sys.stdout.write("\nlast line\n")
+sys.stderr.write("warning: something\n")
+"#,
+        go = go.to_str().unwrap()
+    );
+    let path = script(dir.path(), "loud.py", &body);
+    let pipeline = DeclaredPipeline::new("loud").step("work", ProcessStep::new(PYTHON).arg(&path));
+    let (tx, handle, metrics) = serve_with_metrics(&srv.url(), pipeline).await;
+    let worker = (tx, handle);
+    let q = queue(&srv.url(), "loud").await;
+    let id = enqueue(&srv.url(), "loud", &json!({})).await;
+    wait_until_async(WAIT, "the progress is recorded", || {
+        let q = q.clone();
+        let id = id.clone();
+        async move {
+            read_records(&q, id.as_str()).await.is_ok_and(|r| {
+                r.iter()
+                    .any(|r| r.progress == Some(40.0) && r.outcome == "running")
+            })
+        }
+    })
+    .await;
+    let series = format!(
+        "leasehold_step_progress_percent{{queue=\"loud\",pipeline=\"loud\",step=\"work\",job=\"{id}\"}} 40.0"
+    );
+    assert!(metrics.encode().contains(&series), "{}", metrics.encode());
+    std::fs::write(&go, "").unwrap();
+    let job = ended(&q, &id).await;
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    let rec = record(&q, &id, 1, "work").await;
+    assert_eq!(rec.stdout_bytes, 100 * 1024 * 100 + 300 * 1024 + 11);
+    assert!(
+        rec.stdout_tail.len() <= 16 * 1024,
+        "{}",
+        rec.stdout_tail.len()
+    );
+    // the 300 KiB line without a newline was cut into pieces, and the tail starts at a line
+    assert_eq!(rec.stdout_tail, "last line\n");
+    assert_eq!(rec.stderr_tail, "warning: something\n");
+    assert_eq!(rec.progress, Some(40.0));
+    // the series goes with the step
+    assert!(!metrics
+        .encode()
+        .contains("leasehold_step_progress_percent{"));
+    // what Redis keeps for it
+    let mut conn = q.pool().get().await.unwrap();
+    let bytes: i64 = leasehold_core::redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(q.keys().process_log(id.as_str()))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(bytes < 64 * 1024, "{bytes}");
+    stop(worker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_arguments_inputs_and_file_names_reach_the_child_unchanged() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("pwned");
+    let weird_name = OsString::from_vec(b"odd \xff\xfe name $(x).txt".to_vec());
+    let weird_path = dir.path().join(&weird_name);
+    std::fs::write(&weird_path, b"content\n").unwrap();
+    let dump = script(
+        dir.path(),
+        "dump.py",
+        r#"
+import json, os, sys
+env = {k: v for k, v in os.environ.items() if k.startswith("LEASEHOLD_")}
+out = {
+    "argv": [os.fsencode(a).hex() for a in sys.argv[1:]],
+    "input": open(os.environ["LEASEHOLD_INPUT"], "rb").read().hex(),
+    "env": env,
+    "file": open(os.fsencode(sys.argv[-1]), "rb").read().decode(),
+}
+json.dump(out, open(os.environ["LEASEHOLD_OUTPUT"], "w"))
+"#,
+    );
+    let args: Vec<OsString> = vec![
+        "it's \"quoted\"".into(),
+        "two words".into(),
+        "line one\nline two".into(),
+        format!("$(touch {})", marker.display()).into(),
+        "`touch x`; rm -rf /nonexistent".into(),
+        OsString::from_vec(b"bytes \xff\x80 here".to_vec()),
+        weird_path.clone().into_os_string(),
+    ];
+    let pipeline = DeclaredPipeline::new("hostile")
+        .step(
+            "dump",
+            ProcessStep::new(PYTHON).arg(&dump).args(args.clone()),
+        )
+        .resource_template("shop:{shop}")
+        .unwrap()
+        .input_key_template("{shop}:{window.start}")
+        .unwrap();
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "hostile").await;
+    let input = json!({
+        "shop": "acme",
+        "note": "a \"b\" $(c) `d`\n'e' ünïcödé \u{0000} \\ tab\t",
+        "window": {"start": "2026-01-01T10:00:00Z", "end": "2026-01-01T11:00:00Z"},
+    });
+    let id = enqueue(&srv.url(), "hostile", &input).await;
+    let job = ended(&q, &id).await;
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    let out: &Value = &job.outputs["dump"];
+    let hex = |b: &[u8]| b.iter().map(|c| format!("{c:02x}")).collect::<String>();
+    let expected: Vec<String> = args.iter().map(|a| hex(a.as_encoded_bytes())).collect();
+    assert_eq!(out["argv"], json!(expected));
+    assert_eq!(out["file"], "content\n");
+    assert!(!marker.exists(), "a shell interpreted an argument");
+    let input_text = String::from_utf8(
+        (0..out["input"].as_str().unwrap().len() / 2)
+            .map(|i| {
+                u8::from_str_radix(&out["input"].as_str().unwrap()[2 * i..2 * i + 2], 16).unwrap()
+            })
+            .collect(),
+    )
+    .unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&input_text).unwrap(), input);
+    let env = &out["env"];
+    assert_eq!(env["LEASEHOLD_JOB_ID"], id.as_str());
+    assert_eq!(env["LEASEHOLD_QUEUE"], "hostile");
+    assert_eq!(env["LEASEHOLD_PIPELINE"], "hostile");
+    assert_eq!(env["LEASEHOLD_STEP"], "dump");
+    assert_eq!(env["LEASEHOLD_ATTEMPT"], "1");
+    assert_eq!(env["LEASEHOLD_FENCE"], job.attempts[0].fence.to_string());
+    assert_eq!(
+        env["LEASEHOLD_RESOURCE"],
+        format!("shop:{}", input["shop"].as_str().unwrap())
+    );
+    assert_eq!(
+        env["LEASEHOLD_INPUT_KEY"],
+        format!("{}:2026-01-01T10:00:00Z", input["shop"].as_str().unwrap())
+    );
+    assert_eq!(env["LEASEHOLD_WINDOW_START"], "2026-01-01T10:00:00Z");
+    assert_eq!(env["LEASEHOLD_WINDOW_END"], "2026-01-01T11:00:00Z");
+    assert!(env.get("LEASEHOLD_PREVIOUS").is_none());
+    stop(worker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cut_off_from_redis_kills_its_script_before_the_lease_deadline() {
+    let srv = RedisServer::start_tcp();
+    let target: std::net::SocketAddr = format!("127.0.0.1:{}", srv.port().unwrap())
+        .parse()
+        .unwrap();
+    let proxy = leasehold_testkit::TcpProxy::start(target);
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let body = format!(
+        "trap '' TERM\necho $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'\nwhile true; do sleep 0.05; done\n",
+        ready.display()
+    );
+    let path = script(dir.path(), "stubborn.sh", &body);
+    let pipeline = DeclaredPipeline::new("cutoff")
+        .step("work", ProcessStep::new("sh").arg(&path))
+        .options(PipelineOptions::new().lease_ttl(Duration::from_secs(5)));
+    let worker = serve(&proxy.url(), pipeline).await;
+    let q = queue(&srv.url(), "cutoff").await;
+    let id = enqueue(&srv.url(), "cutoff", &json!({})).await;
+    wait_until_async(WAIT, "the script started", || {
+        let ok = ready.exists();
+        async move { ok }
+    })
+    .await;
+    let pid: i32 = std::fs::read_to_string(&ready)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    proxy.stall();
+    // the renewals hang from now on: Redis keeps the last deadline they set
+    wait_until_async(WAIT, "the script is gone", || async move { gone(pid) }).await;
+    let dead_at = now_ms();
+    let job = q.job(&id).await.unwrap().unwrap();
+    let deadline = job
+        .lease
+        .as_ref()
+        .map(|l| l.deadline)
+        .expect("still leased in Redis");
+    assert!(
+        dead_at < deadline,
+        "the script was still alive {} ms past the lease deadline",
+        dead_at - deadline
+    );
+    // the cut-off attempt wrote nothing (no record, the job still RUNNING until swept)
+    assert!(read_records(&q, id.as_str()).await.unwrap().is_empty());
+    proxy.resume();
+    stop(worker).await;
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_the_worker_leaves_no_child_alive() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let path = script(
+        dir.path(),
+        "orphan.sh",
+        &format!(
+            "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'\nexec sleep 600\n",
+            ready.display()
+        ),
+    );
+    let mut fixture = Command::new(env!("CARGO_BIN_EXE_leasehold-process-fixture"))
+        .arg(srv.url())
+        .arg(&path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(fixture.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert_eq!(first, "READY");
+    enqueue(&srv.url(), "orphan", &json!({})).await;
+    wait_until_async(WAIT, "the script started", || {
+        let ok = ready.exists();
+        async move { ok }
+    })
+    .await;
+    let pid: i32 = std::fs::read_to_string(&ready)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!gone(pid));
+    // SAFETY: the fixture is this test's own child
+    unsafe { libc::kill(fixture.id() as i32, libc::SIGKILL) };
+    let _ = fixture.wait();
+    wait_until_async(WAIT, "the worker's child died with it", || async move {
+        gone(pid)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_the_process_records_with_their_job() {
+    let srv = RedisServer::start();
+    let pipeline = DeclaredPipeline::new("kept").step("say", ProcessStep::shell("echo hello"));
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "kept").await;
+    let first = enqueue(&srv.url(), "kept", &json!({"n": 1})).await;
+    assert_eq!(ended(&q, &first).await.state, JobState::Succeeded);
+    assert_eq!(record(&q, &first, 1, "say").await.stdout_tail, "hello\n");
+    let second = enqueue(&srv.url(), "kept", &json!({"n": 2})).await;
+    assert_eq!(ended(&q, &second).await.state, JobState::Succeeded);
+    stop(worker).await;
+    // keep one terminal job: the older one goes, with its process records
+    let purging = Queue::connect(
+        &srv.url(),
+        "kept",
+        QueueConfig::default().retention(leasehold_core::Retention::new(1, Duration::ZERO)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(purging.purge(100).await.unwrap(), 1);
+    assert!(q.job(&first).await.unwrap().is_none());
+    let mut conn = q.pool().get().await.unwrap();
+    let exists: (bool, bool) = leasehold_core::redis::pipe()
+        .exists(q.keys().process_log(first.as_str()))
+        .exists(q.keys().process_log(second.as_str()))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(exists, (false, true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cleanup_command_learns_that_a_step_was_cut_off() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let told = dir.path().join("told");
+    let long = script(
+        dir.path(),
+        "long.sh",
+        &format!(
+            "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'\nexec sleep 600\n",
+            ready.display()
+        ),
+    );
+    let cleanup = script(
+        dir.path(),
+        "cleanup.sh",
+        &format!(
+            "printf '%s|%s|%s|%s|%s\\n' \"$LEASEHOLD_CLEANUP_REASON\" \"$LEASEHOLD_CUT_MID_STEP\" \"$LEASEHOLD_LAST_STEP\" \"$LEASEHOLD_CLEANUP_DETAIL\" \"$(cat \"$LEASEHOLD_INPUT\")\" > '{0}.tmp'; mv '{0}.tmp' '{0}'\n",
+            told.display()
+        ),
+    );
+    let pipeline = DeclaredPipeline::new("cleaned")
+        .step("first", ProcessStep::shell("true"))
+        .step("long", ProcessStep::new("sh").arg(&long))
+        .cleanup(ProcessStep::new("sh").arg(&cleanup));
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = queue(&srv.url(), "cleaned").await;
+    let id = enqueue(&srv.url(), "cleaned", &json!({"table": "sales"})).await;
+    file(&ready).await;
+    q.cancel(&id, "wrong table", "test").await.unwrap();
+    assert_eq!(ended(&q, &id).await.state, JobState::Cancelled);
+    let text = file(&told).await;
+    assert_eq!(
+        text,
+        "cancelled|1|first|wrong table|{\"table\":\"sales\"}\n"
+    );
+    stop(worker).await;
+}
