@@ -478,3 +478,67 @@ async fn a_sweep_that_requeues_a_holder_hands_its_resource_on_once() {
     );
     assert_eq!(zmembers(&srv, &q.keys().parked("r")), [ids[2].as_str()]);
 }
+
+/// A STALE job keeps its flow-control slot and its resource lock until an
+/// operator decides; `status` says which pipelines it stalls and what it
+/// holds, so a pipeline never stalls silently behind it.
+#[tokio::test]
+async fn status_names_the_stale_job_that_stalls_a_pipeline_and_what_it_holds() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "stalls").await;
+    // the two slots of resource wh (limit 2) held by jobs gone STALE, a third job waiting
+    let ids = enqueue_all(
+        &q,
+        (0..3)
+            .map(|i| flowed("p", i, &limit(2), Some("wh")))
+            .collect(),
+    )
+    .await;
+    let held = lease(&q, "w1", 10).await;
+    assert_eq!(held.len(), 2);
+    for l in &held {
+        let _ = q.start(l, "s").await.expect("start");
+        force_expire(&srv, &q, &l.job);
+    }
+    q.sweep(10).await.expect("sweep");
+    assert_eq!(
+        q.job(&ids[0]).await.unwrap().unwrap().state,
+        JobState::Stale
+    );
+    // a plain lock of resource shop:a, with a job of pipeline other parked on it
+    let locked = q.enqueue(job("p", 10).resource("shop:a")).await.unwrap().id;
+    let l = lease(&q, "w2", 1).await;
+    assert_eq!(l[0].job, locked);
+    let _ = q.start(&l[0], "s").await.expect("start");
+    force_expire(&srv, &q, &locked);
+    q.sweep(10).await.expect("sweep");
+    for n in 0..3 {
+        q.enqueue(job("other", 20 + n).resource("shop:a"))
+            .await
+            .unwrap();
+    }
+    let none = q.lease("w3", &["other"], 3, TTL).await.unwrap();
+    assert!(none.leases.is_empty() && none.parked == 3, "{none:?}");
+
+    let status = leasehold::inspect::Inspector::new(q.clone())
+        .status()
+        .await
+        .expect("status");
+    let of = |id: &JobId| {
+        status
+            .stale
+            .iter()
+            .find(|s| s.job.id == *id)
+            .unwrap_or_else(|| panic!("{id} not listed STALE: {:?}", status.stale))
+    };
+    let slot = of(&ids[0]);
+    assert!(
+        slot.holds_slots.contains(&"slots:wh".to_owned()),
+        "{slot:?}"
+    );
+    assert!(slot.holds_something());
+    assert_eq!(slot.stalls.get("p"), Some(&1), "{slot:?}");
+    let lock = of(&locked);
+    assert_eq!(lock.holds_lock, Some(true));
+    assert_eq!(lock.stalls.get("other"), Some(&3), "{lock:?}");
+}

@@ -293,3 +293,125 @@ async fn the_sweeper_quarantines_an_expired_lease_it_cannot_read_instead_of_drop
     let leases: i64 = get(&redis, &["ZCARD", &queue.keys().leases()]);
     assert_eq!(leases, 0);
 }
+
+/// A job hash whose `id` field names another job is corrupt: the lease that
+/// pops it quarantines it (field `id`) and leases the others, the sweep that
+/// meets it quarantines it too, and reading it names its key and the field;
+/// it is never handed out as the other job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_hash_naming_another_job_is_quarantined_never_processed() {
+    let redis = RedisServer::start();
+    let (client, queue) = connect(&redis).await;
+    let ids = enqueue(&client, 3).await;
+    let (liar, named, good) = (&ids[0], &ids[1], &ids[2]);
+    let liar_key = queue.keys().job(liar.as_str());
+    let _: i64 = get(&redis, &["HSET", &liar_key, "id", named.as_str()]);
+    // jobs: listed apart as unreadable (key and field), not as the other job
+    let page = Inspector::new(queue.clone())
+        .list_jobs(&Default::default(), Default::default())
+        .await
+        .expect("jobs");
+    let listed: Vec<&JobId> = page.jobs.iter().map(|s| &s.id).collect();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.iter().all(|id| *id != liar), "{listed:?}");
+    assert!(
+        page.unreadable
+            .iter()
+            .any(|u| u.key == liar_key && u.field == "id"),
+        "{:?}",
+        page.unreadable
+    );
+    let leased = queue
+        .lease("w1", &["noop"], 3, Duration::from_secs(60))
+        .await
+        .expect("lease");
+    let jobs: Vec<&JobId> = leased.leases.iter().map(|l| &l.job).collect();
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    assert!(jobs.contains(&named) && jobs.contains(&good), "{jobs:?}");
+    let entry = queue
+        .quarantine_entry(liar.as_str())
+        .await
+        .expect("read")
+        .expect("the lying hash is quarantined");
+    assert_eq!(entry.field, "id");
+    assert!(entry.reason.contains(named.as_str()), "{entry:?}");
+    assert_eq!(leases_of(&redis, &queue, liar), 0);
+    // show: the key and the field, not the other job
+    match Inspector::new(queue.clone()).job_detail(liar).await {
+        Err(Error::Corrupt {
+            key,
+            field,
+            problem,
+        }) => {
+            assert_eq!((key.as_str(), field.as_str()), (liar_key.as_str(), "id"));
+            assert!(problem.contains(named.as_str()), "{problem}");
+        }
+        other => panic!("show of the lying hash: {other:?}"),
+    }
+    // repair refuses it while it still lies
+    match queue.repair_quarantined(liar, "alice").await {
+        Err(Error::Corrupt { field, .. }) => assert_eq!(field, "id"),
+        other => panic!("repair of a lying hash: {other:?}"),
+    }
+
+    // a leased job whose hash starts lying is quarantined by the sweep
+    let named_key = queue.keys().job(named.as_str());
+    let _: i64 = get(&redis, &["HSET", &named_key, "id", good.as_str()]);
+    force_expire(&redis, &queue, named);
+    queue.sweep(100).await.expect("sweep");
+    let entry = queue
+        .quarantine_entry(named.as_str())
+        .await
+        .expect("read")
+        .expect("the sweep quarantines it");
+    assert_eq!(
+        (entry.field.as_str(), entry.from_index.as_str()),
+        ("id", "leases")
+    );
+    let state: Option<String> = get(&redis, &["HGET", &named_key, "state"]);
+    assert_eq!(
+        state.as_deref(),
+        Some("LEASED"),
+        "not requeued as another job"
+    );
+}
+
+/// `show`, `jobs` and `status` name the key of the wrong Redis type (Redis's
+/// own WRONGTYPE reply does not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_the_wrong_type_is_named_by_show_jobs_and_status() {
+    let redis = RedisServer::start();
+    let (client, queue) = connect(&redis).await;
+    let ids = enqueue(&client, 2).await;
+    let inspector = Inspector::new(queue.clone());
+    let job_key = queue.keys().job(ids[0].as_str());
+    let _: i64 = get(&redis, &["DEL", &job_key]);
+    let _: i64 = get(&redis, &["RPUSH", &job_key, "x"]);
+    let named = |e: Error, key: &str| match e {
+        Error::Corrupt { key: k, field, .. } => {
+            assert_eq!((k.as_str(), field.as_str()), (key, "(key)"));
+        }
+        other => panic!("not naming {key}: {other:?}"),
+    };
+    named(
+        inspector.job_detail(&ids[0]).await.expect_err("show"),
+        &job_key,
+    );
+    named(queue.job(&ids[0]).await.expect_err("read"), &job_key);
+    // a fixed key of the wrong type fails status and jobs: the key is named
+    let leases = queue.keys().leases();
+    let _: String = get(&redis, &["SET", &leases, "oops"]);
+    named(inspector.status().await.expect_err("status"), &leases);
+    named(
+        inspector
+            .list_jobs(&Default::default(), Default::default())
+            .await
+            .expect_err("jobs"),
+        &leases,
+    );
+    let _: i64 = get(&redis, &["DEL", &leases]);
+    let ready = queue.keys().ready("noop");
+    let _: i64 = get(&redis, &["DEL", &ready]);
+    let _: i64 = get(&redis, &["SADD", &ready, ids[1].as_str()]);
+    named(inspector.status().await.expect_err("status"), &ready);
+}

@@ -676,6 +676,56 @@ async fn overlap_skip_and_wait_record_the_windows_they_hold_back() {
     drop((skip, wait));
 }
 
+/// Two replicas of an `overlap = "wait"` schedule whose job (2.5 s) outlasts
+/// its window (1 s): every held window is recorded as `delayed` exactly once,
+/// in the ticks stream and in the counter, also when a tick claims one window
+/// and holds the next in the same call (the `waiting` marker used to be
+/// cleared by that call's cursor update, and the next tick recorded the held
+/// window again), and every held window is enqueued later, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_wait_with_two_replicas_records_each_held_window_once() {
+    let srv = RedisServer::start();
+    let q = client(&srv).await;
+    let a = Replica::spawn(&srv.url(), "wait");
+    let b = Replica::spawn(&srv.url(), "wait");
+    a.ready().await;
+    b.ready().await;
+    // four held windows: at least three of them held by a call that enqueued
+    // the window before (a job ended, its successor is QUEUED at once)
+    wait_ticks(&q, "slow_wait", "delayed", 4).await;
+    drop((a, b));
+    let ticks = q.schedule_ticks("slow_wait", 1000).await.unwrap();
+    let delayed: Vec<i64> = ticks
+        .iter()
+        .filter(|t| t.outcome == "delayed")
+        .map(|t| t.window.expect("a held window").0)
+        .collect();
+    let unique: BTreeSet<i64> = delayed.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        delayed.len(),
+        "each held window recorded once: {ticks:?}"
+    );
+    let info = q.schedule_info("slow_wait").await.unwrap().unwrap();
+    assert_eq!(
+        info.counts.get("delayed").copied().unwrap_or(0),
+        delayed.len() as u64,
+        "the counter counts each held window once: {info:?}"
+    );
+    // no window skipped, none with two jobs; every held window that was
+    // claimed since has its one job
+    assert!(!ticks.iter().any(|t| t.outcome == "skipped"), "{ticks:?}");
+    let by_key = windows_of(&q, "slow_wait").await;
+    let windows = one_job_per_window("slow_wait", &by_key, true);
+    let cursor = info.cursor_ms.expect("a cursor");
+    for start in unique.iter().filter(|s| **s < cursor) {
+        assert!(
+            windows.iter().any(|w| w.start_ms() == *start),
+            "held window {start} claimed but never enqueued: {ticks:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_scheduled_job_carries_its_pipelines_flow_gates() {
     let srv = RedisServer::start();

@@ -131,8 +131,8 @@ fn check(srv: &RedisServer, name: &str, base: &Call, arg: usize, value: &str, ex
         Refused => {
             match &reply {
                 Err(e) => assert!(
-                    e.to_string().contains("BAD_ARG"),
-                    "{what}: an error reply that is not a BAD_ARG refusal: {e}"
+                    e.to_string().contains("BAD_ARG") || e.to_string().contains("BAD_KEY"),
+                    "{what}: an error reply that is not a BAD_ARG or BAD_KEY refusal: {e}"
                 ),
                 Ok(v) => assert!(
                     refusal_in(v).is_some(),
@@ -201,6 +201,65 @@ async fn run_cases<F, Fut>(
         refusal_in(&v).is_none(),
         "{name}: the base call is refused: {v:?}"
     );
+    refuses_forged_keys(srv, name, &setup).await;
+}
+
+/// The positions in KEYS (from 1) of the keys of script `name` that are the
+/// queue's base followed by a fixed suffix, or by a name the call gives in
+/// ARGV (a schedule's, a group's, a quarantined job's): KEYS[2..9] for every
+/// script, and the script's own.
+fn fixed_positions(name: &str) -> Vec<usize> {
+    let own: &[usize] = match name {
+        "claim_cleanup" => &[10, 11],
+        "resolve" => &[11],
+        "schedule_register" | "schedule_state" | "schedule_tick" => &[10, 11, 12],
+        "group_create" => &[10, 11],
+        "group_seal" | "group_cancel" | "group_retry" => &[10],
+        "quarantine_repair" | "quarantine_purge" => &[10],
+        _ => &[],
+    };
+    (2..=9).chain(own.iter().copied()).collect()
+}
+
+/// Calls `name` once per fixed key (fresh state made by `setup` each time)
+/// with that key forged the way a hand-built call could (`<key>:forged`, and
+/// another queue's key): each call is refused with an error naming the
+/// position and the key, and every key of Redis is byte-identical afterwards.
+async fn refuses_forged_keys<F, Fut>(srv: &RedisServer, name: &str, setup: &F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Call>,
+{
+    for at in fixed_positions(name) {
+        let forges: [fn(&str) -> String; 2] = [
+            |k| format!("{k}:forged"),
+            |k| k.replacen("{vf}", "{other}", 1),
+        ];
+        for forge in forges {
+            let _: () = get(srv, &["FLUSHALL"]);
+            let mut c = setup().await;
+            assert!(at <= c.keys.len(), "{name}: no KEYS[{at}] in {:?}", c.keys);
+            let forged = forge(&c.keys[at - 1]);
+            assert_ne!(forged, c.keys[at - 1]);
+            c.keys[at - 1] = forged.clone();
+            let before = full_dump(srv);
+            let reply = eval(srv, name, &c);
+            let what = format!("{name} with KEYS[{at}] = {forged}");
+            let err = reply.expect_err(&format!("{what}: accepted"));
+            let text = err.to_string();
+            assert!(
+                text.contains("BAD_KEY") && text.contains(&format!("KEYS[{at}] is {forged}, not ")),
+                "{what}: refused without naming the key: {text}"
+            );
+            let after = full_dump(srv);
+            assert!(
+                before == after,
+                "{what}: refused ({text}) but Redis changed:\nbefore {:#?}\nafter {:#?}",
+                before.0,
+                after.0
+            );
+        }
+    }
 }
 
 fn failed(retryable: bool, backoff: Duration) -> Outcome {
@@ -1034,6 +1093,48 @@ async fn group_scripts_refuse_every_malformed_argument_before_writing() {
         )
     })
     .await;
+}
+
+/// The scripts without malformed-argument cases above refuse a forged fixed
+/// key just the same: pause, limit, group_seal, quarantine_repair and
+/// quarantine_purge.
+#[tokio::test]
+async fn every_other_script_refuses_a_forged_fixed_key_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    refuses_forged_keys(&srv, "pause", &|| async {
+        enqueue(&q, job("p", 1)).await;
+        call(
+            &q,
+            &[k.ready("p"), k.wake("p")],
+            &["pause", "pipeline", "p", "ops", "why"],
+        )
+    })
+    .await;
+    refuses_forged_keys(&srv, "limit", &|| async {
+        call(&q, &[], &["api", "1000", "1"])
+    })
+    .await;
+    refuses_forged_keys(&srv, "group_seal", &|| async {
+        q.create_group(&leasehold::group::NewGroup::new("g"), "t")
+            .await
+            .unwrap();
+        enqueue(&q, job("p", 1).group("g")).await;
+        call(&q, &[group_key(&q, "g")], &["g", "ops"])
+    })
+    .await;
+    // a job the sweep set aside (its pipeline field gone)
+    let quarantined = || async {
+        let l = leased(&q, false).await;
+        let _: () = get(&srv, &["HDEL", &k.job(l.job.as_str()), "pipeline"]);
+        force_expire(&srv, &q, &l.job);
+        q.sweep(10).await.expect("sweep");
+        let id = l.job.to_string();
+        call(&q, &[k.job(&id)], &[&id, "ops"])
+    };
+    refuses_forged_keys(&srv, "quarantine_repair", &quarantined).await;
+    refuses_forged_keys(&srv, "quarantine_purge", &quarantined).await;
 }
 
 #[tokio::test]

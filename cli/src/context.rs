@@ -4,7 +4,8 @@
 
 use leasehold_core::inspect::JobSearch;
 use leasehold_core::{
-    discover_queues, Error, Inspector, JobFilter, JobId, JobPage, Page, Queue, QueueConfig,
+    discover_queues, discover_reachable_queues, Error, Inspector, JobFilter, JobId, JobPage, Page,
+    Queue, QueueConfig,
 };
 
 use crate::failure::{classify, Failure, Outcome};
@@ -78,6 +79,65 @@ impl Ctx {
             .map_err(|e| self.fail(e))
     }
 
+    /// The queues named, or every queue found under the prefix on the
+    /// masters that answer; with, for a cluster, one line per master that
+    /// did not (its queues are not listed).
+    pub(crate) async fn reachable_queues(
+        &self,
+        given: &[String],
+    ) -> Outcome<(Vec<String>, Vec<String>)> {
+        if !given.is_empty() {
+            return Ok((self.queues(given).await?, Vec::new()));
+        }
+        let found = discover_reachable_queues(self.base.pool(), &self.config)
+            .await
+            .map_err(|e| self.fail(e))?;
+        // a master whose replica listed its queues is named with each of them
+        let lost = found
+            .unreachable
+            .iter()
+            .filter(|lost| lost.listed_from.is_none())
+            .map(|lost| {
+                format!(
+                    "master {}:{} unreachable: failover in progress? its queues are not listed ({})",
+                    lost.master.host, lost.master.port, lost.error
+                )
+            })
+            .collect();
+        Ok((found.queues, lost))
+    }
+
+    /// Whether `e`, met reading queue data on a Redis Cluster, means the
+    /// queue's master does not answer (killed or cut off, its replica not
+    /// promoted yet) rather than a defect: the other queues can still be read.
+    pub(crate) fn is_master_unreachable(&self, e: &Error) -> bool {
+        if !self.base.pool().is_cluster() || e.is_auth_failure() {
+            return false;
+        }
+        match e {
+            Error::Timeout(_) | Error::Pool(_) => true,
+            Error::Redis(re) => {
+                e.is_transient()
+                    || re.kind() == leasehold_core::redis::ErrorKind::ClusterConnectionNotFound
+                    || matches!(re.code(), Some("MOVED" | "ASK"))
+            }
+            _ => false,
+        }
+    }
+
+    /// The line naming queue `name` as unreachable, with its master when a
+    /// reachable node says which it is.
+    pub(crate) async fn unreachable_queue(&self, name: &str, e: &Error) -> String {
+        let base = format!("{}:{{{name}}}", self.config.prefix);
+        match self.base.pool().master_of(&base).await {
+            Ok(Some(m)) => format!(
+                "queue {name}: master {}:{} unreachable: failover in progress? ({e})",
+                m.host, m.port
+            ),
+            _ => format!("queue {name}: its master is unreachable: failover in progress? ({e})"),
+        }
+    }
+
     /// The queue of `job`: the one given, or the only known queue holding it.
     pub(crate) async fn locate(&self, job: &JobId, given: Option<&str>) -> Outcome<Queue> {
         if let Some(q) = given {
@@ -125,6 +185,8 @@ impl Ctx {
         match queue.job(job).await {
             Ok(found) => Ok(found.is_some() || quarantined),
             Err(_) if quarantined => Ok(true),
+            // the key is there but cannot be read as a job: `show` says why
+            Err(Error::Corrupt { .. }) => Ok(true),
             Err(e) => Err(self.fail(e)),
         }
     }

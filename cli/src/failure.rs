@@ -99,6 +99,16 @@ pub(crate) fn is_auth_failure(e: &Error) -> bool {
 /// Maps a core error to a failure and exit code.
 pub fn classify(shown_url: &str, e: Error) -> Failure {
     if let Some(hint) = e.cluster_hint() {
+        // "give a cluster URL" only to who did not: through a cluster URL a
+        // MOVED or ASK that outlived the client's retries is a master down
+        // or a slot moving
+        let moved = matches!(&e, Error::Redis(re) if matches!(re.code(), Some("MOVED" | "ASK")));
+        let hint = if moved && leasehold_core::is_cluster_url(shown_url) {
+            "a master of the cluster is unreachable or its slots are moving: failover in \
+             progress? retry in a few seconds (docs/operations.md, \"Redis Cluster\")"
+        } else {
+            hint
+        };
         let failure = if e.is_transient() {
             Failure::Unreachable(format!("Redis at {shown_url}: {e}"))
         } else {

@@ -357,3 +357,100 @@ async fn tls_and_an_acl_user_on_a_cluster() {
     let run = run_cmd(cmd).await;
     assert_ne!(run.code, 0, "{run:?}");
 }
+
+/// A master killed and its replica not promoted (automatic failover off, and
+/// the cluster serving the slots it still covers): `status` shows every
+/// queue of the other masters, names each queue it cannot read with its
+/// master ("master 127.0.0.1:P unreachable: failover in progress?") and
+/// exits 5; `status --queue` of a lost queue says the same, never "give a
+/// cluster URL" (one was given). Once the replica takes over, all is back.
+#[tokio::test]
+async fn status_with_a_master_down_shows_the_others_and_names_the_lost_queues() {
+    let mut cluster = RedisCluster::start_with(3, 1, |i| {
+        let mut args = vec!["--cluster-require-full-coverage".into(), "no".into()];
+        if i >= 3 {
+            args.extend(["--cluster-replica-no-failover".into(), "yes".into()]);
+        }
+        args
+    });
+    let jobs = scene(&cluster).await;
+    let url = cluster.url();
+    let victim = cluster.owner_of_key(jobs[1].0.keys().base());
+    let port = cluster.node(victim).port().expect("a TCP node");
+    let on_victim = |q: &Queue| cluster.owner_of_key(q.keys().base()) == victim;
+    let names = |lost: bool| -> Vec<&str> {
+        QUEUES
+            .iter()
+            .zip(&jobs)
+            .filter(|(_, (q, _))| on_victim(q) == lost)
+            .map(|(name, _)| *name)
+            .collect()
+    };
+    let (lost, kept) = (names(true), names(false));
+    // the replica of the victim (replicas follow the masters in node order)
+    let replica = (3..cluster.len())
+        .find(|&i| {
+            cluster
+                .node(i)
+                .info("replication")
+                .contains(&format!("master_port:{port}"))
+        })
+        .expect("the victim's replica");
+    cluster.kill(victim);
+
+    let run = run_cmd(command(&url, &["status"])).await.code(5);
+    for q in &kept {
+        assert!(
+            run.stdout
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(q)),
+            "{q} not shown:\n{}",
+            run.stdout
+        );
+    }
+    for q in &lost {
+        assert!(
+            run.stderr.contains(&format!(
+                "queue {q}: master 127.0.0.1:{port} unreachable: failover in progress?"
+            )),
+            "{q} not named:\n{}",
+            run.stderr
+        );
+        assert!(
+            !run.stdout.contains(&format!("{q} (Redis time")),
+            "{}",
+            run.stdout
+        );
+    }
+    assert!(!run.stderr.contains("give a cluster URL"), "{}", run.stderr);
+
+    let json = run_cmd(command(&url, &["status", "--json"])).await.code(5);
+    let listed: Vec<String> = json
+        .json()
+        .as_array()
+        .expect("a list of queues")
+        .iter()
+        .map(|s| s["queue"].as_str().unwrap().to_owned())
+        .collect();
+    let mut want: Vec<String> = kept.iter().map(|q| q.to_string()).collect();
+    want.sort();
+    assert_eq!(listed, want);
+
+    let one = run_cmd(command(&url, &["status", "--queue", lost[0]]))
+        .await
+        .code(5);
+    assert!(
+        one.stderr.contains(&format!(
+            "queue {}: master 127.0.0.1:{port} unreachable: failover in progress?",
+            lost[0]
+        )),
+        "{}",
+        one.stderr
+    );
+    assert!(!one.stderr.contains("give a cluster URL"), "{}", one.stderr);
+
+    // the replica takes over: every queue is back
+    cluster.take_over(replica);
+    let back = run_cmd(command(&url, &["status", "--json"])).await.ok();
+    assert_eq!(back.json().as_array().map(Vec::len), Some(QUEUES.len()));
+}

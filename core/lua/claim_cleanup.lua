@@ -13,6 +13,8 @@
 --- @include "lib/args"
 local bad = common_args('claim_cleanup')
 if bad then return bad end
+local forged = forged_keys(KEYS, { [10] = BASE .. ':cleanup', [11] = BASE .. ':cleaning' })
+if forged then return forged end
 local k_cleanup, k_cleaning = KEYS[10], KEYS[11]
 local n, ttl = int_value(ARGV[4], 1), int_value(ARGV[5], 1)
 if not n then return bad_arg('claim_cleanup', 'count', ARGV[4]) end

@@ -22,7 +22,9 @@ local bad = common_args('group_cancel')
 if bad then return bad end
 local gk, name, reason, who = KEYS[10], ARGV[4], ARGV[5], ARGV[6] or ''
 local batch = int_value(ARGV[7], 1)
-if not group_name_ok(name) or gk ~= group_key(name) then return bad_arg('group_cancel', 'group name', name) end
+if not group_name_ok(name) then return bad_arg('group_cancel', 'group name', name) end
+local forged = forged_keys(KEYS, { [10] = group_key(name) })
+if forged then return forged end
 if reason == nil or reason == '' then return bad_arg('group_cancel', 'reason', reason) end
 if not batch then return bad_arg('group_cancel', 'batch', ARGV[7]) end
 local h = redis.call('HMGET', gk, 'status', 'cancel_next', 'cancel_reason')

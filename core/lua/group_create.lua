@@ -19,9 +19,9 @@
 local bad = common_args('group_create')
 if bad then return bad end
 local gk, name, gid, policy = KEYS[10], ARGV[4], ARGV[5], ARGV[6]
-if not group_name_ok(name) or gk ~= group_key(name) or KEYS[11] ~= groups_key() then
-  return bad_arg('group_create', 'group name', name)
-end
+if not group_name_ok(name) then return bad_arg('group_create', 'group name', name) end
+local forged = forged_keys(KEYS, { [10] = group_key(name), [11] = groups_key() })
+if forged then return forged end
 if gid == nil or gid == '' then return bad_arg('group_create', 'group id', gid) end
 if policy ~= 'all_succeeded' and policy ~= 'all_terminal' then return bad_arg('group_create', 'policy', policy) end
 local cid, cp, cin = ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''

@@ -22,7 +22,9 @@ local bad = common_args('group_retry')
 if bad then return bad end
 local gk, name, mode, who, reason = KEYS[10], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local batch = int_value(ARGV[8], 1)
-if not group_name_ok(name) or gk ~= group_key(name) then return bad_arg('group_retry', 'group name', name) end
+if not group_name_ok(name) then return bad_arg('group_retry', 'group name', name) end
+local forged = forged_keys(KEYS, { [10] = group_key(name) })
+if forged then return forged end
 if mode ~= 'resume' and mode ~= 'start' then return bad_arg('group_retry', 'mode', mode) end
 if who == nil then return bad_arg('group_retry', 'who', who) end
 if reason == nil then return bad_arg('group_retry', 'reason', reason) end

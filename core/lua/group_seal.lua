@@ -11,7 +11,9 @@
 local bad = common_args('group_seal')
 if bad then return bad end
 local gk, name, who = KEYS[10], ARGV[4], ARGV[5] or ''
-if not group_name_ok(name) or gk ~= group_key(name) then return bad_arg('group_seal', 'group name', name) end
+if not group_name_ok(name) then return bad_arg('group_seal', 'group name', name) end
+local forged = forged_keys(KEYS, { [10] = group_key(name) })
+if forged then return forged end
 local h = redis.call('HMGET', gk, 'status', 'total')
 if not h[1] then return { 'GROUP_NOT_FOUND' } end
 if h[1] ~= 'open' then return { 'ALREADY', h[1] } end

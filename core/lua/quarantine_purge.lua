@@ -15,6 +15,9 @@
 --- @include "lib/quarantine"
 --- @include "lib/search"
 local jk, id, who = KEYS[10], ARGV[4], ARGV[5]
+if type(id) ~= 'string' or id == '' then return redis.error_reply('BAD_ARG quarantine_purge: job id is missing') end
+local forged = forged_keys(KEYS, { [10] = job_key(id) })
+if forged then return forged end
 if not redis.call('ZSCORE', K_QUARANTINE, id) then return { 'NOT_QUARANTINED' } end
 local f = read_job(jk, { 'state', 'attempt', 'pipeline', 'resource', 'input_key', 'flow', 'also_groups', 'window' })
 for _, k in ipairs({ K_LEASES, K_STALE, K_DONE }) do redis.call('ZREM', k, id) end

@@ -20,14 +20,19 @@
 --- @include "lib/jobs"
 --- @include "lib/quarantine"
 local jk, id, who = KEYS[10], ARGV[4], ARGV[5]
+if type(id) ~= 'string' or id == '' then return redis.error_reply('BAD_ARG quarantine_repair: job id is missing') end
+local forged = forged_keys(KEYS, { [10] = job_key(id) })
+if forged then return forged end
 if not redis.call('ZSCORE', K_QUARANTINE, id) then return { 'NOT_QUARANTINED' } end
 local f, bad_key = read_job(jk, { 'state', 'attempt', 'pipeline', 'input', 'resource', 'last_step', 'priority',
-  'created_at' })
+  'created_at', 'id' })
 if not f then return { 'INVALID', bad_key, '(key)' } end
 if redis.call('EXISTS', jk) == 0 then return { 'NOT_FOUND' } end
 
 -- check everything before the first write
 local function problem()
+  local wrong_id = id_problem(f[9], id)
+  if wrong_id then return wrong_id, 'id' end
   if not known_state(f[1]) then return (f[1] and 'not a state' or 'missing'), 'state' end
   local why = attempt_problem(f[2])
   if why then return why, 'attempt' end

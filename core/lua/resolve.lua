@@ -27,6 +27,8 @@ if who == nil then return bad_arg('resolve', 'who', who) end
 if res == nil then return bad_arg('resolve', 'resource', res) end
 if not TERMINAL[as] then return { 'BAD_ARG', 'resolved state' } end
 if reason == '' then return { 'BAD_ARG', 'reason' } end
+local forged = forged_keys(KEYS, { [11] = BASE .. ':cleanup' })
+if forged then return forged end
 local refusal = refuse_unless(jk, 'resolve', as, nil)
 if refusal then return refusal end
 local f = redis.call('HMGET', jk, 'id', 'attempt', 'resource', 'flow', 'links')

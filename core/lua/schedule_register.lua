@@ -15,6 +15,8 @@ if bad then return bad end
 local K_SCHEDULE, K_SCHEDULES, K_TICKS = KEYS[10], KEYS[11], KEYS[12]
 local name, pipeline, definition, digest = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 if name == nil or name == '' then return bad_arg('schedule_register', 'name', name) end
+local forged = forged_schedule_keys(KEYS, name)
+if forged then return forged end
 if pipeline == nil or pipeline == '' then return bad_arg('schedule_register', 'pipeline', pipeline) end
 if definition == nil or string.sub(definition, 1, 1) ~= '{' then
   return bad_arg('schedule_register', 'definition', definition)

@@ -12,6 +12,8 @@ if bad then return bad end
 local K_SCHEDULE, K_SCHEDULES, K_TICKS = KEYS[10], KEYS[11], KEYS[12]
 local name, action, by, why = ARGV[4], ARGV[5], ARGV[6] or '', ARGV[7] or ''
 if name == nil or name == '' then return bad_arg('schedule_state', 'name', name) end
+local forged = forged_schedule_keys(KEYS, name)
+if forged then return forged end
 if action ~= 'pause' and action ~= 'resume' then return bad_arg('schedule_state', 'action', action) end
 local was = redis.call('HGET', K_SCHEDULE, 'paused')
 if not was then return { 'NOT_FOUND' } end

@@ -50,6 +50,8 @@ for _, c in ipairs({ { queue, 'queue' }, { pipeline, 'pipeline' }, { name, 'name
   if c[1] == nil or c[1] == '' then return bad_arg(S, c[2], c[1]) end
 end
 if mode ~= 'tick' and mode ~= 'trigger' then return bad_arg(S, 'mode', mode) end
+local forged = forged_schedule_keys(KEYS, name)
+if forged then return forged end
 local CATCH_UPS, OVERLAPS = { all = true, latest = true, none = true }, { allow = true, skip = true, wait = true }
 local expected, catch_up, overlap = ARGV[9], ARGV[10], ARGV[11]
 if mode == 'tick' and not int_value(expected, 0) then return bad_arg(S, 'expected cursor', expected) end
@@ -123,6 +125,8 @@ local last_job = h[4] or ''
 local counts = { enqueued = 0, caught_up = 0, skipped = 0, missed = 0, delayed = 0 }
 local status_reply = 'OK'
 local claimed = 0
+-- the start of the window held by the 'wait' overlap policy in this call, or ''
+local held = ''
 local lag_sum, lag_n = 0, 0
 if left_out > 0 then
   -- the windows the caller left out, as one record: superseded under 'latest',
@@ -154,11 +158,13 @@ for i = 1, due do
     if prev_state and overlap == 'skip' then
       outcome, why = 'skipped', 'overlap: job ' .. last_job .. ' is ' .. prev_state
     elseif prev_state then
-      -- wait: hold this window; record it once
-      if h[5] ~= ARGV[a + 1] then
+      -- wait: hold this window; record it once (the `waiting` field names
+      -- it until it is claimed: the cursor update below keeps it)
+      held = ARGV[a + 1]
+      if h[5] ~= held then
         record_tick(K_TICKS, 'delayed', ARGV[a + 1], ARGV[a + 2], '', fmt(late), by, 'overlap: job ' .. last_job .. ' is ' .. prev_state)
         counts.delayed = counts.delayed + 1
-        redis.call('HSET', K_SCHEDULE, 'waiting', ARGV[a + 1])
+        redis.call('HSET', K_SCHEDULE, 'waiting', held)
       end
       status_reply = 'WAITING'
       break
@@ -185,7 +191,7 @@ if claimed > 0 then
   cursor = fmt(ends[claimed])
   new_next = (claimed < n) and fmt(ends[claimed + 1]) or next_due
   redis.call('HSET', K_SCHEDULE, 'cursor', cursor, 'next_due', new_next, 'last_tick_at', fmt(now),
-    'last_window', ARGV[16 + (claimed - 1) * 12 + 1] .. ':' .. cursor, 'waiting', '')
+    'last_window', ARGV[16 + (claimed - 1) * 12 + 1] .. ':' .. cursor, 'waiting', held)
   if last_job ~= '' then redis.call('HSET', K_SCHEDULE, 'last_job', last_job) end
   if lag_n > 0 then
     redis.call('HSET', K_SCHEDULE, 'last_lag_ms', fmt(lag_sum / lag_n))

@@ -47,12 +47,14 @@ local st = stats_batch()
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   local f, bad_key = read_job(jk, { 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
-    'priority', 'created_at', 'stale_lock', 'flow', 'links', 'group' })
+    'priority', 'created_at', 'stale_lock', 'flow', 'links', 'group', 'id' })
   -- a job that cannot be read goes to the quarantine (lib/quarantine), not back to a ready set
   local why, field = bad_key, '(key)'
   if f then
     why, field = nil, nil
-    if f[1] and not known_state(f[1]) then
+    if id_problem(f[13], id) then
+      why, field = id_problem(f[13], id), 'id'
+    elseif f[1] and not known_state(f[1]) then
       why, field = 'not a state', 'state'
     elseif may('sweep', f[1]) then
       why = attempt_problem(f[5])

@@ -146,6 +146,19 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// A script call named a key that is not its queue's own where a fixed
+    /// key belongs (KEYS[2..] must be the base, KEYS[1], followed by the
+    /// key's fixed suffix): the call was refused before any write. Only a
+    /// hand-built call (or a defect) sends one.
+    #[error("script call refused before any write: KEYS[{position}] is {key}, not the queue's own key {expected}")]
+    ForeignKey {
+        /// The key's position in KEYS (from 1).
+        position: usize,
+        /// The key the call passed.
+        key: String,
+        /// The key the script expected there.
+        expected: String,
+    },
     /// A script replied in a shape this client does not understand.
     #[error("unexpected reply from the {script} script: {detail}")]
     Protocol {
@@ -192,6 +205,21 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// A `WRONGTYPE` reply to a command on `key` (which should hold a
+    /// `expected`, e.g. "hash") as [`Error::Corrupt`] naming the key (field
+    /// `(key)`); any other error as it is. Redis's own reply does not say
+    /// which key holds the wrong kind of value.
+    pub fn naming_key(self, key: &str, expected: &str) -> Error {
+        match &self {
+            Error::Redis(e) if e.code() == Some("WRONGTYPE") => Error::Corrupt {
+                key: key.to_owned(),
+                field: "(key)".into(),
+                problem: format!("the key holds the wrong kind of value (not a {expected})"),
+            },
+            _ => self,
+        }
+    }
+
     /// True when the error means this caller must stop working on the job:
     /// its lease is gone or the job moved on without it.
     pub fn is_lease_lost(&self) -> bool {

@@ -15,23 +15,43 @@ use crate::{job_id, render, Failure, JobsArgs, Outcome, StateArg};
 /// How long one `XREAD BLOCK` of `events --follow` waits.
 const FOLLOW_BLOCK: Duration = Duration::from_secs(2);
 
-/// `status`.
+/// `status`. On a Redis Cluster with a master down (its replica not
+/// promoted yet), the queues of the other masters are shown and the rest
+/// named, and the exit code is 5 (Redis cannot be reached).
 pub(crate) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
-    let names = ctx.queues(queues).await?;
+    let (names, mut lost) = ctx.reachable_queues(queues).await?;
     let mut all = Vec::with_capacity(names.len());
     for q in &names {
-        all.push(ctx.inspector(q)?.status().await.map_err(|e| ctx.fail(e))?);
+        match ctx.inspector(q)?.status().await {
+            Ok(s) => all.push(s),
+            Err(e) if ctx.is_master_unreachable(&e) => {
+                lost.push(ctx.unreachable_queue(q, &e).await);
+            }
+            Err(e) => return Err(ctx.fail(e)),
+        }
     }
     if ctx.json {
-        return print_json(&all);
-    }
-    if all.is_empty() {
+        print_json(&all)?;
+    } else if all.is_empty() && lost.is_empty() {
         return out(&format!(
             "no queues found under prefix {:?} at {}\n",
             ctx.config.prefix, ctx.shown_url
         ));
+    } else if !all.is_empty() {
+        out(&render::status(&all))?;
     }
-    out(&render::status(&all))
+    if lost.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::Unreachable(format!(
+        "Redis Cluster at {}: {} shown, not every queue could be read:\n  {}",
+        ctx.shown_url,
+        match all.len() {
+            1 => "1 queue".to_owned(),
+            n => format!("{n} queues"),
+        },
+        lost.join("\n  ")
+    )))
 }
 
 /// `jobs`.

@@ -13,6 +13,8 @@
 //! | `leasehold_parked_jobs` | queue | QUEUED jobs parked on a locked resource |
 //! | `leasehold_flow_waiting_jobs` | queue | QUEUED jobs waiting for a flow-control slot |
 //! | `leasehold_stale_jobs` | queue | STALE jobs waiting for an operator |
+//! | `leasehold_stale_holding_age_seconds` | queue | how long the oldest STALE job still holding its lock or a flow-control slot has been STALE (0: none) |
+//! | `leasehold_stale_stalled_jobs` | queue, pipeline | QUEUED jobs waiting for a lock or slot a STALE job holds |
 //! | `leasehold_live_workers` | queue | workers whose registration is live |
 //! | `leasehold_expired_leases` | queue | leases past their deadline no sweep has handled |
 //! | `leasehold_quarantined_jobs` | queue | jobs set aside as unreadable |
@@ -38,6 +40,8 @@ pub(super) fn encode(statuses: &[QueueStatus]) -> String {
     let parked = Family::<QueueLabels, Gauge>::default();
     let flow = Family::<QueueLabels, Gauge>::default();
     let stale = Family::<QueueLabels, Gauge>::default();
+    let stale_holding = Family::<QueueLabels, Gauge<f64, AtomicU64>>::default();
+    let stalled = Family::<PipelineLabels, Gauge>::default();
     let workers = Family::<QueueLabels, Gauge>::default();
     let expired = Family::<QueueLabels, Gauge>::default();
     let quarantined = Family::<QueueLabels, Gauge>::default();
@@ -75,6 +79,26 @@ pub(super) fn encode(statuses: &[QueueStatus]) -> String {
         parked.get_or_create(&q).set(gauge(s.parked));
         flow.get_or_create(&q).set(gauge(s.flow_waiting));
         stale.get_or_create(&q).set(gauge(c.stale));
+        let holding = s
+            .stale
+            .iter()
+            .filter(|j| j.holds_something())
+            .map(|j| (s.now - j.stale_at).max(0))
+            .max()
+            .unwrap_or(0);
+        stale_holding.get_or_create(&q).set(holding as f64 / 1000.0);
+        let mut per_pipeline = std::collections::BTreeMap::<&str, u64>::new();
+        for (p, n) in s.stale.iter().flat_map(|j| j.stalls.iter()) {
+            *per_pipeline.entry(p).or_insert(0) += n;
+        }
+        for (p, n) in per_pipeline {
+            stalled
+                .get_or_create(&PipelineLabels {
+                    queue: s.queue.clone(),
+                    pipeline: p.to_owned(),
+                })
+                .set(gauge(n));
+        }
         workers.get_or_create(&q).set(gauge(s.workers.len() as u64));
         expired.get_or_create(&q).set(gauge(s.expired_leases));
         quarantined.get_or_create(&q).set(gauge(c.quarantined));
@@ -114,6 +138,16 @@ pub(super) fn encode(statuses: &[QueueStatus]) -> String {
         "leasehold_stale_jobs",
         "STALE jobs waiting for an operator's decision",
         stale,
+    );
+    r.register(
+        "leasehold_stale_holding_age_seconds",
+        "How long the oldest STALE job still holding its resource lock or a flow-control slot has been STALE (0 when none holds one)",
+        stale_holding,
+    );
+    r.register(
+        "leasehold_stale_stalled_jobs",
+        "QUEUED jobs waiting for a lock or flow-control slot that a STALE job holds, per pipeline",
+        stalled,
     );
     r.register(
         "leasehold_live_workers",

@@ -262,6 +262,29 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
                 ]);
             }
             out.push_str(&t.render("    "));
+            for j in s.stale.iter().filter(|j| !j.stalls.is_empty()) {
+                let mut held: Vec<String> = Vec::new();
+                if let (Some(r), Some(true)) = (&j.job.resource, j.holds_lock) {
+                    held.push(format!("lock {r}"));
+                }
+                held.extend(j.holds_slots.iter().map(|g| format!("slot {g}")));
+                let stalled: Vec<String> = j
+                    .stalls
+                    .iter()
+                    .map(|(p, n)| format!("{p} ({n} waiting)"))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "    {}",
+                    crate::style::warn(&format!(
+                        "STALE job {} stalls pipeline {}: it holds {} (STALE for {})",
+                        j.job.id,
+                        stalled.join(", "),
+                        held.join(", "),
+                        human(s.now - j.stale_at)
+                    ))
+                );
+            }
             let _ = writeln!(
                 out,
                 "    decide: leasehold retry JOB [--resume|--from-start] --reason ...  or  leasehold resolve JOB --as failed|cancelled|succeeded --reason ..."

@@ -58,6 +58,43 @@ local function bind_call(keys, argv)
   K_QUARANTINE, K_QUARANTINE_WHY = base .. ':quarantine', base .. ':quarantine:why'
 end
 
+-- The suffixes after the base of KEYS[2..9], in order (the layout above).
+local FIXED_SUFFIXES = { ':leases', ':fence', ':events', ':inputs', ':parked', ':done', ':stale', ':attempts' }
+
+-- A key for a message: control and non-ASCII bytes shown as '?', at most 300 bytes.
+local function key_shown(k)
+  if type(k) ~= 'string' then return '(none)' end
+  return (string.gsub(string.sub(k, 1, 300), '[%c\128-\255]', '?'))
+end
+
+-- The error reply 'BAD_KEY KEYS[<i>] is <given>, not <expected>' for a key
+-- the caller passed where the queue's own key `expected` belongs (a forged or
+-- foreign key: refused before anything is read or written).
+local function bad_key(i, given, expected)
+  return redis.error_reply('BAD_KEY KEYS[' .. i .. '] is ' .. key_shown(given) .. ', not ' .. key_shown(expected))
+end
+
+-- The error reply for the first of KEYS[2..9] that is not the base followed by
+-- its fixed suffix, else nil: one string comparison per key, no Redis command.
+local function forged_fixed_key(keys)
+  local base = keys[1]
+  if type(base) ~= 'string' or base == '' then return bad_key(1, base, '<prefix>:{<queue>}') end
+  for i = 2, 9 do
+    local expected = base .. FIXED_SUFFIXES[i - 1]
+    if keys[i] ~= expected then return bad_key(i, keys[i], expected) end
+  end
+  return nil
+end
+
+-- The error reply for the first of `keys` (position -> the name it must be,
+-- derived from the base) that is another name, else nil.
+local function forged_keys(keys, expected)
+  for i, name in pairs(expected) do
+    if keys[i] ~= name then return bad_key(i, keys[i], name) end
+  end
+  return nil
+end
+
 local function job_key(id) return BASE .. ':job:' .. id end
 local function lock_key(res) return BASE .. ':lock:' .. res end
 local function parked_key(res) return BASE .. ':parked:' .. res end

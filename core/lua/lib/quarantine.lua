@@ -52,6 +52,14 @@ local function name_problem(s)
   return nil
 end
 
+-- Why a job hash's `id` field (`v`, nil when absent) makes it corrupt for the
+-- job `id` its key names, or nil: a hash that names another job is never read
+-- as that job (nor as its own: which of the two is wrong is an operator's call).
+local function id_problem(v, id)
+  if v and v ~= id then return 'names another job: ' .. key_shown(v) end
+  return nil
+end
+
 -- Whether `s` is the name of a state of the transition table.
 local function known_state(s)
   return s ~= nil and s ~= false and STATES[s] == true

@@ -3,7 +3,14 @@
 --   KEYS[11] schedules              zset: schedule name -> next due (ms)
 --   KEYS[12] schedule:<name>:ticks  stream: one entry per tick outcome or action
 -- and names them itself (a library file never reads KEYS).
+--- @include "lib/keys"
 --- @include "lib/time"
+
+-- The error reply when `keys` 10 to 12 are not schedule `name`'s keys, else nil.
+local function forged_schedule_keys(keys, name)
+  local k = BASE .. ':schedule:' .. name
+  return forged_keys(keys, { [10] = k, [11] = BASE .. ':schedules', [12] = k .. ':ticks' })
+end
 
 -- entries kept in a schedule's ticks stream (approximate)
 local TICKS_MAX = 1000

@@ -39,9 +39,10 @@
 
 -- The fields lease reads from a job hash (HMGET order); `group` is a group's
 -- child (lib/groups: counted LEASED there), `trace` the enqueuer's trace
--- context (lib/create); a plain job has neither and pays nothing more.
+-- context (lib/create); a plain job has neither and pays nothing more. `id`
+-- must name the job of the key (lib/quarantine: id_problem).
 local LEASE_FIELDS = { 'state', 'resource', 'attempt', 'pipeline', 'input', 'last_step', 'not_before', 'flow',
-  'group', 'trace', 'created_at' }
+  'group', 'trace', 'created_at', 'id' }
 
 -- The reason and field that make a QUEUED job of `pipeline` unleasable (its
 -- lease reply could not be read), or nil; `f` holds LEASE_FIELDS.
@@ -115,6 +116,11 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       quarantine(batch.events, id, bad_key, '(key)', 'ready:' .. served[p], nil, nil, worker)
       return
     end
+    local wrong_id = id_problem(f[12], id)
+    if wrong_id then
+      quarantine(batch.events, id, wrong_id, 'id', 'ready:' .. served[p], f[1], f[3], worker)
+      return
+    end
     if not may('lease', f[1]) then
       if f[1] and not known_state(f[1]) then
         quarantine(batch.events, id, 'not a state', 'state', 'ready:' .. served[p], nil, nil, worker)
@@ -138,7 +144,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       quarantine(batch.events, id, why, field, 'ready:' .. served[p], f[1], f[3], worker)
       return
     end
-    f[12] = last_out
+    f[13] = last_out
     if gates then
       fresh = fresh or {}
       local g = flow_blocker(gates, jk, now, fresh)
@@ -241,7 +247,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       end
       index[2 * t - 1] = deadline
       index[2 * t] = id
-      local last_out = f[12]
+      local last_out = f[13]
       local o = #out
       out[o + 1] = id
       out[o + 2] = token

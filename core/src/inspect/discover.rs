@@ -8,14 +8,18 @@ use deadpool_redis::redis;
 use super::conn::{escape_glob, pooled, scan_keys};
 use super::{Inspector, Unreadable};
 use crate::config::QueueConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys::check_name;
-use crate::pool::{RedisConn, RedisPool, Target};
+use crate::pool::{Master, RedisConn, RedisPool, Target};
 
 /// The keys that name a queue: its fence and event stream (once it had a job),
 /// the set of its workers' ids and its pipeline specs (written by a worker when
 /// it starts, before any job).
 const QUEUE_MARKS: [&str; 4] = [":fence", ":events", ":workers", ":pipelines"];
+
+/// How many times [`discover_reachable_queues`] asks a replica of a master
+/// that does not answer.
+const REPLICA_TRIES: usize = 5;
 
 /// Finds the queues under `config.prefix` by `SCAN`ning for their
 /// `<prefix>:{<queue>}:fence`, `:events`, `:workers` and `:pipelines` keys
@@ -28,6 +32,46 @@ const QUEUE_MARKS: [&str; 4] = [":fence", ":events", ":workers", ":pipelines"];
 /// names that are not UTF-8 (no queue can be named by them) are skipped;
 /// [`Inspector::status`] reports those of its own queue.
 pub async fn discover_queues(pool: &RedisPool, config: &QueueConfig) -> Result<Vec<String>> {
+    let found = discover_reachable_queues(pool, config).await?;
+    match found.unreachable.into_iter().next() {
+        Some(lost) => Err(lost.error),
+        None => Ok(found.queues),
+    }
+}
+
+/// The queues [`discover_reachable_queues`] found, and the masters it could
+/// not scan.
+#[derive(Debug)]
+pub struct DiscoveredQueues {
+    /// The queues found on the masters that answered, sorted.
+    pub queues: Vec<String>,
+    /// The masters that did not answer (a Redis Cluster master down, its
+    /// replica not promoted yet), with why.
+    pub unreachable: Vec<UnreachableMaster>,
+}
+
+/// A cluster master [`discover_reachable_queues`] could not scan.
+#[derive(Debug)]
+pub struct UnreachableMaster {
+    /// The master.
+    pub master: Master,
+    /// Why it could not be scanned.
+    pub error: Error,
+    /// The replica of it whose keys were scanned instead: its queues are in
+    /// [`DiscoveredQueues::queues`] (their data may not be readable until
+    /// the replica is promoted). `None`: no replica answered, its queues are
+    /// not listed.
+    pub listed_from: Option<Master>,
+}
+
+/// [`discover_queues`], going on past a cluster master that does not answer
+/// (killed, its replica not yet promoted): the queues of the others, and the
+/// masters it could not scan. Fails only when no master answers (or on one
+/// server, when it does not).
+pub async fn discover_reachable_queues(
+    pool: &RedisPool,
+    config: &QueueConfig,
+) -> Result<DiscoveredQueues> {
     check_name("key prefix", &config.prefix)?;
     let head = format!("{}:{{", config.prefix);
     let mut conn = pooled(pool, config).await?;
@@ -39,10 +83,42 @@ pub async fn discover_queues(pool: &RedisPool, config: &QueueConfig) -> Result<V
     if masters.is_empty() {
         found = scan_and_warn(&mut conn, config, &pattern, Target::Master(None)).await?;
     }
+    let mut unreachable = Vec::new();
     for master in &masters {
-        found.extend(
-            scan_and_warn(&mut conn, config, &pattern, Target::Master(Some(master))).await?,
-        );
+        let error =
+            match scan_and_warn(&mut conn, config, &pattern, Target::Master(Some(master))).await {
+                Ok(keys) => {
+                    found.extend(keys);
+                    continue;
+                }
+                Err(e) => e,
+            };
+        // the master's queues, as its replica holds them (it may lag)
+        let mut listed_from = None;
+        // (the client may have no connection to a replica yet: it makes one
+        // after the first ask fails, so each is asked a few times)
+        'replicas: for replica in pool.replicas_of(master).await.unwrap_or_default() {
+            for _ in 0..REPLICA_TRIES {
+                let target = Target::Master(Some(&replica));
+                if let Ok(keys) = scan_and_warn(&mut conn, config, &pattern, target).await {
+                    found.extend(keys);
+                    listed_from = Some(replica);
+                    break 'replicas;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+        unreachable.push(UnreachableMaster {
+            master: master.clone(),
+            error,
+            listed_from,
+        });
+    }
+    if !masters.is_empty() && unreachable.len() == masters.len() {
+        if let Some(lost) = unreachable.into_iter().next() {
+            return Err(lost.error);
+        }
+        unreachable = Vec::new();
     }
     for key in found {
         let Some(rest) = key.strip_prefix(&head) else {
@@ -55,7 +131,10 @@ pub async fn discover_queues(pool: &RedisPool, config: &QueueConfig) -> Result<V
             queues.insert(queue.to_owned());
         }
     }
-    Ok(queues.into_iter().collect())
+    Ok(DiscoveredQueues {
+        queues: queues.into_iter().collect(),
+        unreachable,
+    })
 }
 
 /// The UTF-8 key names `SCAN` finds on `target`, warning of the others.

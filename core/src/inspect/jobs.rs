@@ -21,7 +21,14 @@ impl Inspector {
     /// or `filter.resource` when given), `leases` for LEASED and RUNNING, `stale`
     /// for STALE, and `done` newest first for terminal states, stopping once the
     /// page is full. At most [`MAX_EXAMINED`] entries are read.
+    /// A key of the wrong Redis type is named ([`crate::Error::Corrupt`], field `(key)`).
     pub async fn list_jobs(&self, filter: &JobFilter, page: Page) -> Result<JobPage> {
+        let jobs = self.list_jobs_of_keys(filter, page).await;
+        self.naming_wrong_type(jobs, None).await
+    }
+
+    /// [`Inspector::list_jobs`], a key of the wrong type failing it unnamed.
+    async fn list_jobs_of_keys(&self, filter: &JobFilter, page: Page) -> Result<JobPage> {
         let mut conn = self.conn().await?;
         let keys = self.keys();
         let wants = |s: JobState| filter.state.is_none_or(|f| f == s);
@@ -187,8 +194,15 @@ impl Inspector {
     /// with every attempt (a STALE attempt's built from the hash, as
     /// [`Job::stale_attempt_from_hash`](crate::Job::stale_attempt_from_hash)
     /// says), the lock of its resource, what became of a cancel request, the
-    /// verdicts, and its events.
+    /// verdicts, and its events. A key of the wrong Redis type is named
+    /// ([`crate::Error::Corrupt`], field `(key)`).
     pub async fn job_detail(&self, id: &JobId) -> Result<Option<JobDetail>> {
+        let detail = self.job_detail_of_keys(id).await;
+        self.naming_wrong_type(detail, Some(id)).await
+    }
+
+    /// [`Inspector::job_detail`], a key of the wrong type failing it unnamed.
+    async fn job_detail_of_keys(&self, id: &JobId) -> Result<Option<JobDetail>> {
         let Some(mut job) = self.queue().job(id).await? else {
             return Ok(None);
         };

@@ -62,9 +62,12 @@ mod status;
 mod verdicts;
 mod views;
 mod workers;
+mod wrong_type;
 
 pub use cancel::{cancel_status, CancelOutcome, CancelStatus};
-pub use discover::discover_queues;
+pub use discover::{
+    discover_queues, discover_reachable_queues, DiscoveredQueues, UnreachableMaster,
+};
 pub use events::Event;
 pub use follower::EventFollower;
 pub use history::{History, Minute, MinuteCounts, HISTORY_MAX_MINUTES};
@@ -91,4 +94,7 @@ pub const MAX_EVENTS_SCANNED: usize = 200_000;
 pub const STATUS_STALE_LIMIT: usize = 20;
 
 /// Entries per pipelined round trip.
+/// Jobs read behind each lock or slot a STALE job holds, to say which
+/// pipelines it stalls.
+pub const STALL_SAMPLE: usize = 100;
 const CHUNK: usize = 500;

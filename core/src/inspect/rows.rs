@@ -74,7 +74,13 @@ fn step_after(steps: &[String], last: Option<&str>) -> Option<String> {
 /// The summary of job `id` whose [`SUMMARY_FIELDS`] `row` holds (a hash may
 /// leave out its `id`, and any field at its default: see [`crate::Job::from_fields`]).
 fn summary(row: &Fields<'_, Selected<'_>>, queue: &str, id: &str) -> Result<JobSummary> {
-    let id = row.text("id")?.unwrap_or(id);
+    // a hash that names another job is never listed as that job
+    if let Some(named) = row.text("id")?.filter(|named| *named != id) {
+        return Err(row.corrupt(
+            "id",
+            format!("names job {named:?}, but the key is job {id:?}'s"),
+        ));
+    }
     Ok(JobSummary {
         id: JobId::parse(id).map_err(|e| row.corrupt("id", e.to_string()))?,
         queue: queue.to_owned(),

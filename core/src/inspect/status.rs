@@ -22,8 +22,15 @@ const HEADS_PER_LEVEL: usize = 4;
 impl Inspector {
     /// Counts per state, waiting jobs per pipeline, the oldest waiting job,
     /// expired leases, live workers (pruning dead ones), held locks and the
-    /// STALE jobs waiting for a decision.
+    /// STALE jobs waiting for a decision. A key of the wrong Redis type is
+    /// named ([`crate::Error::Corrupt`], field `(key)`).
     pub async fn status(&self) -> Result<QueueStatus> {
+        let status = self.status_of_keys().await;
+        self.naming_wrong_type(status, None).await
+    }
+
+    /// [`Inspector::status`], a key of the wrong type failing it unnamed.
+    async fn status_of_keys(&self) -> Result<QueueStatus> {
         let mut conn = self.conn().await?;
         let keys = self.keys().clone();
         let now = self.now_on(&mut conn).await?;

@@ -316,6 +316,23 @@ pub struct StaleJob {
     pub stale_lock: StaleLock,
     /// Whether it still holds its resource's lock (`None` without a resource).
     pub holds_lock: Option<bool>,
+    /// The flow-control gates whose slot it still holds (`slots:<name>`,
+    /// `running:<pipeline>`): a STALE job keeps them until an operator decides.
+    #[serde(default)]
+    pub holds_slots: Vec<String>,
+    /// What it stalls: pipeline → QUEUED jobs of that pipeline waiting for
+    /// its lock (parked) or one of its slots (among the first
+    /// [`STALL_SAMPLE`](super::STALL_SAMPLE) waiting behind each). Empty when
+    /// nothing waits for what it holds.
+    #[serde(default)]
+    pub stalls: std::collections::BTreeMap<String, u64>,
+}
+
+impl StaleJob {
+    /// Whether it holds its lock or a flow-control slot.
+    pub fn holds_something(&self) -> bool {
+        self.holds_lock == Some(true) || !self.holds_slots.is_empty()
+    }
 }
 
 /// A queue at a glance.

@@ -310,7 +310,7 @@ impl Queue {
                 self.forget_shared_conn();
             }
         }
-        result
+        result.map_err(foreign_key)
     }
 
     async fn invoke_on(&self, conn: &mut Multiplexed, call: &ScriptCall<'_>) -> Result<Value> {
@@ -345,6 +345,37 @@ impl Queue {
     }
 }
 
+/// A script's `BAD_KEY KEYS[<i>] is <given>, not <expected>` error reply as
+/// [`Error::ForeignKey`]; any other error as it is.
+fn foreign_key(e: Error) -> Error {
+    let Error::Redis(re) = &e else {
+        return e;
+    };
+    if re.code() != Some("BAD_KEY") {
+        return e;
+    }
+    let detail = re.detail().unwrap_or_default().trim();
+    let parsed = detail
+        .strip_prefix("KEYS[")
+        .and_then(|rest| rest.split_once("] is "))
+        .and_then(|(position, rest)| {
+            let (key, expected) = rest.rsplit_once(", not ")?;
+            Some((position.parse().ok()?, key, expected))
+        });
+    match parsed {
+        Some((position, key, expected)) => Error::ForeignKey {
+            position,
+            key: key.to_owned(),
+            expected: expected.to_owned(),
+        },
+        None => Error::ForeignKey {
+            position: 0,
+            key: detail.to_owned(),
+            expected: String::new(),
+        },
+    }
+}
+
 /// Whether the detail of error reply `e` starts with `text`.
 fn detail_starts(e: &RedisError, text: &str) -> bool {
     e.detail().is_some_and(|d| d.trim_start().starts_with(text))
@@ -362,4 +393,35 @@ fn functions_unsupported(e: &RedisError) -> bool {
     e.code() == Some("NOPERM")
         || detail_starts(e, "unknown command")
         || detail_starts(e, "unknown subcommand")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A script's `BAD_KEY` error reply, as a real server sends it, becomes
+    /// [`Error::ForeignKey`] naming the position, the key and the one expected.
+    #[test]
+    fn a_bad_key_reply_is_a_foreign_key_error() {
+        let srv = leasehold_testkit::RedisServer::start();
+        let reply: redis::RedisResult<Value> = redis::cmd("EVAL")
+            .arg("return redis.error_reply('BAD_KEY KEYS[3] is lh:{q}:fence:forged, not lh:{q}:fence')")
+            .arg(0)
+            .query(&mut srv.connection());
+        let e = foreign_key(Error::Redis(reply.expect_err("an error reply")));
+        match e {
+            Error::ForeignKey {
+                position,
+                key,
+                expected,
+            } => {
+                assert_eq!(position, 3);
+                assert_eq!(key, "lh:{q}:fence:forged");
+                assert_eq!(expected, "lh:{q}:fence");
+            }
+            other => panic!("{other:?}"),
+        }
+        let other = Error::Timeout(std::time::Duration::from_secs(1));
+        assert!(matches!(foreign_key(other), Error::Timeout(_)));
+    }
 }

@@ -87,7 +87,10 @@ impl Queue {
     pub async fn job(&self, id: &JobId) -> Result<Option<Job>> {
         let key = self.keys.job(id.as_str());
         let mut conn = self.conn().await?;
-        let map: HashMap<String, Vec<u8>> = self.timed(conn.hgetall(&key)).await?;
+        let map: HashMap<String, Vec<u8>> = self
+            .timed(conn.hgetall(&key))
+            .await
+            .map_err(|e| e.naming_key(&key, "hash"))?;
         if map.is_empty() {
             return Ok(None);
         }

@@ -343,6 +343,13 @@ impl Job {
         let state = f.state("state")?;
         let (key_queue, key_id) = names_of_job_key(key).unwrap_or_default();
         let id = match f.text("id")? {
+            // a hash that names another job than its key is never read as that job
+            Some(id) if !key_id.is_empty() && id != key_id => {
+                return Err(f.corrupt(
+                    "id",
+                    format!("names job {id:?}, but the key is job {key_id:?}'s"),
+                ))
+            }
             Some(id) => id,
             None if !key_id.is_empty() => key_id,
             None => return Err(f.corrupt("id", "missing")),

@@ -218,8 +218,10 @@ fn expand_into(name: &str, seen: &mut HashSet<String>, out: &mut String) {
     }
 }
 
-/// The first statement of every script run (`lib/call`).
-const BEGIN_CALL: &str = "begin_call(KEYS, ARGV)\n";
+/// The first statement of every script run (`lib/call`): a call whose fixed
+/// keys are not the queue's own ends there with `begin_call`'s error reply.
+const BEGIN_CALL: &str =
+    "do local forged = begin_call(KEYS, ARGV) if forged then return forged end end\n";
 
 /// Appends what script `name` includes (and `lib/call`), each once, skipping
 /// those in `seen`; returns the script's own text.
