@@ -790,6 +790,144 @@ async fn kill_9_of_the_worker_leaves_no_child_alive() {
     .await;
 }
 
+/// Redis's clock, in milliseconds.
+async fn redis_now(queue: &Queue) -> i64 {
+    let mut conn = queue.pool().get().await.unwrap();
+    let (secs, micros): (i64, i64) = leasehold_core::redis::cmd("TIME")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// Whether a `settle` call (a lease) is among the bytes `proxy` holds within `within`.
+async fn wait_for_held_settle(proxy: &leasehold_testkit::TcpProxy, within: Duration) -> bool {
+    let until = std::time::Instant::now() + within;
+    while std::time::Instant::now() < until {
+        if proxy.held_requests().windows(6).any(|w| w == b"settle") {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// A worker frozen (SIGSTOP) with its lease-and-start call in flight: the call
+/// is held in a stalled proxy (the job is enqueued meanwhile) until the worker
+/// is stopped, then let through, so Redis leases and starts the job (its first step a process step) for a
+/// worker that cannot run yet. When the lease has run out and the job was
+/// swept STALE, the woken worker gives the attempt up before the step: the
+/// script never runs and Redis is not written to.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_woken_after_its_job_was_swept_spawns_no_process() {
+    let srv = RedisServer::start_tcp();
+    let proxy = leasehold_testkit::TcpProxy::start(
+        format!("127.0.0.1:{}", srv.port().unwrap())
+            .parse()
+            .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("spawned");
+    let path = script(
+        dir.path(),
+        "marker.sh",
+        &format!("echo $$ > '{}'\n", marker.display()),
+    );
+    let (worker, logs) = Fixture::start(
+        &proxy.url(),
+        "frozen",
+        &[
+            "--lease-ttl-ms",
+            "1000",
+            // the worker's own sweeper stays out of it (the test sweeps)
+            "--sweep-ms",
+            "60000",
+            "--concurrency",
+            "1",
+            // idle lease calls every 100 ms, slept between (no blocking wait)
+            "--max-idle-ms",
+            "100",
+        ],
+        "sh",
+        &[path.as_os_str()],
+    );
+    let q = queue(&srv.url(), "frozen").await;
+    // hold one of the worker's idle lease calls (sent while no job is
+    // queued; Redis runs it only when the proxy lets it through). A stall that
+    // caught a call already on its way to Redis holds its reply instead, and
+    // the worker's next call waits on that connection: let it go and try again.
+    let started = std::time::Instant::now();
+    loop {
+        proxy.stall();
+        let held = wait_for_held_settle(&proxy, Duration::from_secs(3)).await;
+        if held {
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "no lease call of the worker was held"
+        );
+        proxy.resume();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let id = enqueue(&srv.url(), "frozen", &json!({})).await;
+    worker.signal(libc::SIGSTOP);
+    proxy.resume();
+    wait_until_async(WAIT, "the job is started for the frozen worker", || {
+        let (q, id) = (&q, &id);
+        async move { matches!(q.job(id).await, Ok(Some(j)) if j.state == JobState::Running) }
+    })
+    .await;
+    assert_eq!(q.job(&id).await.unwrap().unwrap().attempt, 1);
+
+    // the lease runs out while the worker is frozen, and the job is swept
+    let deadline = q
+        .job(&id)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease
+        .expect("a live lease")
+        .deadline;
+    wait_until_async(WAIT, "the lease's deadline passes", || {
+        let q = &q;
+        async move { redis_now(q).await > deadline + 50 }
+    })
+    .await;
+    wait_until_async(WAIT, "the job is swept STALE", || {
+        let (q, id) = (&q, &id);
+        async move {
+            q.sweep(100).await.expect("sweep");
+            matches!(q.job(id).await, Ok(Some(j)) if j.state == JobState::Stale)
+        }
+    })
+    .await;
+    let job_key = q.keys().job(id.as_str());
+    let snapshot = srv.dump(&job_key);
+    worker.signal(libc::SIGCONT);
+
+    // it reads the lease reply only now, past the lease's local deadline
+    wait_until_async(WAIT, "the woken worker gives the attempt up", || {
+        let found = logs
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("abandoned before step run began"));
+        async move { found }
+    })
+    .await;
+    drop(worker);
+    assert!(!marker.exists(), "the step's script ran");
+    assert!(read_records(&q, id.as_str()).await.unwrap().is_empty());
+    assert_eq!(
+        srv.dump(&job_key),
+        snapshot,
+        "the woken worker wrote nothing"
+    );
+    assert_eq!(q.job(&id).await.unwrap().unwrap().state, JobState::Stale);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_deletes_the_process_records_with_their_job() {
     let srv = RedisServer::start();
