@@ -24,12 +24,16 @@ use leasehold::queue::Queue;
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 
-/// One job's fixed input boundary: one shop, one hour of one day.
+/// One job's fixed input boundary: one shop, one hour of one day. `from` and
+/// `to` (RFC 3339) are the window as leasehold indexes it, so that
+/// `leasehold jobs --window 2026-05-06` finds the day's jobs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Window {
     shop_id: String,
     day: String,
     hour: u32,
+    from: String,
+    to: String,
 }
 
 /// An order as the (simulated) shop API returns it.
@@ -343,7 +347,16 @@ async fn narrate(
                     "finish" if to == "SUCCEEDED" => "SUCCEEDED: every step done".to_owned(),
                     "finish" => format!("{from} → {to}: {reason}"),
                     "retry" => format!("new attempt {} queued ({reason})", event.attempt),
-                    _ => format!("{op}: {from} → {to} {reason}"),
+                    "group_create" => "group created".to_owned(),
+                    "group_seal" => "group sealed: no more windows will join".to_owned(),
+                    "group_join" => format!("joined the group ({to})"),
+                    "release" => format!("handed back, {to}"),
+                    "sweep" => format!("lease expired: {from} → {to}"),
+                    "cancel" => format!("cancelled ({reason})"),
+                    "deps" => "its parents settled: ready".to_owned(),
+                    // anything else: the move itself, in the state model's words
+                    _ if from.is_empty() => format!("now {to} {reason}"),
+                    _ => format!("{from} → {to} {reason}"),
                 };
                 println!("  {label:<18}{who:<22} {line}");
             }
@@ -403,6 +416,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 shop_id: shop.into(),
                 day: "2026-05-06".into(),
                 hour,
+                from: format!("2026-05-06T{hour:02}:00:00Z"),
+                to: format!("2026-05-06T{:02}:00:00Z", hour + 1),
             };
             let enqueued = client
                 .enqueue_with::<OrdersSync>(&window)
@@ -427,7 +442,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         jobs.len()
     );
 
-    println!("\nthree worker replicas, two jobs at a time each; what happens, as it happens:");
+    const REPLICAS: usize = 3;
+    println!(
+        "\n{REPLICAS} worker replicas, one job at a time each (the shop lock lets three run at once); what happens, as it happens:"
+    );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let narrator = tokio::spawn(narrate(
         redis.url.clone(),
@@ -437,7 +455,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ));
     let (shutdown_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let mut replicas = Vec::new();
-    for _ in 0..3 {
+    let mut replica_ids = Vec::new();
+    for _ in 0..REPLICAS {
         let worker = Worker::builder(redis.url.clone())
             .pipeline(OrdersSync {
                 warehouse: warehouse.clone(),
@@ -446,9 +465,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 warehouse: warehouse.clone(),
                 queue: queue.clone(),
             })
-            .concurrency(2)
+            .concurrency(1)
             .build()
             .await?;
+        replica_ids.push(worker.id().to_owned());
         let mut shutdown = shutdown_tx.subscribe();
         replicas.push(tokio::spawn(worker.run_until(async move {
             let _ = shutdown.recv().await;
@@ -517,6 +537,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         assert_eq!(job.state, JobState::Succeeded);
     }
 
+    // the completion job is a job of its own: its line too
+    let day_job = queue.job(&daily).await?.ok_or("daily job vanished")?;
+    println!(
+        "  day 2026-05-06     {:<9} {}",
+        day_job.state.to_string(),
+        day_job
+            .attempts
+            .iter()
+            .map(|a| format!("#{} {} by {}", a.n, a.state, short_worker(&a.worker)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    // which replica ran what: every one of them took part
+    let mut ran: BTreeMap<String, usize> = replica_ids.iter().map(|w| (w.clone(), 0)).collect();
+    for (_, id) in &jobs {
+        for a in queue.job(id).await?.ok_or("job vanished")?.attempts {
+            *ran.entry(a.worker).or_default() += 1;
+        }
+    }
+    for a in &day_job.attempts {
+        *ran.entry(a.worker.clone()).or_default() += 1;
+    }
+    println!(
+        "\nattempts per replica: {}",
+        ran.iter()
+            .map(|(w, n)| format!("{} {n}", short_worker(w)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
     let info = queue.group(&group).await?.ok_or("group vanished")?;
     assert_eq!(info.status, GroupStatus::Completed);
     assert_eq!(
@@ -560,7 +610,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     drop(db);
     assert_eq!(windows, jobs.len() as i64);
-    let _ = std::fs::remove_file(&db_path);
+    // close the warehouse (the workers' copies went with them), then leave
+    // nothing behind: the database and SQLite's write-ahead log and shared memory
+    drop(warehouse);
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut path = db_path.clone().into_os_string();
+        path.push(suffix);
+        let _ = std::fs::remove_file(&path);
+    }
     println!("\ndone: every window SUCCEEDED; shop c 02:00 needed a second attempt, which resumed at LOAD.");
     Ok(())
 }

@@ -1257,6 +1257,7 @@ async fn operator_retry_resumes_or_starts_over_and_keeps_history() {
     let a = enqueue(&q, job("p", 1).resource("r")).await;
     make_stale(&srv, &q, &a, "p").await;
     assert!(zscore(&srv, &k.stale(), a.as_str()).is_some());
+    let stale_at = read(&q, &a).await.stale_at.expect("stale_at");
 
     assert_eq!(
         q.retry(&a, RetryMode::Resume, "op:alice", "no writes happened")
@@ -1270,10 +1271,16 @@ async fn operator_retry_resumes_or_starts_over_and_keeps_history() {
     assert_eq!(j.last_step.as_deref(), Some("fetch"));
     let rec = &j.attempts[0];
     assert_eq!((rec.n, rec.state), (1, JobState::Stale));
+    assert_eq!(rec.ended_at, stale_at, "it ended when it went STALE");
+    assert_eq!(rec.cut_step.as_deref(), Some("load"), "the cut-off step");
     let res = rec.resolution.as_ref().unwrap();
     assert_eq!(
         (res.action.as_str(), res.by.as_str(), res.reason.as_str()),
         ("retry", "op:alice", "no writes happened")
+    );
+    assert_eq!(
+        (res.to, res.mode.as_deref()),
+        (Some(JobState::Queued), Some("resume"))
     );
     assert_eq!(zscore(&srv, &k.stale(), a.as_str()), None);
     assert_eq!(
@@ -1425,18 +1432,23 @@ async fn resolve_moves_stale_to_each_terminal_state_with_a_mandatory_reason() {
             "STALE holds its lock"
         );
         let reason = format!("checked the sink: {state}");
+        let stale_at = read(&q, id).await.stale_at.expect("stale_at");
         q.resolve(id, state, "op:dana", &reason).await.unwrap();
         let j = read(&q, id).await;
         assert_eq!(j.state, state);
         assert_eq!(j.lease, None);
+        // the attempt is recorded as it went STALE, the decision beside it
         let rec = &j.attempts[0];
-        assert_eq!(rec.state, state);
-        assert_eq!(rec.reason.as_deref(), Some(reason.as_str()));
+        assert_eq!(rec.state, JobState::Stale);
+        assert_eq!(rec.ended_at, stale_at, "it ended when it went STALE");
+        assert_eq!(rec.cut_step.as_deref(), Some("load"), "the cut-off step");
+        assert_eq!(rec.reason, None);
         let r = rec.resolution.as_ref().unwrap();
         assert_eq!(
-            (r.action.as_str(), r.by.as_str(), r.reason.as_str()),
-            ("resolve", "op:dana", reason.as_str())
+            (r.action.as_str(), r.by.as_str(), r.reason.as_str(), r.to),
+            ("resolve", "op:dana", reason.as_str(), Some(state))
         );
+        assert!(r.at.is_some_and(|at| at >= stale_at), "{r:?}");
         assert_eq!(rec.worker, "w-dead", "who ran it stays on record");
         assert_eq!(
             get::<i64>(&srv, &["EXISTS", &k.lock(res)]),

@@ -67,6 +67,9 @@ pub(crate) struct Selection {
     pub window_to: Option<String>,
     /// Only these jobs (empty: any).
     pub ids: Vec<JobId>,
+    /// Retry: also the jobs whose failure the step called permanent (not
+    /// retryable); by default they are counted apart and left out.
+    pub include_permanent: bool,
 }
 
 /// The jobs an action would touch.
@@ -78,6 +81,11 @@ pub(crate) struct Plan {
     pub action: String,
     /// The jobs, newest change first.
     pub jobs: Vec<JobId>,
+    /// Retry: how many of the jobs matched failed retryably (or did not say).
+    pub retryable: usize,
+    /// Retry: the jobs matched whose failure the step called permanent; left
+    /// out of `jobs` unless the selection includes them.
+    pub permanent: Vec<JobId>,
     /// More matched than [`MAX_JOBS`] (or than a listing reads): run it again afterwards.
     pub truncated: bool,
 }
@@ -122,6 +130,7 @@ pub(crate) async fn select(
     };
     let mut truncated = page.truncated || page.has_more;
     let mut jobs = Vec::new();
+    let (mut retryable, mut permanent) = (0, Vec::new());
     for j in page.jobs {
         if !sel.ids.is_empty() && !sel.ids.contains(&j.id) {
             continue;
@@ -147,12 +156,25 @@ pub(crate) async fn select(
             truncated = true;
             break;
         }
+        if let BulkAction::Retry(_) = action {
+            // the step said retrying won't help: counted apart, left out unless asked
+            if j.ended.as_ref().is_some_and(|e| !e.retryable) {
+                permanent.push(j.id.clone());
+                if !sel.include_permanent {
+                    continue;
+                }
+            } else {
+                retryable += 1;
+            }
+        }
         jobs.push(j.id);
     }
     Ok(Plan {
         queue: inspector.queue().name().to_owned(),
         action: action.name().to_owned(),
         jobs,
+        retryable,
+        permanent,
         truncated,
     })
 }
@@ -171,9 +193,13 @@ pub(crate) async fn run(
     let q = inspector.queue();
     let total = plan.jobs.len();
     let reason = if reason.trim().is_empty() {
-        format!("bulk {} of {total} jobs", action.name())
+        format!("bulk {} of {}", action.name(), crate::wording::jobs(total))
     } else {
-        format!("{reason} (bulk {} of {total} jobs)", action.name())
+        format!(
+            "{reason} (bulk {} of {})",
+            action.name(),
+            crate::wording::jobs(total)
+        )
     };
     let mut report = Report::default();
     for (b, batch) in plan.jobs.chunks(BATCH).enumerate() {

@@ -8,6 +8,7 @@ use leasehold_core::{
 };
 
 use crate::failure::{classify, Failure, Outcome};
+use crate::names;
 
 /// Connection and settings shared by the commands.
 pub(crate) struct Ctx {
@@ -41,11 +42,34 @@ impl Ctx {
         Ok(Inspector::new(self.queue(name)?))
     }
 
-    /// The queues named, or every queue found under the prefix.
+    /// Checks that queue `name` exists: an unknown one is an error (exit 3)
+    /// naming the known queues ([`unknown_queue`]).
+    pub(crate) async fn known_queue(&self, name: &str) -> Outcome<()> {
+        match unknown_queue(&self.base, &self.config, name).await {
+            Ok(None) => Ok(()),
+            Ok(Some(message)) => Err(Failure::UnknownJob(message)),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Checks that pipeline `name` exists in one of the queues of
+    /// `inspectors`, once a filter on it matched nothing: an unknown one is an
+    /// error (exit 3) naming the known pipelines ([`unknown_pipeline`]).
+    pub(crate) async fn known_pipeline(&self, inspectors: &[Inspector], name: &str) -> Outcome<()> {
+        match unknown_pipeline(inspectors, name).await {
+            Ok(None) => Ok(()),
+            Ok(Some(message)) => Err(Failure::UnknownJob(message)),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// The queues named, or every queue found under the prefix. A queue
+    /// named that does not exist is an error ([`Ctx::known_queue`]).
     pub(crate) async fn queues(&self, given: &[String]) -> Outcome<Vec<String>> {
         if !given.is_empty() {
             for q in given {
                 self.queue(q)?;
+                self.known_queue(q).await?;
             }
             return Ok(given.to_vec());
         }
@@ -58,6 +82,7 @@ impl Ctx {
     pub(crate) async fn locate(&self, job: &JobId, given: Option<&str>) -> Outcome<Queue> {
         if let Some(q) = given {
             let queue = self.queue(q)?;
+            self.known_queue(q).await?;
             return match self.holds(&queue, job).await? {
                 true => Ok(queue),
                 false => Err(Failure::UnknownJob(format!(
@@ -103,6 +128,72 @@ impl Ctx {
             Err(e) => Err(self.fail(e)),
         }
     }
+}
+
+/// Why queue `name` is unknown (`no queue "X" under key prefix "P"; did you
+/// mean "Y"? known queues: ...`), or `None` when it exists: a job, a worker or
+/// a published pipeline made it ([`Inspector::exists`]; the known ones are
+/// found by `SCAN` only when it does not).
+pub(crate) async fn unknown_queue(
+    base: &Queue,
+    config: &QueueConfig,
+    name: &str,
+) -> Result<Option<String>, Error> {
+    if Inspector::new(base.sibling(name)?).exists().await? {
+        return Ok(None);
+    }
+    let known = discover_queues(base.pool(), config).await?;
+    if known.iter().any(|k| k == name) {
+        return Ok(None);
+    }
+    Ok(Some(names::unknown(
+        "queue",
+        name,
+        &format!("under key prefix {:?}", config.prefix),
+        &known,
+    )))
+}
+
+/// Why pipeline `name` is unknown in the queues of `inspectors`, or `None`
+/// when it exists there: a worker published it, or a job of it waits or is
+/// kept. Asked when a filter on it matched nothing, so that a typo is an
+/// error rather than an empty answer.
+pub(crate) async fn unknown_pipeline(
+    inspectors: &[Inspector],
+    name: &str,
+) -> Result<Option<String>, Error> {
+    let mut known = std::collections::BTreeSet::new();
+    for inspector in inspectors {
+        known.extend(inspector.known_pipelines().await?);
+    }
+    if known.contains(name) {
+        return Ok(None);
+    }
+    let any = JobFilter {
+        pipeline: Some(name.to_owned()),
+        ..Default::default()
+    };
+    let one = Page {
+        offset: 0,
+        limit: 1,
+    };
+    for inspector in inspectors {
+        if !inspector.list_jobs(&any, one).await?.jobs.is_empty() {
+            return Ok(None);
+        }
+    }
+    let queues: Vec<&str> = inspectors.iter().map(|i| i.queue().name()).collect();
+    let known: Vec<String> = known.into_iter().collect();
+    Ok(Some(names::unknown(
+        "pipeline",
+        name,
+        &format!(
+            "in queue{} {}",
+            if queues.len() == 1 { "" } else { "s" },
+            queues.join(", ")
+        ),
+        &known,
+    )))
 }
 
 /// One page of the jobs matching `filter` in the queues of `inspectors`, newest

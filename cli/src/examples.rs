@@ -16,6 +16,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("resume", "leasehold resume orders\n  leasehold resume orders --pipeline orders_sync --reason \"fixed\""),
     ("retry", "leasehold retry 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 --reason \"sink back\"\n  leasehold retry 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 --from-start"),
     ("resolve", "leasehold resolve 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 --as failed --reason \"partial write checked, rerun\""),
+    ("delete", "leasehold delete 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 --reason \"test job, not real data\""),
+    ("run-now", "leasehold run-now 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 --reason \"the source is ready early\""),
     ("enqueue", "leasehold enqueue orders_sync --input '{\"shop\":\"a\",\"day\":\"2026-05-06\"}'\n  leasehold enqueue orders_sync --input-template '{\"shop\":\"a\",\"from\":\"{from}\",\"to\":\"{to}\"}' \\\n      --from 2026-05-01 --to 2026-06-01 --step 1d --group may-backfill"),
     ("locks", "leasehold locks\n  leasehold locks --queue orders --json"),
     ("workers", "leasehold workers --queue orders"),

@@ -21,6 +21,10 @@ pub enum Failure {
     /// Exit 0, silently: stdout's reader closed the pipe (`| head`); there is
     /// no one left to tell.
     Closed,
+    /// Exit 130 (128 + SIGINT), silently: the operator pressed Ctrl-C to stop
+    /// a command that runs until stopped (`events --follow`), as a shell
+    /// reports a process that SIGINT ended.
+    Interrupted,
 }
 
 impl Failure {
@@ -34,6 +38,7 @@ impl Failure {
             Failure::Unreachable(_) => 5,
             Failure::AuthFailed(_) => 6,
             Failure::Closed => 0,
+            Failure::Interrupted => 130,
         }
     }
 
@@ -46,7 +51,7 @@ impl Failure {
             | Failure::Unreachable(m)
             | Failure::AuthFailed(m)
             | Failure::Other(m) => m,
-            Failure::Closed => "",
+            Failure::Closed | Failure::Interrupted => "",
         }
     }
 
@@ -61,6 +66,7 @@ impl Failure {
             Failure::AuthFailed(m) => Failure::AuthFailed(add(m)),
             Failure::Other(m) => Failure::Other(add(m)),
             Failure::Closed => Failure::Closed,
+            Failure::Interrupted => Failure::Interrupted,
         }
     }
 }
@@ -74,6 +80,7 @@ pub(crate) fn is_refusal(e: &Error) -> bool {
     matches!(
         e,
         Error::Refused { .. }
+            | Error::ActionRefused { .. }
             | Error::AlreadyTerminal { .. }
             | Error::LeaseLost { .. }
             | Error::InputKeyTaken { .. }

@@ -15,6 +15,7 @@ mod examples;
 mod failure;
 #[cfg(unix)]
 mod pipelines_file;
+mod names;
 mod progress;
 mod render;
 mod style;
@@ -168,6 +169,30 @@ pub enum Command {
         outcome: ResolveAs,
         /// Why (recorded; required).
         #[arg(long)]
+        reason: String,
+    },
+    /// Delete a terminal job (SUCCEEDED, FAILED or CANCELLED) now, with its
+    /// attempt records, rather than at retention; recorded as an event.
+    Delete {
+        /// The job id.
+        job: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Why (recorded; required).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Run a delayed QUEUED job now: it becomes due at once (its resource
+    /// lock and flow limits still apply); recorded as an event.
+    RunNow {
+        /// The job id.
+        job: String,
+        /// Its queue (default: search every queue).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Why (recorded).
+        #[arg(long, default_value = "")]
         reason: String,
     },
     /// Enqueue one job, or one job per time window of a range (a backfill).
@@ -423,6 +448,10 @@ pub enum BulkCommand {
         /// Start the new attempts from the first step instead of after the last completed one.
         #[arg(long)]
         from_start: bool,
+        /// Also retry the jobs whose failure the step called permanent (not
+        /// retryable); by default they are counted apart and left out.
+        #[arg(long)]
+        include_permanent: bool,
         /// Why (recorded with each job).
         #[arg(long, default_value = "")]
         reason: String,
@@ -445,9 +474,9 @@ pub enum BulkCommand {
         /// Only jobs whose input window starts before this.
         #[arg(long, value_parser = time::parse_instant)]
         to: Option<jiff::Timestamp>,
-        /// Why (recorded with each job).
-        #[arg(long)]
-        reason: String,
+        /// Why (recorded with each job; not needed with --dry-run).
+        #[arg(long, required_unless_present = "dry_run")]
+        reason: Option<String>,
         /// Only say how many jobs it would touch.
         #[arg(long)]
         dry_run: bool,
@@ -466,9 +495,9 @@ pub enum BulkCommand {
         /// The outcome recorded for each.
         #[arg(long = "as", value_enum)]
         outcome: ResolveAs,
-        /// Why (recorded with each job).
-        #[arg(long)]
-        reason: String,
+        /// Why (recorded with each job; not needed with --dry-run).
+        #[arg(long, required_unless_present = "dry_run")]
+        reason: Option<String>,
         /// Only say how many jobs it would touch.
         #[arg(long)]
         dry_run: bool,
@@ -695,6 +724,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // stdout's reader went away (`| head`): end quietly
         Err(Failure::Closed) => ExitCode::SUCCESS,
+        // Ctrl-C: end quietly, with the exit status a shell gives SIGINT
+        Err(Failure::Interrupted) => ExitCode::from(130),
         Err(failure) => {
             eprintln!("leasehold: {}", failure.message());
             ExitCode::from(failure.code())
@@ -807,6 +838,12 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
                 &reason,
             )
             .await
+        }
+        Command::Delete { job, queue, reason } => {
+            commands::delete(ctx, &job_id(&job)?, queue.as_deref(), &reason).await
+        }
+        Command::RunNow { job, queue, reason } => {
+            commands::run_now(ctx, &job_id(&job)?, queue.as_deref(), &reason).await
         }
         Command::Enqueue(args) => commands::enqueue(ctx, *args).await,
         Command::Locks { queue } => commands::locks(ctx, queue).await,

@@ -6,7 +6,8 @@
 use std::fmt::Write as _;
 
 use leasehold_core::{
-    AttemptError, Cancelled, Error, Job, JobId, JobState, LockInfo, Millis, Resolution, RetryMode,
+    AttemptError, AttemptRecord, Cancelled, Ending, Error, Job, JobId, JobState, LockInfo, Millis,
+    Resolution, RetryMode,
 };
 use serde::Serialize;
 
@@ -16,6 +17,37 @@ use crate::time::{human, stamp};
 /// `-` for nothing.
 pub(crate) fn opt(s: Option<&str>) -> String {
     s.unwrap_or("-").to_owned()
+}
+
+/// A count with its noun: `1 job`, `0 jobs`, `2 jobs` (`many` unless one).
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `n job(s)`: [`count`] of jobs.
+pub(crate) fn jobs(n: usize) -> String {
+    count(n, "job", "jobs")
+}
+
+/// Why a job's attempt ended badly, for a listing row: `in step S: KIND:
+/// MESSAGE (retryable|permanent)`, the message cut at 100 characters.
+pub(crate) fn ending(e: &Ending) -> String {
+    let mut message: String = e.message.chars().take(100).collect();
+    if message.len() < e.message.len() {
+        message.push('…');
+    }
+    format!(
+        "{}{}: {message} ({})",
+        e.step
+            .as_deref()
+            .map_or(String::new(), |s| format!("in step {s}: ")),
+        e.kind,
+        if e.retryable {
+            "retryable"
+        } else {
+            "permanent"
+        }
+    )
 }
 
 /// `yes` or `no`.
@@ -65,9 +97,36 @@ pub(crate) fn attempt_error(e: &AttemptError) -> String {
     format!("{}: {} ({})", e.kind, e.message, retry_flag(e))
 }
 
-/// An operator's decision on a STALE attempt: `operator ACTION by WHO: REASON`.
+/// An operator's decision on a STALE attempt: `operator ACTION by WHO: REASON
+/// (decided AT; what it did)`, the parenthesis as far as the record knows it.
 pub(crate) fn resolution(r: &Resolution) -> String {
-    format!("operator {} by {}: {}", r.action, r.by, r.reason)
+    let mut out = format!("operator {} by {}: {}", r.action, r.by, r.reason);
+    let mut what = Vec::new();
+    if let Some(at) = r.at {
+        what.push(format!("decided {}", stamp(at)));
+    }
+    match (r.mode.as_deref(), r.to) {
+        (Some("resume"), _) => what.push("resumed after the last completed step".into()),
+        (Some("start"), _) => what.push("started over from the first step".into()),
+        (_, Some(to)) if r.action == "resolve" => what.push(format!("resolved as {to}")),
+        _ => {}
+    }
+    if !what.is_empty() {
+        let _ = write!(out, " ({})", what.join("; "));
+    }
+    out
+}
+
+/// How a STALE attempt ended, as recorded when it went STALE: `lease expired
+/// while running step S (cut off)`.
+pub(crate) fn stale_end(a: &AttemptRecord) -> Option<String> {
+    if a.state != JobState::Stale {
+        return None;
+    }
+    Some(match &a.cut_step {
+        Some(step) => format!("lease expired while running step {step} (cut off mid-way)"),
+        None => "lease expired while running".to_owned(),
+    })
 }
 
 /// One moment of a job's step timeline.
@@ -121,9 +180,22 @@ pub(crate) fn timeline(job: &Job) -> Vec<Moment> {
             let _ = write!(what, ": {}", attempt_error(e));
         } else if let Some(r) = a.reason.as_deref().filter(|r| !r.is_empty()) {
             let _ = write!(what, ": {r}");
+        } else if let Some(end) = stale_end(a) {
+            let _ = write!(what, ": {end}");
         }
         if let Some(r) = &a.resolution {
-            let _ = write!(what, " [{}]", resolution(r));
+            match r.at {
+                // the decision is a moment of its own, after the attempt ended
+                Some(at) => out.push(Moment {
+                    at,
+                    attempt: a.n,
+                    what: format!("decision on the STALE attempt: {}", resolution(r)),
+                }),
+                // recorded before its time was kept
+                None => {
+                    let _ = write!(what, " [{}]", resolution(r));
+                }
+            }
         }
         out.push(Moment {
             at: a.ended_at,
@@ -189,6 +261,19 @@ pub(crate) fn timeline(job: &Job) -> Vec<Moment> {
 /// What an operator should know about the job's state: whether a failure is
 /// retryable, whether a retry is pending, whether a decision is needed.
 pub(crate) fn verdict(j: &Job) -> Option<String> {
+    // a STALE attempt an operator resolved: the decision is the verdict
+    if let Some(r) = j
+        .attempts
+        .iter()
+        .find(|a| a.n == j.attempt && j.state.is_terminal())
+        .and_then(|a| a.resolution.as_ref())
+    {
+        return Some(format!(
+            "resolved as {} after its worker died (STALE): {}",
+            j.state,
+            resolution(r)
+        ));
+    }
     let last_failed = j
         .attempts
         .iter()
@@ -261,6 +346,9 @@ pub(crate) fn refused(op: &str, id: &JobId, queue: &str, e: Error) -> Failure {
         Error::Refused { state, .. } | Error::AlreadyTerminal { state, .. } | Error::LeaseLost { state, .. } => {
             Failure::Refused(format!("cannot {op} job {id} in queue {queue}: it is {state}; {}", why(state)))
         }
+        e @ Error::ActionRefused { .. } => Failure::Refused(format!(
+            "cannot {op} job {id} in queue {queue}: {e}"
+        )),
         Error::InputKeyTaken { holder, .. } => Failure::Refused(format!(
             "cannot {op} job {id} in queue {queue}: job {holder} holds its input key and has not finished (the same input would be processed twice)"
         )),

@@ -168,12 +168,14 @@ async fn status_reports_counts_oldest_waiting_workers_locks_and_stale_jobs() {
     assert_eq!(st["stale"][0]["job"]["id"], s.stale.as_str());
     assert_eq!(st["stale"][0]["holds_lock"], true);
 
-    // --queue restricts; an unknown queue is simply empty
-    let v = cli(&srv, &["status", "--queue", "nothing", "--json"])
+    // --queue restricts; an unknown queue is an error naming the known ones
+    let run = cli(&srv, &["status", "--queue", "nothing", "--json"])
         .await
-        .ok()
-        .json();
-    assert_eq!(v[0]["counts"]["queued"], 0);
+        .code(3);
+    assert!(
+        run.stderr.contains("no queue \"nothing\"") && run.stderr.contains("known queues: orders"),
+        "{run:?}"
+    );
 }
 
 #[tokio::test]
@@ -260,8 +262,15 @@ async fn jobs_filters_and_pages_newest_first() {
         table.contains("3 jobs (offset 0); more may match: --offset 3"),
         "{table}"
     );
-    let none = cli(&srv, &["jobs", "--pipeline", "nope"]).await.ok().stdout;
-    assert!(none.contains("no jobs match"));
+    // a pipeline that exists but matches nothing: an empty answer; an
+    // unknown one: an error
+    let none = cli(&srv, &["jobs", "--pipeline", "report", "--state", "failed"])
+        .await
+        .ok()
+        .stdout;
+    assert!(none.contains("no jobs match"), "{none}");
+    let run = cli(&srv, &["jobs", "--pipeline", "nope"]).await.code(3);
+    assert!(run.stderr.contains("no pipeline \"nope\""), "{run:?}");
     let _ = (s.succeeded, s.cancelled, s.running_lease);
 }
 
@@ -1005,7 +1014,19 @@ async fn events_follow_prints_new_events_as_they_happen() {
         (&e["op"], &e["by"], &e["to"]),
         (&json!("cancel"), &json!("dave"), &json!("CANCELLED"))
     );
-    child.kill().await.expect("stop the follower");
+    // Ctrl-C (SIGINT, sent to the follower's pid): it stops quietly with the
+    // status a shell gives a process SIGINT ended
+    let pid = child.id().expect("still running").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("the follower exits within 20 s")
+        .expect("its status");
+    assert_eq!(status.code(), Some(130), "{status:?}");
 }
 
 /// `rediss://` with an ACL user and password, verified against a private CA

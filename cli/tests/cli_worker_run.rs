@@ -497,7 +497,7 @@ async fn a_live_worker_is_seen_and_honours_a_cancel() {
         "{}",
         run.stdout
     );
-    assert!(run.stdout.contains("1 jobs (offset 0)"), "{}", run.stdout);
+    assert!(run.stdout.contains("1 job (offset 0)"), "{}", run.stdout);
     let v = cli(&url, &["jobs", "--state", "running", "--json"])
         .await
         .ok()
@@ -527,7 +527,7 @@ async fn a_live_worker_is_seen_and_honours_a_cancel() {
         "step       load (last completed: fetch)",
         &format!("held by {wid} (fence {fence}), deadline"),
         "shop:a held by this job",
-        "1 jobs parked on it",
+        "1 job parked on it",
         "none requested",
         &format!("leased by {wid} (fence {fence})"),
         "started",
@@ -915,7 +915,7 @@ async fn a_dead_workers_jobs_are_swept_stale_then_retried_or_resolved() {
         &format!("#1 STALE  worker {dead}  fence {first_fence}"),
         "operator retry by tester: load is idempotent per window",
         &format!("#2 SUCCEEDED  worker {wid}"),
-        "ended STALE [operator retry by tester: load is idempotent per window]",
+        "decision on the STALE attempt: operator retry by tester: load is idempotent per window",
     ]);
     let v = cli(&url, &["show", retried.as_str(), "--json"])
         .await

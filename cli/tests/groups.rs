@@ -113,7 +113,7 @@ async fn a_backfill_group_with_a_completion_job_from_the_command_line() {
     cli(&srv, &["group", "retry", "day-0506", "--reason", "fixed"])
         .await
         .ok()
-        .shows(&["1 children retried"]);
+        .shows(&["1 child retried"]);
     finish_one(&q, "load", Outcome::Succeeded).await;
     let v = cli(&srv, &["group", "show", "day-0506", "--json"])
         .await
@@ -161,6 +161,26 @@ async fn a_backfill_group_with_a_completion_job_from_the_command_line() {
         "completed",
         "4/4 ended: 4 succeeded",
     ]);
+
+    // the dashboard offers no cancel for a completed group, nor a retry
+    // when no child failed
+    let dash = Dashboard::start(&srv.url(), &["--token", "s3cret"], None).await;
+    let page = http()
+        .get(dash.url("/groups/orders/day-0506-again"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("completed"), "{page}");
+    assert!(!page.contains("Cancel the group"), "{page}");
+    assert!(!page.contains("Retry its failed children"), "{page}");
+    assert!(
+        page.contains("A completed group cannot be cancelled."),
+        "{page}"
+    );
+    dash.stop().await;
 }
 
 #[tokio::test]

@@ -61,7 +61,8 @@ fn failure(kind: &str) -> Outcome {
         error: AttemptError {
             kind: kind.into(),
             message: format!("{kind} went wrong"),
-            retryable: false,
+            // an outage may pass; bad data does not
+            retryable: kind != "validation",
             retries_exhausted: false,
         },
         backoff: Duration::ZERO,
@@ -343,7 +344,9 @@ async fn counters_search_bulk_metrics_and_the_session() {
         )
         .await,
     );
-    assert_eq!(all_failed["plan"]["jobs"].as_array().unwrap().len(), 4);
+    // the validation failure is permanent: counted apart, left out
+    assert_eq!(all_failed["plan"]["jobs"].as_array().unwrap().len(), 3);
+    assert_eq!(all_failed["plan"]["permanent"].as_array().unwrap().len(), 1);
     let run = cli(
         &srv,
         &[
@@ -593,7 +596,14 @@ async fn counters_search_bulk_metrics_and_the_session() {
         .await
         .unwrap();
     assert_eq!(api.status(), 200);
-    assert_eq!(api.json::<Value>().await.unwrap()["count"], 2);
+    // the resolved job; the validation failure is permanent, counted apart
+    let api = api.json::<Value>().await.unwrap();
+    assert_eq!(api["count"], 1, "{api:#}");
+    assert_eq!(
+        api["plan"]["permanent"].as_array().unwrap().len(),
+        1,
+        "{api:#}"
+    );
     // logout: the cookie is cleared and the session forgotten
     let out = c
         .post(dash.url("/logout"))

@@ -280,3 +280,164 @@ async fn an_accepted_cancel_the_job_outran_is_reported_as_completed_first() {
     assert!(page.contains("the job completed first"), "{page}");
     dash.stop().await;
 }
+
+/// Cleanup needed, retryable and cancel honoured, as `show`, `show --json`,
+/// the dashboard's job page and its API say them for job `id`; all four agree.
+async fn verdicts_agree(srv: &RedisServer, dash: &Dashboard, id: &JobId) -> Value {
+    let v = cli(srv, &["show", id.as_str(), "--json"]).await.ok().json();
+    let verdicts = v["verdicts"].clone();
+    let api: Value = http()
+        .get(dash.url(&format!("/api/jobs/verdicts/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(api["verdicts"], verdicts, "the API and show --json");
+
+    let human = cli(srv, &["show", id.as_str()]).await.ok().stdout;
+    let line = |key: &str| -> Option<String> {
+        human
+            .lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .map(|l| l.trim_start()[key.len()..].trim().to_owned())
+    };
+    let yes_no = |b: &Value| match b.as_bool() {
+        Some(true) => Some("yes"),
+        Some(false) => Some("no"),
+        None => None,
+    };
+    let cleanup = line("cleanup ").expect("a cleanup line");
+    let page = job_page(dash, id).await;
+    for (code, words) in [
+        ("not_needed", "not needed"),
+        ("needed", "needed (a step was cut mid-way)"),
+        ("possible", "probably needed"),
+    ] {
+        if verdicts["cleanup"] == code {
+            assert!(cleanup.starts_with(words), "show: {cleanup:?} for {code}");
+            assert!(
+                page.contains(&format!("data-cleanup=\"{code}\">{words}")),
+                "the page for {code}: {page}"
+            );
+        }
+    }
+    match yes_no(&verdicts["retryable"]) {
+        Some(r) => {
+            assert!(
+                line("retryable ").is_some_and(|l| l.starts_with(r)),
+                "show: {human}"
+            );
+            assert!(page.contains(&format!("data-retryable=\"{r}\"")), "{page}");
+        }
+        None => {
+            assert_eq!(line("retryable "), None, "{human}");
+            assert!(!page.contains("data-retryable"), "{page}");
+        }
+    }
+    match yes_no(&verdicts["cancel_honoured"]) {
+        Some(h) => {
+            assert!(page.contains(&format!("data-honoured=\"{h}\"")), "{page}");
+            let honoured = v["cancel"]["outcome"] == "honoured";
+            assert_eq!(h == "yes", honoured, "{v:#}");
+            assert_eq!(
+                human.contains("\n  honoured: "),
+                honoured,
+                "show's cancel section: {human}"
+            );
+        }
+        None => assert!(!page.contains("data-honoured"), "{page}"),
+    }
+    verdicts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_retryable_and_cancel_verdicts_agree_in_every_view() {
+    use leasehold_core::{AttemptError, Outcome};
+    use support::jobs::{enqueue, job, lease_one, queue, start};
+
+    let srv = RedisServer::start();
+    let q = queue(&srv, "verdicts").await;
+    // STALE: its worker died in `load`
+    let stale = enqueue(&q, job("sync", 1)).await;
+    let l = lease_one(&q, "w-dead", "sync", Duration::from_millis(800)).await;
+    start(&q, &l).await;
+    q.checkpoint(&l, "fetch", "{}", Some("load")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(q.sweep(100).await.unwrap().stale, 1);
+    // FAILED for good
+    let failed = enqueue(&q, job("sync", 2)).await;
+    let l = lease_one(&q, "w1", "sync", Duration::from_secs(60)).await;
+    start(&q, &l).await;
+    q.finish(
+        &l,
+        &Outcome::Failed {
+            error: AttemptError {
+                kind: "validation".into(),
+                message: "negative totals".into(),
+                retryable: false,
+                retries_exhausted: false,
+            },
+            backoff: Duration::ZERO,
+            cleanup_needed: false,
+        },
+    )
+    .await
+    .unwrap();
+    // CANCELLED at a worker's request, a step cut mid-way
+    let cancelled = enqueue(&q, job("sync", 3)).await;
+    let l = lease_one(&q, "w1", "sync", Duration::from_secs(60)).await;
+    start(&q, &l).await;
+    cli(
+        &srv,
+        &[
+            "--by",
+            "bob",
+            "cancel",
+            cancelled.as_str(),
+            "--reason",
+            "wrong shop",
+        ],
+    )
+    .await
+    .ok();
+    q.finish(
+        &l,
+        &Outcome::Cancelled {
+            reason: "wrong shop".into(),
+            cleanup_needed: true,
+        },
+    )
+    .await
+    .unwrap();
+
+    let dash = Dashboard::start(&srv.url(), &[], None).await;
+    let v = verdicts_agree(&srv, &dash, &stale).await;
+    assert_eq!(
+        (&v["cleanup"], &v["retryable"], &v["cancel_honoured"]),
+        (&Value::from("possible"), &Value::Bool(true), &Value::Null),
+        "STALE: {v:#}"
+    );
+    let v = verdicts_agree(&srv, &dash, &failed).await;
+    assert_eq!(
+        (&v["cleanup"], &v["retryable"], &v["cancel_honoured"]),
+        (
+            &Value::from("not_needed"),
+            &Value::Bool(false),
+            &Value::Null
+        ),
+        "FAILED: {v:#}"
+    );
+    let v = verdicts_agree(&srv, &dash, &cancelled).await;
+    assert_eq!(
+        (&v["cleanup"], &v["retryable"], &v["cancel_honoured"]),
+        (
+            &Value::from("needed"),
+            &Value::Bool(true),
+            &Value::Bool(true)
+        ),
+        "CANCELLED: {v:#}"
+    );
+    dash.stop().await;
+}

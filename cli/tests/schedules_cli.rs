@@ -116,6 +116,42 @@ async fn list_pause_resume_trigger_and_a_backfill_with_the_same_input_keys() {
         "next due",
         "last job",
     ]);
+    // times in reasons are UTC RFC 3339, never epoch milliseconds: the
+    // enqueue event of a window, and the registration tick's cursor
+    let v = cli(&srv, &["events", "--queue", "nightly", "--json"])
+        .await
+        .ok()
+        .json();
+    let reason = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["op"] == "enqueue")
+        .and_then(|e| e["reason"].as_str())
+        .expect("an enqueue event")
+        .to_owned();
+    let window = reason
+        .strip_prefix("schedule secondly window ")
+        .unwrap_or_else(|| panic!("{reason:?}"));
+    let (from, to) = window.split_once("..").expect("from..to");
+    for t in [from, to] {
+        assert!(
+            t.parse::<jiff::Timestamp>().is_ok() && t.ends_with('Z'),
+            "{reason:?}"
+        );
+    }
+    let registered = ticks(&srv, "secondly")
+        .await
+        .into_iter()
+        .find(|t| t["outcome"] == "registered")
+        .expect("a registration tick");
+    let cursor = registered["reason"].as_str().unwrap();
+    assert!(
+        cursor
+            .strip_prefix("cursor at ")
+            .is_some_and(|t| t.parse::<jiff::Timestamp>().is_ok()),
+        "{cursor:?}"
+    );
 
     // pause: ticks are recorded as skipped, by whom and why
     cli(
@@ -252,8 +288,12 @@ async fn list_pause_resume_trigger_and_a_backfill_with_the_same_input_keys() {
     )
     .await
     .code(2);
-    let run = cli(&srv, &["schedules", "pause", "nope"]).await.code(2);
-    assert!(run.stderr.contains("no schedule nope"), "{run:?}");
+    let run = cli(&srv, &["schedules", "pause", "nope"]).await.code(3);
+    assert!(run.stderr.contains("no schedule \"nope\""), "{run:?}");
+    assert!(run.stderr.contains("known schedules: "), "{run:?}");
+    // a typo: did you mean
+    let run = cli(&srv, &["schedules", "pause", "secondyl"]).await.code(3);
+    assert!(run.stderr.contains("did you mean \"secondly\"?"), "{run:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,7 @@
 -- resolve (operator): STALE -> FAILED | CANCELLED | SUCCEEDED with a mandatory
--- reason, recorded in the attempt's final record. Releases the resource lock.
+-- reason. The attempt's final record keeps what it was (STALE, ended when it went
+-- STALE, its cut-off step) with the decision beside it (lib/stale
+-- stale_record). Releases the resource lock.
 -- Resolving as FAILED or CANCELLED queues the job on the cleanup list, where a
 -- worker serving its pipeline runs the pipeline's cleanup hook.
 -- KEYS[10] job  KEYS[11] cleanup list
@@ -13,6 +15,7 @@
 --- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
+--- @include "lib/stale"
 --- @include "lib/retention"
 --- @include "lib/args"
 --- @include "lib/groups"
@@ -35,7 +38,7 @@ if res ~= (f[3] or '') or (res ~= '' and (KEYS[12] ~= lock_key(res) or KEYS[13] 
 end
 local now = now_ms()
 local id = f[1]
-local rec = attempt_record(jk, as, now, { reason = reason, resolution = { action = 'resolve', by = who, reason = reason } })
+local rec = stale_record(jk, { action = 'resolve', by = who, reason = reason, at = now, to = as }, now)
 if not append_attempt(id, f[2], rec) then
   return { 'CORRUPT', 'attempt ' .. f[2] .. ' already recorded (' .. attempt_field(id, f[2]) .. ' in the attempts hash)' }
 end

@@ -1,7 +1,8 @@
 -- retry (operator): a new attempt, in QUEUED, for a job whose current attempt is
 -- FAILED, CANCELLED or STALE. The old attempt's record is kept (a STALE attempt is
--- recorded as STALE now). 'resume' keeps the last completed step and its output so
--- the new attempt continues after it; 'start' clears them.
+-- recorded as it went STALE, with the retry beside it: lib/stale stale_record).
+-- 'resume' keeps the last completed step and its output so the new attempt
+-- continues after it; 'start' clears them.
 -- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] wake:<pipeline>
 -- KEYS[13] lock:<resource>  KEYS[14] parked:<resource> (the job key for both when none)
 -- A job whose input key is now held by another non-terminal job is refused
@@ -18,6 +19,7 @@
 --- @include "lib/flow"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
+--- @include "lib/stale"
 --- @include "lib/args"
 --- @include "lib/new_attempt"
 local jk, k_ready, k_wake = KEYS[10], KEYS[11], KEYS[12]
@@ -46,7 +48,7 @@ if f[5] and f[5] ~= '' then
   if holder and holder ~= id then return { 'INPUT_KEY_TAKEN', holder } end
 end
 if from == 'STALE' then
-  local rec = attempt_record(jk, 'STALE', now, { resolution = { action = 'retry', by = who, reason = reason } })
+  local rec = stale_record(jk, { action = 'retry', by = who, reason = reason, at = now, to = 'QUEUED', mode = mode }, now)
   if not append_attempt(id, attempt, rec) then
     return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
   end

@@ -30,7 +30,7 @@ if not h[1] then
   outcome = 'created'
   redis.call('HSET', K_SCHEDULE, 'cursor', ARGV[8], 'next_due', ARGV[9], 'paused', '0')
   redis.call('ZADD', K_SCHEDULES, (ARGV[9] ~= '') and ARGV[9] or '+inf', name)
-  record_tick(K_TICKS, 'registered', '', '', '', '', by, 'cursor at ' .. ARGV[8])
+  record_tick(K_TICKS, 'registered', '', '', '', '', by, 'cursor at ' .. utc_of(ARGV[8]))
   h[3] = ARGV[9]
 elseif h[2] ~= digest then
   outcome = 'redefined'

@@ -96,7 +96,8 @@ local created = 0
 -- the outcome of creating window i's job: outcome, job id, enqueue status
 local function enqueue_window(i, outcome)
   local a = 16 + (i - 1) * 12
-  local why = 'schedule ' .. name .. ' window ' .. ARGV[a + 1] .. '..' .. ARGV[a + 2]
+  -- the window in UTC RFC 3339 (the events' reader shows it as it is)
+  local why = 'schedule ' .. name .. ' window ' .. utc_of(ARGV[a + 1]) .. '..' .. utc_of(ARGV[a + 2])
   local id, status, _, made = create_job(events, KEYS[15 + i], k_ready, k_delayed, queue, pipeline, ARGV, a + 2, why, ARGV[a + 12], nil, sb)
   if made then created = created + 1 end
   return outcome, id, status
@@ -127,10 +128,10 @@ if left_out > 0 then
   -- the windows the caller left out, as one record: superseded under 'latest',
   -- beyond the bound under 'all', late under 'none'
   if catch_up == 'latest' then
-    record_tick(K_TICKS, 'skipped', expected, ARGV[17], '', '', by, left_out .. ' windows: catch-up latest, a later window is due')
+    record_tick(K_TICKS, 'skipped', expected, ARGV[17], '', '', by, windows_text(left_out) .. ': catch-up latest, a later window is due')
     counts.skipped = counts.skipped + left_out
   else
-    record_tick(K_TICKS, 'missed', expected, ARGV[17], '', '', by, left_out .. ' windows before the catch-up bound')
+    record_tick(K_TICKS, 'missed', expected, ARGV[17], '', '', by, windows_text(left_out) .. ' before the catch-up bound')
     counts.missed = counts.missed + left_out
   end
 end

@@ -28,6 +28,19 @@ pub enum Error {
         /// The job id asked for.
         job: String,
     },
+    /// An operator action outside the state model was refused: `delete`
+    /// applies to terminal jobs only, `run now` to delayed QUEUED jobs only.
+    #[error("job {job} is {state}: {action} refused: {why}")]
+    ActionRefused {
+        /// The job.
+        job: String,
+        /// Its state when the action was refused.
+        state: JobState,
+        /// `delete` or `run now`.
+        action: &'static str,
+        /// What the action applies to.
+        why: &'static str,
+    },
     /// The transition table forbids the move from the job's current state.
     #[error(
         "job {job} is {state}: {op} refused, the transition table has no move from {state} for it"

@@ -62,9 +62,10 @@ pub use error::{Error, Result};
 pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
 pub use id::JobId;
 pub use inspect::{
-    cancel_status, discover_queues, CancelOutcome, CancelStatus, Event, EventFollower, GateStatus,
-    Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
-    PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo, Workers,
+    cancel_status, discover_queues, verdicts, CancelOutcome, CancelStatus, Cleanup, Ending, Event,
+    EventFollower, GateStatus, Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim,
+    LockInfo, OldestWaiting, Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts,
+    Unreadable, Verdicts, WorkerInfo, Workers,
 };
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;

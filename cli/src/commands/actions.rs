@@ -92,3 +92,44 @@ pub(crate) async fn resolve(
     outln!("{}", wording::resolved(id, state));
     Ok(())
 }
+
+/// `delete`: a terminal job, now rather than at retention.
+pub(crate) async fn delete(ctx: &Ctx, id: &JobId, queue: Option<&str>, reason: &str) -> Outcome {
+    if reason.trim().is_empty() {
+        return Err(Failure::Usage("--reason must not be empty".into()));
+    }
+    let q = ctx.locate(id, queue).await?;
+    let state = q
+        .delete_job(id, &ctx.by, reason)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    if ctx.json {
+        return print_json(
+            &json!({"job": id, "queue": q.name(), "deleted": true, "state": state, "by": ctx.by, "reason": reason}),
+        );
+    }
+    outln!(
+        "job {id} ({state}) deleted from queue {}, with its attempt records; the `delete` event keeps who and why",
+        q.name()
+    );
+    Ok(())
+}
+
+/// `run-now`: a delayed QUEUED job becomes due at once.
+pub(crate) async fn run_now(ctx: &Ctx, id: &JobId, queue: Option<&str>, reason: &str) -> Outcome {
+    let q = ctx.locate(id, queue).await?;
+    let was = q
+        .run_now(id, &ctx.by, reason)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    if ctx.json {
+        return print_json(
+            &json!({"job": id, "queue": q.name(), "was_not_before": was, "state": JobState::Queued, "by": ctx.by}),
+        );
+    }
+    outln!(
+        "job {id} is due now (it was delayed until {}); the next free worker of its pipeline takes it",
+        crate::time::stamp(was)
+    );
+    Ok(())
+}

@@ -21,6 +21,7 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
             since,
             until,
             from_start,
+            include_permanent,
             reason,
             dry_run,
         } => {
@@ -34,6 +35,7 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
                 error_kind,
                 since: since.map(|t| t.as_millisecond()),
                 until: until.map(|t| t.as_millisecond()),
+                include_permanent,
                 ..Default::default()
             };
             (queue, BulkAction::Retry(mode), sel, reason, dry_run)
@@ -57,7 +59,13 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
                 window_to: to.map(|t| t.to_string()),
                 ..Default::default()
             };
-            (queue, BulkAction::Cancel, sel, reason, dry_run)
+            (
+                queue,
+                BulkAction::Cancel,
+                sel,
+                reason.unwrap_or_default(),
+                dry_run,
+            )
         }
         BulkCommand::Resolve {
             jobs,
@@ -80,20 +88,43 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
                 queue,
                 BulkAction::Resolve(outcome.state()),
                 sel,
-                reason,
+                reason.unwrap_or_default(),
                 dry_run,
             )
         }
     };
-    if matches!(action, BulkAction::Cancel | BulkAction::Resolve(_)) && reason.trim().is_empty() {
+    // a dry run changes nothing, so it records no reason
+    if !dry_run
+        && matches!(action, BulkAction::Cancel | BulkAction::Resolve(_))
+        && reason.trim().is_empty()
+    {
         return Err(Failure::Usage("--reason must not be empty".into()));
     }
     let inspector: Inspector = ctx.inspector(&queue)?;
+    ctx.known_queue(&queue).await?;
     let plan = bulk::select(&inspector, action, &sel)
         .await
         .map_err(|e| ctx.fail(e))?;
+    if let (true, Some(p)) = (plan.jobs.is_empty(), &sel.pipeline) {
+        ctx.known_pipeline(std::slice::from_ref(&inspector), p)
+            .await?;
+    }
     let n = plan.jobs.len();
     let state = action.source_state();
+    // a retry says how many failed for good, and whether they are left out
+    let apart = match (action, plan.permanent.len()) {
+        (BulkAction::Retry(_), 0) => String::new(),
+        (BulkAction::Retry(_), p) if sel.include_permanent => format!(
+            " ({} retryable, {p} permanent: retried too, as --include-permanent asks)",
+            plan.retryable
+        ),
+        (BulkAction::Retry(_), p) => format!(
+            "; {} failed permanently (the step said retrying won't help) and {} left out: --include-permanent retries them too",
+            crate::wording::jobs(p),
+            if p == 1 { "is" } else { "are" }
+        ),
+        _ => String::new(),
+    };
     let more = if plan.truncated {
         format!(
             " (more match: at most {} per run; run it again)",
@@ -107,8 +138,9 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
             return print_json(&json!({"dry_run": true, "plan": plan}));
         }
         outln!(
-            "bulk {} would touch {n} {state} jobs of queue {queue}{more}",
-            action.name()
+            "bulk {} would touch {n} {state} {} of queue {queue}{apart}{more}",
+            action.name(),
+            if n == 1 { "job" } else { "jobs" }
         );
         for id in plan.jobs.iter().take(20) {
             outln!("  {id}");
@@ -119,8 +151,9 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
         return Ok(());
     }
     eprintln!(
-        "bulk {}: {n} {state} jobs of queue {queue}{more}",
-        action.name()
+        "bulk {}: {n} {state} {} of queue {queue}{apart}{more}",
+        action.name(),
+        if n == 1 { "job" } else { "jobs" }
     );
     let verb = match action {
         BulkAction::Retry(_) => "bulk retry:",
@@ -149,9 +182,10 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
         }));
     }
     outln!(
-        "bulk {}: {} of {n} jobs done by {}",
+        "bulk {}: {} of {} done by {}",
         action.name(),
         report.done,
+        crate::wording::jobs(n),
         ctx.by
     );
     for (id, why) in &report.refused {

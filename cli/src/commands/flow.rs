@@ -18,6 +18,11 @@ pub(crate) async fn pause(
     resume: bool,
 ) -> Outcome {
     let q = ctx.queue(queue)?;
+    ctx.known_queue(queue).await?;
+    if let Some(p) = pipeline {
+        ctx.known_pipeline(&[leasehold_core::Inspector::new(q.clone())], p)
+            .await?;
+    }
     let scope = match pipeline {
         Some(p) => PauseScope::Pipeline(p.to_owned()),
         None => PauseScope::Queue,

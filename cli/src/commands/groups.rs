@@ -19,7 +19,10 @@ use crate::{Failure, Outcome};
 /// The queue holding group `name`: the one given, or the only one that has it.
 pub(crate) async fn locate_group(ctx: &Ctx, name: &str, given: Option<&str>) -> Outcome<Queue> {
     let queues = match given {
-        Some(q) => vec![q.to_owned()],
+        Some(q) => {
+            ctx.known_queue(q).await?;
+            vec![q.to_owned()]
+        }
         None => ctx.queues(&[]).await?,
     };
     let mut found = Vec::new();
@@ -31,10 +34,21 @@ pub(crate) async fn locate_group(ctx: &Ctx, name: &str, given: Option<&str>) -> 
     }
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err(Failure::UnknownJob(format!(
-            "group {name} not found in {}",
-            given.map_or_else(|| "any queue".to_owned(), |q| format!("queue {q}"))
-        ))),
+        0 => {
+            let mut known = Vec::new();
+            for q in &queues {
+                let groups = ctx.queue(q)?.groups().await.map_err(|e| ctx.fail(e))?;
+                known.extend(groups.into_iter().map(|g| g.name));
+            }
+            known.sort();
+            known.dedup();
+            Err(Failure::UnknownJob(crate::names::unknown(
+                "group",
+                name,
+                &given.map_or_else(|| "in any queue".to_owned(), |q| format!("in queue {q}")),
+                &known,
+            )))
+        }
         _ => Err(Failure::Usage(format!(
             "group {name} exists in several queues ({}): give --queue",
             found.iter().map(Queue::name).collect::<Vec<_>>().join(", ")
@@ -360,7 +374,10 @@ pub(crate) async fn retry(
             &json!({"queue": q.name(), "group": name, "retried": retried, "refused": refused}),
         );
     }
-    let mut text = format!("group {name}: {} children retried\n", retried.len());
+    let mut text = format!(
+        "group {name}: {} retried\n",
+        crate::wording::count(retried.len(), "child", "children")
+    );
     for (id, e) in &refused {
         text.push_str(&format!("  {id} refused: {e}\n"));
     }

@@ -40,7 +40,7 @@ use serde::Serialize;
 
 use crate::{Failure, Outcome};
 
-pub(crate) use actions::{cancel, resolve, retry};
+pub(crate) use actions::{cancel, delete, resolve, retry, run_now};
 pub(crate) use bulk::bulk;
 pub(crate) use enqueue::enqueue;
 pub(crate) use flow::pause;

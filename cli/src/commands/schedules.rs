@@ -5,7 +5,7 @@
 //! schedule's ticks stream with who acted.
 
 use leasehold_core::queue::ScheduleInfo;
-use leasehold_core::{Error, Queue};
+use leasehold_core::Queue;
 use serde_json::json;
 
 use super::{one, out, print_json};
@@ -16,16 +16,22 @@ use crate::{Failure, Outcome};
 /// The queue holding schedule `name` (the one given, or the first found).
 async fn locate(ctx: &Ctx, name: &str, queue: Option<&str>) -> Outcome<(Queue, ScheduleInfo)> {
     let names = ctx.queues(&one(queue.map(str::to_owned))).await?;
+    let mut known = Vec::new();
     for q in names {
         let q = ctx.queue(&q)?;
         if let Some(info) = q.schedule_info(name).await.map_err(|e| ctx.fail(e))? {
             return Ok((q, info));
         }
+        known.extend(q.schedule_names().await.map_err(|e| ctx.fail(e))?);
     }
-    Err(ctx.fail(Error::UnknownSchedule {
-        queue: queue.unwrap_or("any").to_owned(),
-        schedule: name.to_owned(),
-    }))
+    known.sort();
+    known.dedup();
+    Err(Failure::UnknownJob(crate::names::unknown(
+        "schedule",
+        name,
+        &queue.map_or_else(|| "in any queue".to_owned(), |q| format!("in queue {q}")),
+        &known,
+    )))
 }
 
 fn cadence(info: &ScheduleInfo) -> String {

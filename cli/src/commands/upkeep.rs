@@ -114,7 +114,8 @@ pub(crate) async fn purge(ctx: &Ctx, queue: Option<String>, batch: usize) -> Out
     }
     for (q, n) in &out {
         outln!(
-            "{q}: purged {n} terminal jobs beyond retention (keep {} jobs, at most {} old)",
+            "{q}: purged {n} terminal {} beyond retention (keep {} jobs, at most {} old)",
+            if *n == 1 { "job" } else { "jobs" },
             retention.keep_count,
             human_duration(retention.keep_age)
         );

@@ -59,7 +59,7 @@ pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
             window: args.window,
             id_prefix: args.id_prefix,
             state,
-            pipeline: args.pipeline,
+            pipeline: args.pipeline.clone(),
             ..Default::default()
         };
         let names = ctx.queues(&one(args.queue)).await?;
@@ -77,6 +77,9 @@ pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
         )
         .await
         .map_err(|e| ctx.fail(e))?;
+        if let (true, Some(p)) = (page.jobs.is_empty(), &args.pipeline) {
+            ctx.known_pipeline(&inspectors, p).await?;
+        }
         if ctx.json {
             return print_json(&page);
         }
@@ -91,7 +94,7 @@ pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
     }
     let filter = JobFilter {
         state,
-        pipeline: args.pipeline,
+        pipeline: args.pipeline.clone(),
         resource: args.resource,
         worker: args.worker,
     };
@@ -110,6 +113,9 @@ pub(crate) async fn jobs(ctx: &Ctx, args: JobsArgs) -> Outcome {
     )
     .await
     .map_err(|e| ctx.fail(e))?;
+    if let (true, Some(p)) = (page.jobs.is_empty(), &filter.pipeline) {
+        ctx.known_pipeline(&inspectors, p).await?;
+    }
     if ctx.json {
         return print_json(&page);
     }
@@ -263,7 +269,10 @@ pub(crate) async fn events(
         Some(id) => {
             let queue = match &queue {
                 // a purged job's events may outlive it: read the stream even without the record
-                Some(q) => ctx.queue(q)?,
+                Some(q) => {
+                    ctx.known_queue(q).await?;
+                    ctx.queue(q)?
+                }
                 None => ctx.locate(id, None).await?,
             };
             let events = Inspector::new(queue.clone())
@@ -334,7 +343,7 @@ pub(crate) async fn events(
     loop {
         let batch = tokio::select! {
             batch = follower.next_batch(100) => batch.map_err(|e| ctx.fail(e))?,
-            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = tokio::signal::ctrl_c() => return Err(Failure::Interrupted),
         };
         for e in batch
             .iter()

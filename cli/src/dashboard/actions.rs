@@ -173,6 +173,10 @@ enum Action {
     Repair,
     /// Delete a quarantined job.
     Purge,
+    /// Delete a terminal job now.
+    Delete,
+    /// Make a delayed QUEUED job due now.
+    RunNow,
 }
 
 impl Action {
@@ -183,6 +187,8 @@ impl Action {
             Action::Resolve => "resolve",
             Action::Repair => "repair",
             Action::Purge => "purge",
+            Action::Delete => "delete",
+            Action::RunNow => "run now",
         }
     }
 }
@@ -281,6 +287,29 @@ async fn act(
                 state,
                 None,
                 wording::resolved(&id, state),
+            ))
+        }
+        Action::Delete => {
+            let reason = reason(body.reason.as_deref(), true)?;
+            let state = q.delete_job(&id, &by, &reason).await.map_err(fail)?;
+            Ok(result(
+                "deleted",
+                state,
+                None,
+                format!("job {id} ({state}) deleted, with its attempt records"),
+            ))
+        }
+        Action::RunNow => {
+            let reason = reason(body.reason.as_deref(), false)?;
+            let was = q.run_now(&id, &by, &reason).await.map_err(fail)?;
+            Ok(result(
+                "run_now",
+                JobState::Queued,
+                None,
+                format!(
+                    "job {id} is due now (it was delayed until {})",
+                    crate::time::stamp(was)
+                ),
             ))
         }
         Action::Repair | Action::Purge => quarantine_act(app, action, &q, &id, &by).await,
@@ -388,6 +417,46 @@ pub(super) async fn purge_api(
     api(app, Action::Purge, p, headers, body).await
 }
 
+/// `POST /api/jobs/{queue}/{id}/delete` `{"reason", "operator"}`: delete a terminal job now.
+pub(super) async fn delete_api(
+    State(app): State<Shared>,
+    Path(p): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Option<Json<ActionBody>>,
+) -> Result<Json<ActionResult>, ApiError> {
+    api(app, Action::Delete, p, headers, body).await
+}
+
+/// `POST /api/jobs/{queue}/{id}/run-now` `{"reason", "operator"}`: a delayed job becomes due now.
+pub(super) async fn run_now_api(
+    State(app): State<Shared>,
+    Path(p): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Option<Json<ActionBody>>,
+) -> Result<Json<ActionResult>, ApiError> {
+    api(app, Action::RunNow, p, headers, body).await
+}
+
+/// `POST /jobs/{queue}/{id}/delete` (form: token, operator, reason).
+pub(super) async fn delete_form(
+    State(app): State<Shared>,
+    Path(p): Path<(String, String)>,
+    headers: HeaderMap,
+    Form(body): Form<ActionBody>,
+) -> Result<Response, PageError> {
+    form(app, Action::Delete, p, headers, body).await
+}
+
+/// `POST /jobs/{queue}/{id}/run-now` (form: token, operator, reason).
+pub(super) async fn run_now_form(
+    State(app): State<Shared>,
+    Path(p): Path<(String, String)>,
+    headers: HeaderMap,
+    Form(body): Form<ActionBody>,
+) -> Result<Response, PageError> {
+    form(app, Action::RunNow, p, headers, body).await
+}
+
 /// `POST /api/jobs/{queue}/{id}/resolve` `{"as": "failed"|"cancelled"|"succeeded", "reason", "operator"}`.
 pub(super) async fn resolve_api(
     State(app): State<Shared>,
@@ -412,6 +481,10 @@ async fn form(
     if let Action::Repair | Action::Purge = action {
         // the queues page, where the quarantine is listed
         return Ok(Redirect::to(&format!("/?notice={}", done.outcome)).into_response());
+    }
+    if let Action::Delete = action {
+        // the job is gone: its queue's list
+        return Ok(Redirect::to(&format!("/jobs?queue={}", path_segment(&queue))).into_response());
     }
     let location = format!(
         "/jobs/{}/{}?notice={}",

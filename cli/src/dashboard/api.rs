@@ -9,7 +9,7 @@
 //! | `GET /api/workers?queue` | `[{queue, live, pruned}]` |
 //! | `GET /api/locks?queue` | `[{queue, resource, ...}]` |
 //! | `GET /api/events?queue&job&limit` | `[Event]`, newest first |
-//! | `POST /api/jobs/{queue}/{id}/{cancel,retry,resolve}` | `ActionResult` (see `actions`) |
+//! | `POST /api/jobs/{queue}/{id}/{cancel,retry,resolve,delete,run-now}` | `ActionResult` (see `actions`) |
 //! | `POST /api/queues/{queue}/pipelines/{pipeline}/jobs` | `EnqueueReply` (see `enqueue`) |
 //!
 //! Failures: `{"error", "message", "status"}` with 400, 401, 403, 404, 409, 503 or 500

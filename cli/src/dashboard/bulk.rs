@@ -21,6 +21,7 @@ use super::error::{ApiError, DashError, PageError};
 use super::html::{auth_fields, job_url, Nav};
 use super::Shared;
 use crate::bulk::{self, BulkAction, Plan, Selection};
+use crate::context::unknown_pipeline;
 use crate::time::parse_instant;
 
 /// The fields of a bulk action (query string, form or JSON).
@@ -46,6 +47,8 @@ pub(super) struct BulkParams {
     outcome: Option<String>,
     /// Retry: `resume` (default) or `from_start`.
     mode: Option<String>,
+    /// Retry: also the jobs that failed permanently (`on`, `true` or `1`).
+    include_permanent: Option<String>,
     reason: Option<String>,
     token: Option<String>,
     operator: Option<String>,
@@ -132,6 +135,8 @@ impl BulkParams {
             window_from: window_bound("from", &self.from)?,
             window_to: window_bound("to", &self.to)?,
             ids,
+            include_permanent: given(&self.include_permanent)
+                .is_some_and(|v| matches!(v.as_str(), "on" | "true" | "1")),
         };
         if action == BulkAction::Cancel
             && sel.pipeline.is_none()
@@ -148,6 +153,15 @@ impl BulkParams {
 
     /// The hidden fields repeating the selection in the confirm form.
     fn hidden(&self) -> Markup {
+        html! {
+            (self.hidden_selection())
+            @if let Some(v) = given(&self.include_permanent) { input type="hidden" name="include_permanent" value=(v); }
+        }
+    }
+
+    /// The hidden fields of the selection itself (without whether permanent
+    /// failures are included).
+    fn hidden_selection(&self) -> Markup {
         let fields = [
             ("queue", &self.queue),
             ("action", &self.action),
@@ -186,10 +200,23 @@ fn reason_of(action: BulkAction, p: &BulkParams) -> Res<String> {
 }
 
 impl super::App {
+    /// The jobs `action` would touch; 404 for an unknown queue, or pipeline
+    /// when none match (naming the known ones).
     async fn bulk_plan(&self, queue: &str, action: BulkAction, sel: &Selection) -> Res<Plan> {
-        bulk::select(&self.inspector(queue)?, action, sel)
+        let inspector = self.inspector(queue)?;
+        self.known_queue(queue).await?;
+        let plan = bulk::select(&inspector, action, sel)
             .await
-            .map_err(|e| self.fail(e))
+            .map_err(|e| self.fail(e))?;
+        if let (true, Some(p)) = (plan.jobs.is_empty(), &sel.pipeline) {
+            if let Some(message) = unknown_pipeline(std::slice::from_ref(&inspector), p)
+                .await
+                .map_err(|e| self.fail(e))?
+            {
+                return Err(DashError::NotFound(message));
+            }
+        }
+        Ok(plan)
     }
 
     async fn bulk_run(
@@ -201,9 +228,7 @@ impl super::App {
         who: &str,
     ) -> Res<(Plan, bulk::Report)> {
         let inspector = self.inspector(queue)?;
-        let plan = bulk::select(&inspector, action, sel)
-            .await
-            .map_err(|e| self.fail(e))?;
+        let plan = self.bulk_plan(queue, action, sel).await?;
         let report = bulk::run(&inspector, action, &plan, who, reason, |done, total| {
             eprintln!(
                 "leasehold dashboard: bulk {} on {queue}: {done}/{total} by {who}",
@@ -216,14 +241,25 @@ impl super::App {
     }
 }
 
-fn forms() -> Markup {
+/// The three forms; the queue is chosen among `queues` and the pipeline
+/// offered from `pipelines` (the known ones: a typo is a 404 anyway).
+fn forms(queues: &[String], pipelines: &[String]) -> Markup {
+    let queue = html! {
+        label { "Queue " select name="queue" required {
+            @for q in queues { option value=(q) { (q) } }
+        } }
+    };
+    let pipeline = html! {
+        label { "Pipeline " input type="text" name="pipeline" list="bulk-pipelines" placeholder="any"; }
+    };
     html! {
+        datalist #bulk-pipelines { @for p in pipelines { option value=(p) {} } }
         section.card {
             h2 { "Retry FAILED jobs" }
             form.bulk-retry method="get" action="/bulk" {
                 input type="hidden" name="action" value="retry";
-                label { "Queue " input type="text" name="queue" required; }
-                label { "Pipeline " input type="text" name="pipeline"; }
+                (queue)
+                (pipeline)
                 label { "Error kind " input type="text" name="error_kind" placeholder="e.g. timeout"; }
                 label { "Ended since " input type="text" name="since" placeholder="2026-05-06T00:00Z"; }
                 label { "until " input type="text" name="until"; }
@@ -235,8 +271,8 @@ fn forms() -> Markup {
             h2 { "Cancel QUEUED jobs" }
             form.bulk-cancel method="get" action="/bulk" {
                 input type="hidden" name="action" value="cancel";
-                label { "Queue " input type="text" name="queue" required; }
-                label { "Pipeline " input type="text" name="pipeline"; }
+                (queue)
+                (pipeline)
                 label { "Backfill range: windows from " input type="text" name="from" placeholder="2026-05-06"; }
                 label { "to " input type="text" name="to" placeholder="2026-05-07"; }
                 button type="submit" { "Preview" }
@@ -246,8 +282,8 @@ fn forms() -> Markup {
             h2 { "Resolve STALE jobs" }
             form.bulk-resolve method="get" action="/bulk" {
                 input type="hidden" name="action" value="resolve";
-                label { "Queue " input type="text" name="queue" required; }
-                label { "Pipeline " input type="text" name="pipeline"; }
+                (queue)
+                (pipeline)
                 label { "Job ids (all STALE when empty) " textarea name="ids" rows="2" {} }
                 label { "As " select name="as" { option value="failed" { "FAILED" } option value="cancelled" { "CANCELLED" } option value="succeeded" { "SUCCEEDED" } } }
                 button type="submit" { "Preview" }
@@ -262,10 +298,21 @@ pub(super) async fn bulk_page(
     Query(p): Query<BulkParams>,
 ) -> Result<Response, PageError> {
     let Some((queue, action, sel)) = p.parse()? else {
+        let queues = app.queues().await?;
+        let mut pipelines = std::collections::BTreeSet::new();
+        for q in &queues {
+            pipelines.extend(
+                app.inspector(q)?
+                    .known_pipelines()
+                    .await
+                    .map_err(|e| app.fail(e))?,
+            );
+        }
+        let pipelines: Vec<String> = pipelines.into_iter().collect();
         let body = html! {
             h1 { "Bulk actions" }
             p.note { "Each shows how many jobs it touches before it runs, then acts job by job through the same scripts as the single actions (every job gets its own event, with your name)." }
-            (forms())
+            (forms(&queues, &pipelines))
         };
         return Ok(app.page("Bulk actions", Nav::Bulk, body).into_response());
     };
@@ -276,8 +323,32 @@ pub(super) async fn bulk_page(
     let body = html! {
         h1 { "Bulk " (action.name()) }
         p.summary #bulk-count data-count=(n) {
-            "This will " (action.name()) " " strong { (n) } " " (state.as_str()) " jobs of queue " (queue) "."
+            "This will " (action.name()) " " strong { (n) } " " (state.as_str()) (if n == 1 { " job" } else { " jobs" }) " of queue " (queue) "."
             @if plan.truncated { " More match: at most " (bulk::MAX_JOBS) " per run; run it again afterwards." }
+        }
+        @if let (BulkAction::Retry(_), false) = (action, plan.permanent.is_empty() && plan.retryable == 0) {
+            @let perm = plan.permanent.len();
+            p.bulk-split #bulk-split data-retryable=(plan.retryable) data-permanent=(perm) {
+                strong { (plan.retryable) } " failed retryably; " strong { (perm) } " failed permanently (the step said retrying won't help)"
+                @if perm > 0 && !sel.include_permanent { ": those are left out." }
+                @else if perm > 0 { ": retried too, as asked." }
+                @else { "." }
+            }
+            @if perm > 0 {
+                details.bulk-permanent {
+                    summary { "The permanent failures" }
+                    ul { @for id in plan.permanent.iter().take(50) { li { a.mono href=(job_url(&queue, id.as_str())) { (id) } } } }
+                }
+                form.bulk-include method="get" action="/bulk" {
+                    (p.hidden_selection())
+                    @if sel.include_permanent {
+                        button type="submit" { "Leave the permanent failures out" }
+                    } @else {
+                        input type="hidden" name="include_permanent" value="on";
+                        button type="submit" { "Include the " (crate::wording::count(perm, "permanent failure", "permanent failures")) }
+                    }
+                }
+            }
         }
         @if n > 0 {
             ul.bulk-jobs {
@@ -289,7 +360,7 @@ pub(super) async fn bulk_page(
                     (p.hidden())
                     label { "Reason " textarea name="reason" rows="2" maxlength="2000" required[!matches!(action, BulkAction::Retry(_))] {} }
                     (auth_fields())
-                    button type="submit" { (action.name()) " " (n) " jobs" }
+                    button type="submit" { (action.name()) " " (crate::wording::jobs(n)) }
                 }
             } @else {
                 p.note { (super::error::DISABLED) }
@@ -316,7 +387,7 @@ pub(super) async fn bulk_form(
     let body = html! {
         h1 { "Bulk " (action.name()) " done" }
         p.summary #bulk-done data-done=(report.done) {
-            (report.done) " of " (plan.jobs.len()) " jobs of queue " (queue) " done by " (who) "."
+            (report.done) " of " (crate::wording::jobs(plan.jobs.len())) " of queue " (queue) " done by " (who) "."
         }
         @if !report.refused.is_empty() {
             h2 { "Refused (their state changed)" }

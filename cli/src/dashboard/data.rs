@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::DashError;
 use super::{App, QUEUE_CACHE};
-use crate::context::list_jobs_across;
+use crate::context::{list_jobs_across, unknown_pipeline, unknown_queue};
 
 /// Most jobs one listing page shows.
 pub(super) const MAX_LIMIT: usize = 500;
@@ -54,11 +54,33 @@ impl App {
         Ok(names)
     }
 
-    /// `queue` if given (checked), else every queue shown.
+    /// Checks that queue `name` is one the dashboard shows: among `--queue`,
+    /// or existing under the prefix; 404 naming the known ones otherwise.
+    pub(crate) async fn known_queue(&self, name: &str) -> Res<()> {
+        if !self.pinned.is_empty() {
+            return match self.pinned.iter().any(|q| q == name) {
+                true => Ok(()),
+                false => Err(DashError::NotFound(crate::names::unknown(
+                    "queue",
+                    name,
+                    "among the dashboard's --queue",
+                    &self.pinned,
+                ))),
+            };
+        }
+        match unknown_queue(&self.base, &self.config, name).await {
+            Ok(None) => Ok(()),
+            Ok(Some(message)) => Err(DashError::NotFound(message)),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// `queue` if given (checked: 404 when unknown), else every queue shown.
     async fn queues_or(&self, queue: Option<&str>) -> Res<Vec<String>> {
         match queue {
             Some(q) => {
                 self.queue(q)?;
+                self.known_queue(q).await?;
                 Ok(vec![q.to_owned()])
             }
             None => self.queues().await,
@@ -86,9 +108,18 @@ impl App {
             .iter()
             .map(|q| self.inspector(q))
             .collect::<Res<Vec<_>>>()?;
-        list_jobs_across(&inspectors, &query.filter, query.page)
+        let page = list_jobs_across(&inspectors, &query.filter, query.page)
             .await
-            .map_err(|e| self.fail(e))
+            .map_err(|e| self.fail(e))?;
+        if let (true, Some(p)) = (page.jobs.is_empty(), &query.filter.pipeline) {
+            if let Some(message) = unknown_pipeline(&inspectors, p)
+                .await
+                .map_err(|e| self.fail(e))?
+            {
+                return Err(DashError::NotFound(message));
+            }
+        }
+        Ok(page)
     }
 
     /// A job's full story, with the lease token redacted; 404 when unknown.

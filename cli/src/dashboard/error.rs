@@ -45,7 +45,9 @@ impl DashError {
             Failure::Unreachable(m) | Failure::AuthFailed(m) => DashError::Unavailable(m),
             Failure::Other(m) => DashError::Internal(m),
             // classify never gives it (only a write to stdout does)
-            Failure::Closed => DashError::Internal("stdout closed".into()),
+            Failure::Closed | Failure::Interrupted => {
+                DashError::Internal("stdout closed or interrupted".into())
+            }
         }
     }
 

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Form, Json};
 use leasehold_core::contract::unregistered_job;
 use leasehold_core::{
-    Contract, EnqueueOptions, GroupInfo, GroupPolicy, GroupView, NewGroup, RetryMode,
+    Contract, EnqueueOptions, GroupInfo, GroupPolicy, GroupStatus, GroupView, NewGroup, RetryMode,
 };
 use maud::{html, Markup};
 use serde::Deserialize;
@@ -41,10 +41,26 @@ impl App {
     /// Group `name` of `queue` with its children.
     async fn group_view(&self, queue: &str, name: &str) -> Res<GroupView> {
         let q = self.queue(queue)?;
-        q.group_view(name)
-            .await
-            .map_err(|e| self.fail(e))?
-            .ok_or_else(|| DashError::NotFound(format!("group {name} not found in queue {queue}")))
+        self.known_queue(queue).await?;
+        match q.group_view(name).await.map_err(|e| self.fail(e))? {
+            Some(view) => Ok(view),
+            None => {
+                let mut known: Vec<String> = q
+                    .groups()
+                    .await
+                    .map_err(|e| self.fail(e))?
+                    .into_iter()
+                    .map(|g| g.name)
+                    .collect();
+                known.sort();
+                Err(DashError::NotFound(crate::names::unknown(
+                    "group",
+                    name,
+                    &format!("in queue {queue}"),
+                    &known,
+                )))
+            }
+        }
     }
 }
 
@@ -139,15 +155,23 @@ pub(super) async fn group_page(
             }
             @if actions {
                 h2 { "Actions" }
-                form method="post" action=(action_url("cancel")) {
-                    (auth_fields())
-                    input type="text" name="reason" placeholder="reason (required)";
-                    button type="submit" { "Cancel the group" }
+                // a completed group is settled (its completion job fired) and a
+                // cancelled one is cancelled already: neither can be cancelled
+                @if matches!(info.status, GroupStatus::Open | GroupStatus::Sealed | GroupStatus::Blocked) {
+                    form.group-cancel method="post" action=(action_url("cancel")) {
+                        (auth_fields())
+                        input type="text" name="reason" placeholder="reason (required)";
+                        button type="submit" { "Cancel the group" }
+                    }
+                } @else {
+                    p.note { "A " (info.status.as_str()) " group cannot be cancelled." }
                 }
-                form method="post" action=(action_url("retry")) {
-                    (auth_fields())
-                    input type="text" name="reason" placeholder="reason";
-                    button type="submit" { "Retry its failed children" }
+                @if info.failed + info.cancelled > 0 {
+                    form.group-retry method="post" action=(action_url("retry")) {
+                        (auth_fields())
+                        input type="text" name="reason" placeholder="reason";
+                        button type="submit" { "Retry its failed children" }
+                    }
                 }
             }
         },

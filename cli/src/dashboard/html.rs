@@ -271,14 +271,20 @@ pub(super) fn attempt_rows(job: &Job, now: Millis) -> Vec<AttemptRow> {
     let mut rows = Vec::new();
     let mut queued_from = job.created_at;
     for a in &job.attempts {
-        let tail = (a.state != JobState::Succeeded || a.leased_at.is_none())
-            .then(|| (a.ended_at, "cut", format!("→ {}", a.state)));
+        let tail = (a.state != JobState::Succeeded || a.leased_at.is_none()).then(|| {
+            let label = match (&a.cut_step, a.state) {
+                // a STALE attempt keeps its cut-off step, decided or not
+                (Some(step), JobState::Stale) => format!("{step} (cut off: STALE)"),
+                _ => format!("→ {}", a.state),
+            };
+            (a.ended_at, "cut", label)
+        });
         rows.push(AttemptRow {
             n: a.n,
             state: a.state,
             worker: (!a.worker.is_empty()).then(|| a.worker.clone()),
             fence: (a.fence > 0).then_some(a.fence),
-            current: false,
+            current: a.n == job.attempt && job.state == JobState::Stale,
             segments: segments(queued_from, a.leased_at, a.started_at, &a.steps, tail),
         });
         queued_from = a.ended_at;

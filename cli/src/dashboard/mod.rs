@@ -254,6 +254,8 @@ pub(crate) fn router(app: Shared) -> Router {
         .route("/jobs/{queue}/{id}/cancel", post(actions::cancel_form))
         .route("/jobs/{queue}/{id}/retry", post(actions::retry_form))
         .route("/jobs/{queue}/{id}/resolve", post(actions::resolve_form))
+        .route("/jobs/{queue}/{id}/delete", post(actions::delete_form))
+        .route("/jobs/{queue}/{id}/run-now", post(actions::run_now_form))
         .route("/jobs/{queue}/{id}/repair", post(actions::repair_form))
         .route("/jobs/{queue}/{id}/purge", post(actions::purge_form))
         .route("/queues/{queue}/pause", post(flow::pause_form))
@@ -294,6 +296,8 @@ pub(crate) fn router(app: Shared) -> Router {
         .route("/api/jobs/{queue}/{id}/cancel", post(actions::cancel_api))
         .route("/api/jobs/{queue}/{id}/retry", post(actions::retry_api))
         .route("/api/jobs/{queue}/{id}/resolve", post(actions::resolve_api))
+        .route("/api/jobs/{queue}/{id}/delete", post(actions::delete_api))
+        .route("/api/jobs/{queue}/{id}/run-now", post(actions::run_now_api))
         .route("/api/jobs/{queue}/{id}/repair", post(actions::repair_api))
         .route("/api/jobs/{queue}/{id}/purge", post(actions::purge_api))
         .route(

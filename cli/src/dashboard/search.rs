@@ -19,7 +19,7 @@ use super::data::{Res, MAX_LIMIT};
 use super::error::{ApiError, DashError, PageError};
 use super::html::{job_url, Nav};
 use super::Shared;
-use crate::context::search_jobs_across;
+use crate::context::{search_jobs_across, unknown_pipeline};
 
 /// `?q&queue&input_key&resource&window&id_prefix&state&pipeline&limit`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -87,14 +87,17 @@ impl super::App {
     async fn search(&self, p: &SearchParams) -> Res<JobPage> {
         let search = p.search()?;
         let names = match given(&p.queue) {
-            Some(q) => vec![q],
+            Some(q) => {
+                self.known_queue(&q).await?;
+                vec![q]
+            }
             None => self.queues().await?,
         };
         let inspectors = names
             .iter()
             .map(|q| self.inspector(q))
             .collect::<Res<Vec<_>>>()?;
-        search_jobs_across(
+        let page = search_jobs_across(
             &inspectors,
             &search,
             Page {
@@ -103,7 +106,16 @@ impl super::App {
             },
         )
         .await
-        .map_err(|e| self.fail(e))
+        .map_err(|e| self.fail(e))?;
+        if let (true, Some(pipeline)) = (page.jobs.is_empty(), &search.pipeline) {
+            if let Some(message) = unknown_pipeline(&inspectors, pipeline)
+                .await
+                .map_err(|e| self.fail(e))?
+            {
+                return Err(DashError::NotFound(message));
+            }
+        }
+        Ok(page)
     }
 }
 
@@ -156,7 +168,7 @@ pub(super) async fn search_page(
             None => { p { "Give a term or a field." } }
             Some(page) => {
                 div #search-results {
-                    p.summary { (page.jobs.len()) " jobs" @if page.has_more { " (more match: narrow the search)" } "." }
+                    p.summary { (crate::wording::jobs(page.jobs.len())) @if page.has_more { " (more match: narrow the search)" } "." }
                     @if page.truncated { p.note.warn { "A criterion matched more than " (SEARCH_CAP) " index entries: narrow it." } }
                     @if !page.jobs.is_empty() { (super::pages::jobs_table(page, now)) }
                 }

@@ -27,6 +27,8 @@ pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
             "WORKER",
             "CREATED",
             "UPDATED",
+            "INPUT",
+            "WHY IT ENDED",
         ]);
         for j in &page.jobs {
             let mut state = j.state.to_string();
@@ -52,10 +54,18 @@ pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
                 opt(j.worker.as_deref()),
                 stamp(j.created_at),
                 stamp(j.updated_at),
+                j.input.clone(),
+                j.ended
+                    .as_ref()
+                    .map_or_else(|| "-".into(), crate::wording::ending),
             ]);
         }
         out.push_str(&t.render(""));
-        let _ = write!(out, "{} jobs (offset {offset})", page.jobs.len());
+        let _ = write!(
+            out,
+            "{} (offset {offset})",
+            crate::wording::jobs(page.jobs.len())
+        );
         if page.has_more {
             let _ = write!(
                 out,

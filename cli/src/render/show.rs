@@ -8,7 +8,9 @@ use leasehold_core::{JobDetail, JobState, Millis};
 use super::events::events_table;
 use crate::table::Table;
 use crate::time::{human, stamp};
-use crate::wording::{holder_state, lock_ttl, opt, resolution, retry_flag, verdict, Moment};
+use crate::wording::{
+    holder_state, lock_ttl, opt, resolution, retry_flag, stale_end, verdict, yes_no, Moment,
+};
 
 /// `show`.
 pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
@@ -72,16 +74,22 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
             (None, None) => "-".into(),
         },
     );
-    kv(
-        "cleanup",
-        if j.cleanup_needed {
-            "needed (a step was cut mid-way)".into()
-        } else if j.state == JobState::Stale {
-            "probably needed: the worker died while a step was running (check the sink)".into()
-        } else {
-            "not needed".into()
-        },
-    );
+    kv("cleanup", d.verdicts.cleanup.explain().to_owned());
+    if let Some(r) = d.verdicts.retryable {
+        kv(
+            "retryable",
+            format!(
+                "{}{}",
+                yes_no(r),
+                if d.verdicts.retries_exhausted {
+                    "; automatic retries used up"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
+
     // the header row of this key/value table is empty: skip it
     let rendered = head.render("  ");
     out.extend(rendered.lines().skip(1).map(|l| format!("{l}\n")));
@@ -126,8 +134,9 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
         };
         let _ = writeln!(
             out,
-            "lock\n  {} {holder}; {} jobs parked on it",
-            l.resource, l.parked
+            "lock\n  {} {holder}; {} parked on it",
+            l.resource,
+            crate::wording::jobs(l.parked as usize)
         );
     }
     let _ = writeln!(out, "\ncancel");
@@ -160,11 +169,13 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
 
     let _ = writeln!(out, "\nattempts");
     for a in &j.attempts {
+        let awaiting = a.n == j.attempt && j.state == JobState::Stale;
         let _ = writeln!(
             out,
-            "  #{} {}  worker {}  fence {}  leased {}  started {}  ended {}{}",
+            "  #{} {}{}  worker {}  fence {}  leased {}  started {}  ended {}{}",
             a.n,
             a.state,
+            if awaiting { " (current)" } else { "" },
             if a.worker.is_empty() { "-" } else { &a.worker },
             a.fence,
             a.leased_at.map_or("-".into(), stamp),
@@ -194,6 +205,9 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
         }
         if let Some(r) = a.reason.as_deref().filter(|r| !r.is_empty()) {
             let _ = writeln!(out, "     reason: {r}");
+        }
+        if let Some(end) = stale_end(a) {
+            let _ = writeln!(out, "     went STALE: {end}");
         }
         if let Some(c) = &a.cancel {
             let _ = writeln!(out, "     cancel request: {:?} by {}", c.reason, c.by);

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeSet;
 
+use deadpool_redis::redis;
+
 use super::conn::{escape_glob, pooled, scan_keys};
 use super::{Inspector, Unreadable};
 use crate::config::QueueConfig;
@@ -104,5 +106,44 @@ impl Inspector {
             }
         }
         Ok(out.into_iter().collect())
+    }
+}
+
+impl Inspector {
+    /// Whether the queue exists: [`discover_queues`] would find it (one of its
+    /// fence, event stream, workers set or pipeline specs exists). One
+    /// `EXISTS` of the four keys, which share the queue's slot; no `SCAN`.
+    pub async fn exists(&self) -> Result<bool> {
+        let mut conn = self.conn().await?;
+        let k = self.keys();
+        let n: i64 = self
+            .timed(
+                redis::cmd("EXISTS")
+                    .arg(k.fence())
+                    .arg(k.events())
+                    .arg(k.workers())
+                    .arg(k.pipelines())
+                    .query_async(&mut conn),
+            )
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// The pipelines of the queue a name may refer to: those a worker
+    /// published a spec of (`HKEYS` of the specs) and those with waiting jobs
+    /// ([`Inspector::pipelines`]). Sorted. A pipeline known only from ended
+    /// jobs is not among them.
+    pub async fn known_pipelines(&self) -> Result<Vec<String>> {
+        let mut names: BTreeSet<String> = self.pipelines().await?.into_iter().collect();
+        let mut conn = self.conn().await?;
+        let published: Vec<String> = self
+            .timed(
+                redis::cmd("HKEYS")
+                    .arg(self.keys().pipelines())
+                    .query_async(&mut conn),
+            )
+            .await?;
+        names.extend(published);
+        Ok(names.into_iter().collect())
     }
 }

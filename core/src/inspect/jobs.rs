@@ -6,8 +6,8 @@ use deadpool_redis::redis;
 
 use super::LockInfo;
 use super::{
-    cancel_status, Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, Page, CHUNK,
-    MAX_EXAMINED,
+    cancel_status, verdicts, Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, Page,
+    CHUNK, MAX_EXAMINED,
 };
 use crate::error::Result;
 use crate::flow::{describe_wait, PauseScope};
@@ -184,12 +184,18 @@ impl Inspector {
     }
 
     /// Everything about one job (`None` when it does not exist): the record
-    /// with every attempt, the lock of its resource, what became of a cancel
-    /// request, and its events.
+    /// with every attempt (a STALE attempt's built from the hash, as
+    /// [`Job::stale_attempt_from_hash`](crate::Job::stale_attempt_from_hash)
+    /// says), the lock of its resource, what became of a cancel request, the
+    /// verdicts, and its events.
     pub async fn job_detail(&self, id: &JobId) -> Result<Option<JobDetail>> {
-        let Some(job) = self.queue().job(id).await? else {
+        let Some(mut job) = self.queue().job(id).await? else {
             return Ok(None);
         };
+        // a STALE attempt's record, as it will be kept once an operator decides
+        if let Some(stale) = job.stale_attempt_from_hash() {
+            job.attempts.push(stale);
+        }
         let mut conn = self.conn().await?;
         let now = self.now_on(&mut conn).await?;
         let lock = match &job.resource {
@@ -229,6 +235,7 @@ impl Inspector {
         Ok(Some(JobDetail {
             now,
             cancel: cancel_status(&job),
+            verdicts: verdicts(&job),
             job,
             lock,
             events,

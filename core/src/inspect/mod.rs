@@ -59,6 +59,7 @@ mod rows;
 mod search;
 mod stale;
 mod status;
+mod verdicts;
 mod views;
 mod workers;
 
@@ -69,10 +70,11 @@ pub use follower::EventFollower;
 pub use history::{History, Minute, MinuteCounts, HISTORY_MAX_MINUTES};
 pub use inspector::Inspector;
 pub use search::{JobSearch, SEARCH_CAP};
+pub use verdicts::{retryable, verdicts, Cleanup, Verdicts};
 pub use views::{
-    GateStatus, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting,
-    Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable, WorkerInfo,
-    Workers,
+    Ending, GateStatus, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo,
+    OldestWaiting, Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable,
+    WorkerInfo, Workers,
 };
 
 /// Most index entries one [`Inspector::list_jobs`] call reads before it stops

@@ -8,16 +8,19 @@
 use crate::pool::RedisConn;
 use deadpool_redis::redis::{self, RedisResult};
 
-use super::{Inspector, JobSummary, Unreadable, CHUNK};
+use std::collections::{BTreeSet, HashMap};
+
+use super::{retryable, Ending, Inspector, JobSummary, Unreadable, CHUNK};
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::keys::QueueKeys;
+use crate::pipeline::PipelineSpec;
 use crate::queue::escape_bytes;
 use crate::record::{AttemptRecord, Fields, Selected};
 use crate::state::JobState;
 
 /// The fields of a job hash a [`JobSummary`] is built from.
-const SUMMARY_FIELDS: [&str; 19] = [
+const SUMMARY_FIELDS: [&str; 20] = [
     "id",
     "pipeline",
     "state",
@@ -37,7 +40,36 @@ const SUMMARY_FIELDS: [&str; 19] = [
     "waiting",
     "flow",
     "window",
+    "input",
 ];
+
+/// Characters of the input a summary shows when the job has no input key.
+const INPUT_CHARS: usize = 60;
+
+/// What a job processes, in short: its input key, else the first
+/// [`INPUT_CHARS`] characters of its input.
+fn input_summary(input_key: Option<&str>, input: Option<&str>) -> String {
+    if let Some(k) = input_key {
+        return k.to_owned();
+    }
+    let input = input.unwrap_or("");
+    match input.char_indices().nth(INPUT_CHARS) {
+        Some((at, _)) => format!("{}…", &input[..at]),
+        None => input.to_owned(),
+    }
+}
+
+/// The step after `last` in `steps` (the first when `last` is none): the one
+/// an attempt that completed `last` was in when it ended.
+fn step_after(steps: &[String], last: Option<&str>) -> Option<String> {
+    match last {
+        None => steps.first().cloned(),
+        Some(l) => {
+            let i = steps.iter().position(|s| s == l)?;
+            steps.get(i + 1).cloned()
+        }
+    }
+}
 
 /// The summary of job `id` whose [`SUMMARY_FIELDS`] `row` holds (a hash may
 /// leave out its `id`, and any field at its default: see [`crate::Job::from_fields`]).
@@ -65,7 +97,70 @@ fn summary(row: &Fields<'_, Selected<'_>>, queue: &str, id: &str) -> Result<JobS
         cancel_reason: row.non_empty("cancel_reason")?,
         waiting: row.non_empty("waiting")?,
         window: row.non_empty("window")?,
+        input: input_summary(row.non_empty("input_key")?.as_deref(), row.text("input")?),
+        ended: None,
     })
+    .map(|mut s| {
+        // a STALE job's worker died mid-step: no record yet
+        if s.state == JobState::Stale {
+            s.ended = Some(Ending {
+                step: s.step.clone(),
+                kind: "stale".into(),
+                message: format!(
+                    "worker {} died: lease expired while running step {}",
+                    s.worker.as_deref().unwrap_or("?"),
+                    s.step.as_deref().unwrap_or("?")
+                ),
+                retryable: true,
+            });
+        }
+        s
+    })
+}
+
+/// Why a FAILED or CANCELLED job's attempt ended, from its record; `steps`
+/// are its pipeline's published steps (empty when none was published).
+fn ending(s: &JobSummary, rec: &AttemptRecord, steps: &[String]) -> Option<Ending> {
+    let retryable = retryable(s.state, rec.error.as_ref()).unwrap_or(false);
+    let step = step_after(steps, s.last_step.as_deref());
+    if let Some(r) = &rec.resolution {
+        // resolved from STALE: the worker died in its cut-off step
+        return Some(Ending {
+            step: rec.cut_step.clone().or(step),
+            kind: "stale".into(),
+            message: format!("resolved as {} by {}: {}", s.state, r.by, r.reason),
+            retryable,
+        });
+    }
+    match s.state {
+        JobState::Failed => Some(match &rec.error {
+            Some(e) => Ending {
+                step,
+                kind: e.kind.clone(),
+                message: e.message.clone(),
+                retryable,
+            },
+            None => Ending {
+                step,
+                kind: "unknown".into(),
+                message: rec.reason.clone().unwrap_or_default(),
+                retryable,
+            },
+        }),
+        JobState::Cancelled => Some(Ending {
+            // cancelled before it ran: no step
+            step: rec.started_at.and(step),
+            kind: "cancelled".into(),
+            message: rec
+                .cancel
+                .as_ref()
+                .map(|c| c.reason.clone())
+                .or_else(|| rec.reason.clone())
+                .unwrap_or_default(),
+            retryable,
+        }),
+        _ => None,
+    }
 }
 
 /// The resource a flow text counts in slots (`slots:<N>:<resource>`), if any.
@@ -181,13 +276,22 @@ impl Inspector {
                     Err(e) => bad.push(Unreadable::from_error(&key, &e)),
                 }
             }
-            // terminal jobs: the worker and fence of their last attempt
+            // terminal jobs: the worker and fence of their last attempt, and
+            // why a FAILED or CANCELLED one ended
+            let bad_end =
+                |s: &JobSummary| matches!(s.state, JobState::Failed | JobState::Cancelled);
             let ended: Vec<usize> = chunk_out
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| s.state.is_terminal() && s.worker.is_none())
+                .filter(|(_, s)| s.state.is_terminal() && (s.worker.is_none() || bad_end(s)))
                 .map(|(i, _)| i)
                 .collect();
+            let steps = self
+                .published_steps(
+                    conn,
+                    ended.iter().map(|&i| &chunk_out[i]).filter(|s| bad_end(s)),
+                )
+                .await?;
             if !ended.is_empty() {
                 let mut pipe = redis::pipe();
                 for &i in &ended {
@@ -212,7 +316,11 @@ impl Inspector {
                             continue;
                         }
                     };
-                    if !rec.worker.is_empty() {
+                    if bad_end(s) {
+                        let published = steps.get(&s.pipeline).map_or(&[][..], Vec::as_slice);
+                        s.ended = ending(s, &rec, published);
+                    }
+                    if s.worker.is_none() && !rec.worker.is_empty() {
                         s.worker = Some(rec.worker);
                         s.fence = (rec.fence > 0).then_some(rec.fence);
                     }
@@ -221,6 +329,36 @@ impl Inspector {
             out.extend(chunk_out);
         }
         Ok(out)
+    }
+
+    /// The published steps of the pipelines of `rows` (one `HMGET` of the
+    /// specs), by pipeline; a pipeline no worker published, or whose spec
+    /// cannot be read, is left out (its rows get no step).
+    async fn published_steps<'a>(
+        &self,
+        conn: &mut RedisConn,
+        rows: impl Iterator<Item = &'a JobSummary>,
+    ) -> Result<HashMap<String, Vec<String>>> {
+        let names: BTreeSet<&str> = rows.map(|s| s.pipeline.as_str()).collect();
+        if names.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let specs: Vec<Option<String>> = self
+            .timed(
+                redis::cmd("HMGET")
+                    .arg(self.keys().pipelines())
+                    .arg(names.iter().collect::<Vec<_>>())
+                    .query_async(conn),
+            )
+            .await?;
+        Ok(names
+            .into_iter()
+            .zip(specs)
+            .filter_map(|(name, spec)| {
+                let spec: PipelineSpec = serde_json::from_str(&spec?).ok()?;
+                Some((name.to_owned(), spec.steps))
+            })
+            .collect())
     }
 
     /// The `state` field of each job (`None` for a missing job, and for one

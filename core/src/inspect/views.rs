@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{CancelStatus, Event};
+use super::{CancelStatus, Event, Verdicts};
 use crate::id::JobId;
 use crate::queue::QuarantineEntry;
 use crate::record::{Job, Millis, StaleLock};
@@ -57,6 +57,30 @@ pub struct JobSummary {
     /// `window` object, or its `from` and `to` fields), as enqueue recorded it.
     #[serde(default)]
     pub window: Option<String>,
+    /// What the job processes, in short: its input key, else the first
+    /// characters of its input (JSON), so that rows of one pipeline differ.
+    #[serde(default)]
+    pub input: String,
+    /// Why a FAILED, STALE or CANCELLED job ended (its current attempt).
+    #[serde(default)]
+    pub ended: Option<Ending>,
+}
+
+/// Why a job's current attempt ended badly, for a listing row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ending {
+    /// The step it failed, was cut off or cancelled in, when known (a FAILED
+    /// attempt's: the step after the last completed one in the pipeline's
+    /// published steps).
+    pub step: Option<String>,
+    /// The error kind; `stale` for a worker that died (also once resolved),
+    /// `cancelled` for a cancel.
+    pub kind: String,
+    /// The error message, the cancel reason, or what happened.
+    pub message: String,
+    /// Whether retrying may help ([`verdicts`](crate::inspect::verdicts) says
+    /// the same): the step's verdict for a failure; yes for STALE and CANCELLED.
+    pub retryable: bool,
 }
 
 /// A key or field a listing could not read (a key of the wrong Redis type, a
@@ -355,6 +379,10 @@ pub struct JobDetail {
     pub lock: Option<LockInfo>,
     /// The cancel request and what became of it.
     pub cancel: Option<CancelStatus>,
+    /// Cleanup needed, retryable, cancel honoured: worked out once
+    /// ([`verdicts`](crate::inspect::verdicts)), said the same by every view.
+    #[serde(default)]
+    pub verdicts: Verdicts,
     /// Its events still in the stream, oldest first.
     pub events: Vec<Event>,
     /// Why it is quarantined, if it is.

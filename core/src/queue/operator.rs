@@ -210,6 +210,105 @@ impl Queue {
         }
     }
 
+    /// Deletes a terminal job (SUCCEEDED, FAILED or CANCELLED) now, as
+    /// retention would later: its record, attempt records and index entries
+    /// (a group child is counted purged). Recorded as a `delete` event with
+    /// `by` and `reason` (not empty). Returns the state it had; a job in
+    /// another state is refused ([`Error::ActionRefused`]).
+    pub async fn delete_job(&self, job: &JobId, by: &str, reason: &str) -> Result<JobState> {
+        if reason.trim().is_empty() {
+            return Err(Error::InvalidArgument(
+                "deleting a job needs a reason".into(),
+            ));
+        }
+        let mut inv = self.invocation(&scripts::DELETE);
+        inv.key(self.keys.job(job.as_str()));
+        inv.arg(by).arg(reason);
+        let mut reply = Reply::new("delete", self.invoke(&inv).await?)?;
+        let status = reply.text()?;
+        self.action_reply("delete", job, &status, &mut reply, "only a SUCCEEDED, FAILED or CANCELLED job is deleted; cancel it, or wait for it to end")
+    }
+
+    /// Makes a delayed QUEUED job due now: the next lease takes it as any due
+    /// job (its flow gates and resource lock still apply) and idle workers of
+    /// its pipeline are woken. Recorded as a `run_now` event with `by` and
+    /// `reason`. Returns the not-before it had (ms); a job that is not QUEUED
+    /// or not delayed is refused ([`Error::ActionRefused`]).
+    pub async fn run_now(&self, job: &JobId, by: &str, reason: &str) -> Result<i64> {
+        let (pipeline, _) = self.routing(job.as_str()).await?;
+        let mut inv = self.invocation(&scripts::RUN_NOW);
+        inv.key(self.keys.job(job.as_str()))
+            .key(self.keys.delayed(&pipeline))
+            .key(self.keys.wake(&pipeline));
+        inv.arg(by).arg(reason);
+        let mut reply = Reply::new("run_now", self.invoke(&inv).await?)?;
+        match reply.text()?.as_str() {
+            "OK" => {
+                let was = reply.text()?;
+                was.parse().map_err(|_| Error::Protocol {
+                    script: "run_now",
+                    detail: format!("not a time: {was:?}"),
+                })
+            }
+            "NOT_DELAYED" => Err(Error::ActionRefused {
+                job: job.to_string(),
+                state: JobState::Queued,
+                action: "run now",
+                why: "it is not delayed: it is due already",
+            }),
+            status => {
+                let status = status.to_owned();
+                self.action_reply(
+                    "run now",
+                    job,
+                    &status,
+                    &mut reply,
+                    "only a delayed QUEUED job is run now",
+                )
+                .map(|_| 0)
+            }
+        }
+    }
+
+    /// The answer of an operator action outside the state model (`delete`,
+    /// `run now`): `{'OK', state}`, or its refusal as an error.
+    fn action_reply(
+        &self,
+        action: &'static str,
+        job: &JobId,
+        status: &str,
+        reply: &mut Reply,
+        why: &'static str,
+    ) -> Result<JobState> {
+        let state = |reply: &mut Reply| -> Result<JobState> {
+            let text = reply.text()?;
+            text.parse().map_err(|_| Error::Corrupt {
+                key: self.keys.job(job.as_str()),
+                field: "state".into(),
+                problem: format!("unknown state {text:?}"),
+            })
+        };
+        match status {
+            "OK" => state(reply),
+            "REFUSED" => Err(Error::ActionRefused {
+                job: job.to_string(),
+                state: state(reply)?,
+                action,
+                why,
+            }),
+            // NOT_FOUND and CORRUPT as every operator script answers them (the
+            // op is named only by refusals, which are ActionRefused here)
+            status => {
+                let script = if action == "delete" {
+                    "delete"
+                } else {
+                    "run_now"
+                };
+                Err(self.refusal(script, Op::Cancel, job.as_str(), None, status, reply))
+            }
+        }
+    }
+
     /// Deletes up to `batch` terminal jobs beyond the retention policy; returns how many.
     pub async fn purge(&self, batch: usize) -> Result<u64> {
         let mut inv = self.invocation(&scripts::PURGE);

@@ -19,6 +19,15 @@ pub(crate) use fields::{Fields, Selected};
 /// Milliseconds since the Unix epoch, from Redis `TIME`.
 pub type Millis = i64;
 
+/// Instant `ms` as UTC RFC 3339 with milliseconds (`2026-05-06T00:00:00.000Z`),
+/// for logs and messages; `<ms> ms since the epoch` when out of range.
+pub fn utc(ms: Millis) -> String {
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(t) => format!("{t:.3}"),
+        Err(_) => format!("{ms} ms since the epoch"),
+    }
+}
+
 /// What happens to a job's resource lock when it goes STALE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -94,7 +103,9 @@ pub struct AttemptError {
     pub retries_exhausted: bool,
 }
 
-/// An operator's decision that ended a STALE attempt.
+/// An operator's decision on a STALE attempt, recorded beside the attempt's
+/// facts (which it never changes: the attempt still ended when it went STALE,
+/// in its cut-off step).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resolution {
     /// `retry` or `resolve`.
@@ -103,6 +114,16 @@ pub struct Resolution {
     pub by: String,
     /// Why.
     pub reason: String,
+    /// When it was decided (ms); absent in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Millis>,
+    /// The job's state the decision gave: QUEUED for a retry, the resolved
+    /// state for a resolve; absent in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<JobState>,
+    /// A retry's mode (`resume` or `start`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 /// The final, append-only record of one attempt.
@@ -110,7 +131,9 @@ pub struct Resolution {
 pub struct AttemptRecord {
     /// Attempt number, from 1.
     pub n: u32,
-    /// How it ended (STALE when an operator retried a STALE attempt).
+    /// How it ended: STALE for an attempt whose worker died mid-step (the
+    /// operator's decision on it is in `resolution`; records written before
+    /// that say the resolved state here).
     pub state: JobState,
     /// The worker that held it ('' if never leased).
     #[serde(default)]
@@ -124,7 +147,8 @@ pub struct AttemptRecord {
     /// When its first step started.
     #[serde(default)]
     pub started_at: Option<Millis>,
-    /// When it ended.
+    /// When it ended (for a STALE attempt, when it went STALE: the sweep
+    /// found its lease expired).
     pub ended_at: Millis,
     /// Steps completed in this attempt, in order.
     #[serde(default)]
@@ -141,6 +165,10 @@ pub struct AttemptRecord {
     /// Whether a step was cut mid-way and cleanup is needed.
     #[serde(default)]
     pub cleanup_needed: bool,
+    /// The step that was running when a STALE attempt's worker died (cut off
+    /// mid-way; absent in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_step: Option<String>,
     /// The operator's decision, for an attempt that went STALE.
     #[serde(default)]
     pub resolution: Option<Resolution>,
@@ -231,6 +259,35 @@ impl Job {
             reason: None,
             cancel: self.cancel.clone(),
             cleanup_needed: self.cleanup_needed,
+            cut_step: None,
+            resolution: None,
+        })
+    }
+
+    /// The record of a STALE attempt awaiting an operator's decision, built
+    /// from the job hash: the facts as they stood when it went STALE (ended
+    /// then, the running step cut off). `retry` and `resolve` write the same
+    /// record with the decision added beside it (lib/stale.lua
+    /// `stale_record`). `None` for any other job, or when attempt `attempt`
+    /// has a record already.
+    pub fn stale_attempt_from_hash(&self) -> Option<AttemptRecord> {
+        if self.state != JobState::Stale || self.attempts.iter().any(|a| a.n == self.attempt) {
+            return None;
+        }
+        Some(AttemptRecord {
+            n: self.attempt,
+            state: JobState::Stale,
+            worker: self.worker.clone().unwrap_or_default(),
+            fence: self.fence.unwrap_or(0),
+            leased_at: self.leased_at,
+            started_at: self.started_at,
+            ended_at: self.stale_at.unwrap_or(self.updated_at),
+            steps: self.steps.clone(),
+            error: None,
+            reason: None,
+            cancel: self.cancel.clone(),
+            cleanup_needed: self.cleanup_needed,
+            cut_step: self.step.clone(),
             resolution: None,
         })
     }

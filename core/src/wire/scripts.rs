@@ -36,6 +36,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib/moves", include_str!("../../lua/lib/moves.lua")),
     ("lib/jobs", include_str!("../../lua/lib/jobs.lua")),
     ("lib/attempts", include_str!("../../lua/lib/attempts.lua")),
+    ("lib/stale", include_str!("../../lua/lib/stale.lua")),
     ("lib/retention", include_str!("../../lua/lib/retention.lua")),
     ("lib/args", include_str!("../../lua/lib/args.lua")),
     ("lib/create", include_str!("../../lua/lib/create.lua")),
@@ -78,6 +79,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("sweep", include_str!("../../lua/sweep.lua")),
     ("retry", include_str!("../../lua/retry.lua")),
     ("resolve", include_str!("../../lua/resolve.lua")),
+    ("delete", include_str!("../../lua/delete.lua")),
+    ("run_now", include_str!("../../lua/run_now.lua")),
     ("purge", include_str!("../../lua/purge.lua")),
     ("claim_cleanup", include_str!("../../lua/claim_cleanup.lua")),
     ("settle", include_str!("../../lua/settle.lua")),
@@ -282,13 +285,15 @@ pub fn library_source() -> &'static str {
 }
 
 /// The scripts clients call, by name (the rest of `core/lua/` is included).
-const SCRIPTS: [&str; 21] = [
+const SCRIPTS: [&str; 23] = [
     "enqueue",
     "renew",
     "cancel",
     "sweep",
     "retry",
     "resolve",
+    "delete",
+    "run_now",
     "purge",
     "claim_cleanup",
     "settle",
@@ -342,6 +347,10 @@ pub(crate) static SWEEP: LazyLock<LuaScript> = script!("sweep");
 pub(crate) static RETRY: LazyLock<LuaScript> = script!("retry");
 /// resolve.lua
 pub(crate) static RESOLVE: LazyLock<LuaScript> = script!("resolve");
+/// delete.lua: deletes a terminal job before retention would.
+pub(crate) static DELETE: LazyLock<LuaScript> = script!("delete");
+/// run_now.lua: makes a delayed QUEUED job due now.
+pub(crate) static RUN_NOW: LazyLock<LuaScript> = script!("run_now");
 /// purge.lua
 pub(crate) static PURGE: LazyLock<LuaScript> = script!("purge");
 /// claim_cleanup.lua
@@ -377,7 +386,7 @@ pub(crate) static SCHEDULE_TICK: LazyLock<LuaScript> = script!("schedule_tick");
 pub(crate) static SCHEDULE_STATE: LazyLock<LuaScript> = script!("schedule_state");
 
 /// Every script, for preloading without functions.
-pub(crate) fn all() -> [&'static LuaScript; 21] {
+pub(crate) fn all() -> [&'static LuaScript; 23] {
     [
         &ENQUEUE,
         &RENEW,
@@ -385,6 +394,8 @@ pub(crate) fn all() -> [&'static LuaScript; 21] {
         &SWEEP,
         &RETRY,
         &RESOLVE,
+        &DELETE,
+        &RUN_NOW,
         &PURGE,
         &CLAIM_CLEANUP,
         &SETTLE,

@@ -92,7 +92,7 @@ where
 }
 
 /// How long an abandoned attempt waits for its one try to record why.
-const ABANDON_RECORD_WAIT: Duration = Duration::from_secs(2);
+const ABANDON_RECORD_WAIT: Duration = Duration::from_secs(10);
 
 /// A number in 0..1 for jitter.
 fn unit_random() -> f64 {
@@ -669,7 +669,8 @@ impl Attempt<'_> {
                 active.count("FAILED", "QUEUED");
                 info!(
                     next_attempt = attempt,
-                    not_before, "attempt failed; a new attempt is queued"
+                    not_before = %crate::record::utc(not_before),
+                    "attempt failed; a new attempt is queued"
                 )
             }
             Err(Gone::Lost) => {}

@@ -281,7 +281,7 @@ impl WorkerBuilder {
                         .register_schedule(runner.name(), schedule, &id)
                         .await?;
                     info!(schedule = schedule.name(), pipeline = runner.name(), outcome = %registered.outcome,
-                        cursor = registered.cursor, "schedule registered");
+                        cursor = %crate::record::utc(registered.cursor), "schedule registered");
                     scheduled.push(scheduler::Scheduled {
                         queue: queue.clone(),
                         contract: contract.clone(),

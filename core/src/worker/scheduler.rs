@@ -202,7 +202,7 @@ async fn fire(s: Scheduled, worker: String, metrics: Arc<Metrics>, stop: Cancell
                 // Redis lost the schedule (flushed or restarted empty): write it back
                 match register_again(&queue, &contract, &schedule, &worker).await {
                     Ok((c, now)) => {
-                        info!(schedule = %name, cursor = c, "schedule registered again (Redis had lost it)");
+                        info!(schedule = %name, cursor = %crate::record::utc(c), "schedule registered again (Redis had lost it)");
                         cursor = c;
                         clock.set(now);
                     }

@@ -13,7 +13,7 @@ use crate::dashboard::error::{DashError, PageError, DISABLED};
 use crate::dashboard::html::{auth_fields, badge, job_url, jobs_url, opt, timeline, when, Nav};
 use crate::dashboard::{App, Shared};
 use crate::time::{human, stamp};
-use crate::wording::{self, attempt_error, holder_state, lock_ttl, resolution};
+use crate::wording::{self, attempt_error, holder_state, lock_ttl, resolution, stale_end, yes_no};
 
 /// `?notice=` after an action.
 #[derive(Debug, Default, Deserialize)]
@@ -29,6 +29,7 @@ fn notice_text(code: &str) -> Option<&'static str> {
         "already_requested" => "A cancel request was already recorded; it stands.",
         "retried" => "Retried: a new attempt is QUEUED.",
         "resolved" => "Resolved: the STALE attempt is decided.",
+        "run_now" => "Due now: the next free worker of its pipeline takes it (its resource lock and flow limits still apply).",
         _ => return None,
     })
 }
@@ -111,22 +112,27 @@ fn attempts_table(d: &JobDetail) -> Markup {
             thead { tr { th { "#" } th { "State" } th { "Worker" } th { "Fence" } th { "Leased" } th { "Started" } th { "Ended" } th { "Ran" } th { "Steps completed" } th { "Error / reason" } } }
             tbody {
                 @for a in &j.attempts {
-                    tr {
+                    // a STALE attempt waiting for a decision is the current one
+                    @let awaiting = a.n == j.attempt && j.state == JobState::Stale;
+                    tr.current[awaiting] {
                         td { (a.n) }
-                        td { (badge(a.state)) }
+                        td { (badge(a.state)) @if awaiting { " " small { "current" } } }
                         td.mono { (opt(Some(a.worker.as_str()))) }
                         td { (a.fence) }
                         td { @if let Some(t) = a.leased_at { (stamp(t)) } @else { "-" } }
                         td { @if let Some(t) = a.started_at { (stamp(t)) } @else { "-" } }
                         td { (stamp(a.ended_at)) }
-                        td { @if let Some(s) = a.started_at { (human(a.ended_at - s)) } @else { "-" } }
+                        td { @if let Some(s) = a.started_at {
+                            (human(a.ended_at - s)) @if a.state == JobState::Stale { " (until STALE)" }
+                        } @else { "-" } }
                         td { @for s in &a.steps { span.pill title=(stamp(s.at)) { (s.step) } " " } }
                         td.reason {
                             @if let Some(e) = &a.error { (attempt_error(e)) br; }
                             @if let Some(r) = a.reason.as_deref().filter(|r| !r.is_empty()) { "reason: " (r) br; }
                             @if let Some(c) = &a.cancel { "cancel request by " (c.by) ": " (c.reason) br; }
+                            @if let Some(end) = stale_end(a) { span.stale-end { "went STALE: " (end) } br; }
                             @if a.cleanup_needed { "cleanup needed" br; }
-                            @if let Some(r) = &a.resolution { (resolution(r)) }
+                            @if let Some(r) = &a.resolution { span.decision { (resolution(r)) } }
                         }
                     }
                 }
@@ -170,12 +176,14 @@ fn action_forms(app: &App, d: &JobDetail) -> Markup {
         JobState::Failed | JobState::Cancelled | JobState::Stale
     );
     let can_resolve = j.state == JobState::Stale;
+    let can_delete = j.state.is_terminal();
+    let can_run_now = j.state == JobState::Queued && j.not_before > d.now;
     html! {
         section.card.actions #job-actions data-live="idle" {
             h2 { "Actions" }
             @if app.token.is_none() {
                 p.note { (DISABLED) }
-            } @else if !(can_cancel || can_retry || can_resolve) {
+            } @else if !(can_cancel || can_retry || can_resolve || can_delete) {
                 p.note { "No action applies to a " (j.state.as_str()) " job: a terminal result is never rewritten." }
             } @else {
                 p.note { "Actions go through the same scripts as the workers and are recorded as events by " code { "dashboard:<operator>" } "." }
@@ -198,6 +206,24 @@ fn action_forms(app: &App, d: &JobDetail) -> Markup {
                             label { "Reason " textarea name="reason" rows="2" maxlength="2000" {} }
                             (who)
                             button type="submit" { "Retry job" }
+                        }
+                    }
+                    @if can_run_now {
+                        form.action-run-now method="post" action=(action("run-now")) {
+                            h3 { "Run now" }
+                            p.note { "Delayed until " (crate::time::stamp(j.not_before)) "; run it now instead." }
+                            label { "Reason " textarea name="reason" rows="2" maxlength="2000" {} }
+                            (who)
+                            button type="submit" { "Run now" }
+                        }
+                    }
+                    @if can_delete {
+                        form.action-delete method="post" action=(action("delete")) {
+                            h3 { "Delete" }
+                            p.note { "Deletes the job and its attempt records now, as retention would later; the event keeps who and why." }
+                            label { "Reason " textarea name="reason" required rows="2" maxlength="2000" {} }
+                            (who)
+                            button.danger type="submit" { "Delete job" }
                         }
                     }
                     @if can_resolve {
@@ -267,7 +293,15 @@ pub(crate) async fn job(
                             dt { "Created" } dd { (stamp(j.created_at)) " (" (when(d.now, j.created_at)) ")" }
                             dt { "Updated" } dd { (stamp(j.updated_at)) " (" (when(d.now, j.updated_at)) ")" }
                             @if j.not_before > d.now { dt { "Not before" } dd { (when(d.now, j.not_before)) } }
-                            dt { "Cleanup" } dd { (if j.cleanup_needed { "needed (a step was cut mid-way)" } else { "not needed" }) }
+                            dt { "Cleanup" } dd #job-cleanup data-cleanup=(d.verdicts.cleanup.as_str()) { (d.verdicts.cleanup.explain()) }
+                            @if let Some(r) = d.verdicts.retryable {
+                                dt { "Retryable" } dd #job-retryable data-retryable=(yes_no(r)) {
+                                    (yes_no(r)) @if d.verdicts.retries_exhausted { "; automatic retries used up" }
+                                }
+                            }
+                            @if let Some(h) = d.verdicts.cancel_honoured {
+                                dt { "Cancel honoured" } dd #job-cancel-honoured data-honoured=(yes_no(h)) { (yes_no(h)) }
+                            }
                             dt { "STALE lock policy" } dd { (j.stale_lock.as_str()) }
                         }
                         h3 { "Input" }

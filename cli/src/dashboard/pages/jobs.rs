@@ -16,6 +16,7 @@ pub(crate) fn jobs_table(page: &JobPage, now: Millis) -> Markup {
             thead { tr {
                 th { "Job" } th { "Queue" } th { "Pipeline" } th { "State" } th { "Attempt" } th { "Step" }
                 th { "Last done" } th { "Resource" } th { "Window" } th { "Worker" } th { "Created" } th { "Updated" }
+                th { "Input" } th { "Why it ended" }
             } }
             tbody {
                 @for j in &page.jobs {
@@ -33,6 +34,15 @@ pub(crate) fn jobs_table(page: &JobPage, now: Millis) -> Markup {
                         td.mono { (opt(j.worker.as_deref())) }
                         td { (when(now, j.created_at)) }
                         td { (when(now, j.updated_at)) }
+                        td.mono.input title=(j.input) { (j.input) }
+                        td.ended {
+                            @if let Some(e) = &j.ended {
+                                span.pill.(if e.retryable { "retryable" } else { "permanent" }) data-retryable=(crate::wording::yes_no(e.retryable)) {
+                                    (if e.retryable { "retryable" } else { "permanent" })
+                                }
+                                " " (crate::wording::ending(e))
+                            }
+                        }
                     }
                 }
             }
