@@ -13,9 +13,9 @@ mod context;
 mod dashboard;
 mod examples;
 mod failure;
+mod names;
 #[cfg(unix)]
 mod pipelines_file;
-mod names;
 mod progress;
 mod render;
 mod style;

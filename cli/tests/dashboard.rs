@@ -1,7 +1,8 @@
 //! `leasehold dashboard` end to end over real HTTP: a private `redis-server`,
 //! jobs driven through lease/start/checkpoint/finish with the `Queue` client,
 //! the binary serving on a free loopback port, and `reqwest` reading the JSON
-//! API and the pages and posting actions.
+//! API and the pages and posting actions. A process step's record (exit
+//! code, cut-off, log tail) comes from a real worker running a real script.
 
 mod support;
 
@@ -680,5 +681,74 @@ async fn redis_going_away_gives_503_not_a_crash() {
         "{}",
         dash.stderr()
     );
+    dash.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_page_shows_a_process_steps_exit_code_cut_off_and_log_tail_escaped() {
+    use leasehold_core::process::{DeclaredPipeline, ProcessStep};
+    use leasehold_core::{PipelineOptions, RetryPolicy, Worker};
+    let srv = RedisServer::start();
+    // cut off by its time limit, the script answers SIGTERM with a hostile
+    // line and an exit code of its own
+    let pipeline = DeclaredPipeline::new("scripted")
+        .step(
+            "load",
+            ProcessStep::shell(
+                "trap 'echo \"<script>alert(1)</script> & more\"; exit 7' TERM\n\
+                 echo started\n\
+                 while :; do sleep 0.05; done",
+            )
+            .timeout(Duration::from_millis(500))
+            .grace(Duration::from_secs(10)),
+        )
+        .options(PipelineOptions::new().retry(RetryPolicy::NONE));
+    let worker = Worker::builder(srv.url())
+        .declared(pipeline)
+        .unwrap()
+        .build()
+        .await
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        worker
+            .run_until(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    let q = queue(&srv, "scripted").await;
+    let id = leasehold_core::Client::connect(&srv.url(), Default::default())
+        .await
+        .unwrap()
+        .enqueue_json("scripted", "{}", &Default::default())
+        .await
+        .unwrap()
+        .id;
+    leasehold_testkit::wait_until_async(Duration::from_secs(30), "the job ended", || {
+        let (q, id) = (&q, &id);
+        async move { state_of(q, id).await.is_terminal() }
+    })
+    .await;
+    let _ = stop.send(());
+    running.await.unwrap();
+
+    let dash = Dashboard::start(&srv.url(), &["--queue", "scripted"], Some(TOKEN)).await;
+    let c = http();
+    // `page` also checks that no `<script>alert` came through unescaped
+    let body = page(&c, &dash.url(&format!("/jobs/scripted/{id}"))).await;
+    let card = &body[body
+        .find("id=\"process-steps\"")
+        .expect("the Process steps card")..];
+    let card = &card[..card.find("</section>").unwrap()];
+    assert!(card.contains("Attempt 1 · load"), "{card}");
+    assert!(card.contains("exited with code 7"), "{card}");
+    assert!(card.contains("Cut off by the worker (timeout)"), "{card}");
+    assert!(
+        card.contains("started\n&lt;script&gt;alert(1)&lt;/script&gt; &amp; more\n"),
+        "{card}"
+    );
+    assert!(card.contains("stdout ("), "{card}");
     dash.stop().await;
 }

@@ -583,6 +583,13 @@ impl StepContext {
         self.shared.lease_clock.valid_now()
     }
 
+    /// Marks the lease lost, as the watchdog does (for unit tests of what a
+    /// step does then).
+    #[cfg(test)]
+    pub(crate) fn mark_lease_lost(&self) {
+        self.shared.lease_clock.mark_lost();
+    }
+
     /// The fence, only while [`lease_valid`](StepContext::lease_valid) holds:
     /// hand it to a fenced sink in the same breath as the write. Past the
     /// local deadline (or once the lease is known lost) it fails with a

@@ -61,19 +61,6 @@ async fn serve(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 ) {
-    let (tx, handle, _) = serve_with_metrics(url, pipeline).await;
-    (tx, handle)
-}
-
-/// [`serve`], also giving the worker's metrics.
-async fn serve_with_metrics(
-    url: &str,
-    pipeline: DeclaredPipeline,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<()>,
-    std::sync::Arc<leasehold_core::Metrics>,
-) {
     let worker = Worker::builder(url)
         .declared(pipeline)
         .unwrap()
@@ -84,7 +71,6 @@ async fn serve_with_metrics(
         .build()
         .await
         .unwrap();
-    let metrics = worker.metrics();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let handle = tokio::spawn(async move {
         worker
@@ -94,7 +80,7 @@ async fn serve_with_metrics(
             .await
             .unwrap();
     });
-    (tx, handle, metrics)
+    (tx, handle)
 }
 
 async fn stop(
@@ -159,6 +145,113 @@ async fn queue(url: &str, name: &str) -> Queue {
     Queue::connect(url, name, QueueConfig::default())
         .await
         .unwrap()
+}
+
+/// A worker serving one process step in its own OS process
+/// (`tests/fixture/process_worker.rs`), ended by PID when dropped.
+#[cfg(target_os = "linux")]
+struct Fixture {
+    child: std::process::Child,
+    stdout: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+#[cfg(target_os = "linux")]
+impl Fixture {
+    /// Starts the fixture serving `pipeline` on `url` with `flags` (the options
+    /// before `--`) and the step `program args...`; returns once it printed
+    /// `READY`, with the lines it writes to stderr as they come (also echoed
+    /// to the test's stderr).
+    fn start(
+        url: &str,
+        pipeline: &str,
+        flags: &[&str],
+        program: &str,
+        args: &[&std::ffi::OsStr],
+    ) -> (Fixture, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        use std::io::BufRead as _;
+        use std::os::unix::process::CommandExt as _;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_leasehold-process-fixture"))
+            .arg(url)
+            .arg(pipeline)
+            .args(flags)
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in stderr.lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[fixture] {line}");
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        assert_eq!(stdout.next().unwrap().unwrap(), "READY");
+        (Fixture { child, stdout }, logs)
+    }
+
+    /// The fixture's PID.
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal` to the fixture.
+    fn signal(&self, signal: i32) {
+        // SAFETY: the fixture is this test's own child, not reaped yet
+        unsafe { libc::kill(self.pid(), signal) };
+    }
+
+    /// The fixture worker's metrics, as Prometheus text.
+    fn metrics(&mut self) -> String {
+        use std::io::Write as _;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "metrics").unwrap();
+        stdin.flush().unwrap();
+        let mut text = String::new();
+        for line in self.stdout.by_ref() {
+            let line = line.unwrap();
+            if line == "END" {
+                break;
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    }
+
+    /// `(VmRSS, VmHWM)` of the fixture in bytes, from `/proc/<pid>/status`.
+    fn memory(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no {name} in {status}"))
+                * 1024
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // ended by its PID, unless a test already reaped it
+        if let Ok(None) = self.child.try_wait() {
+            self.signal(libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -426,6 +519,16 @@ async fn exit_codes_map_to_outcomes_per_step() {
     stop(worker).await;
 }
 
+/// The most the worker's peak resident memory may grow while its step writes
+/// 10 MB to stdout. The worker reads the pipes in chunks and keeps a 16 KiB
+/// tail per stream, so what it holds does not depend on how much the child
+/// writes; 4 MiB leaves room for allocator arenas and tokio's buffers on a
+/// loaded machine and is still far below the 10.3 MB a worker that buffered
+/// the output (or a tenth of it twice over) would add.
+#[cfg(target_os = "linux")]
+const FLAT_MEMORY_BOUND: u64 = 4 * 1024 * 1024;
+
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_megabytes_of_stdout_keep_the_stored_tail_bounded_and_progress_is_reported() {
     let srv = RedisServer::start();
@@ -447,9 +550,8 @@ sys.stderr.write("warning: something\n")
         go = go.to_str().unwrap()
     );
     let path = script(dir.path(), "loud.py", &body);
-    let pipeline = DeclaredPipeline::new("loud").step("work", ProcessStep::new(PYTHON).arg(&path));
-    let (tx, handle, metrics) = serve_with_metrics(&srv.url(), pipeline).await;
-    let worker = (tx, handle);
+    // the worker in its own process, so its memory is its own in /proc
+    let (mut worker, _) = Fixture::start(&srv.url(), "loud", &[], PYTHON, &[path.as_os_str()]);
     let q = queue(&srv.url(), "loud").await;
     let id = enqueue(&srv.url(), "loud", &json!({})).await;
     wait_until_async(WAIT, "the progress is recorded", || {
@@ -464,13 +566,30 @@ sys.stderr.write("warning: something\n")
     })
     .await;
     let series = format!(
-        "leasehold_step_progress_percent{{queue=\"loud\",pipeline=\"loud\",step=\"work\",job=\"{id}\"}} 40.0"
+        "leasehold_step_progress_percent{{queue=\"loud\",pipeline=\"loud\",step=\"run\",job=\"{id}\"}} 40.0"
     );
-    assert!(metrics.encode().contains(&series), "{}", metrics.encode());
+    let metrics = worker.metrics();
+    assert!(metrics.contains(&series), "{metrics}");
+    // the step runs, its child waits for `go`: the worker is fully set up
+    let (rss_before, peak_before) = worker.memory();
     std::fs::write(&go, "").unwrap();
     let job = ended(&q, &id).await;
     assert_eq!(job.state, JobState::Succeeded, "{job:?}");
-    let rec = record(&q, &id, 1, "work").await;
+    let (rss_after, peak_after) = worker.memory();
+    eprintln!(
+        "worker memory: VmRSS {rss_before} -> {rss_after} B, VmHWM {peak_before} -> {peak_after} B"
+    );
+    assert!(
+        peak_after.saturating_sub(peak_before) < FLAT_MEMORY_BOUND,
+        "the worker's peak memory grew by {} B while its child wrote 10 MB",
+        peak_after - peak_before
+    );
+    assert!(
+        rss_after.saturating_sub(rss_before) < FLAT_MEMORY_BOUND,
+        "the worker's memory grew by {} B while its child wrote 10 MB",
+        rss_after - rss_before
+    );
+    let rec = record(&q, &id, 1, "run").await;
     assert_eq!(rec.stdout_bytes, 100 * 1024 * 100 + 300 * 1024 + 11);
     assert!(
         rec.stdout_tail.len() <= 16 * 1024,
@@ -482,9 +601,11 @@ sys.stderr.write("warning: something\n")
     assert_eq!(rec.stderr_tail, "warning: something\n");
     assert_eq!(rec.progress, Some(40.0));
     // the series goes with the step
-    assert!(!metrics
-        .encode()
-        .contains("leasehold_step_progress_percent{"));
+    let metrics = worker.metrics();
+    assert!(
+        !metrics.contains("leasehold_step_progress_percent{"),
+        "{metrics}"
+    );
     // what Redis keeps for it
     let mut conn = q.pool().get().await.unwrap();
     let bytes: i64 = leasehold_core::redis::cmd("MEMORY")
@@ -494,7 +615,6 @@ sys.stderr.write("warning: something\n")
         .await
         .unwrap();
     assert!(bytes < 64 * 1024, "{bytes}");
-    stop(worker).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -638,9 +758,6 @@ async fn a_worker_cut_off_from_redis_kills_its_script_before_the_lease_deadline(
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_of_the_worker_leaves_no_child_alive() {
-    use std::io::{BufRead, BufReader};
-    use std::os::unix::process::CommandExt;
-    use std::process::{Command, Stdio};
     let srv = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready");
@@ -652,17 +769,7 @@ async fn kill_9_of_the_worker_leaves_no_child_alive() {
             ready.display()
         ),
     );
-    let mut fixture = Command::new(env!("CARGO_BIN_EXE_leasehold-process-fixture"))
-        .arg(srv.url())
-        .arg(&path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(fixture.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    assert_eq!(first, "READY");
+    let (mut fixture, _) = Fixture::start(&srv.url(), "orphan", &[], "sh", &[path.as_os_str()]);
     enqueue(&srv.url(), "orphan", &json!({})).await;
     wait_until_async(WAIT, "the script started", || {
         let ok = ready.exists();
@@ -675,13 +782,150 @@ async fn kill_9_of_the_worker_leaves_no_child_alive() {
         .parse()
         .unwrap();
     assert!(!gone(pid));
-    // SAFETY: the fixture is this test's own child
-    unsafe { libc::kill(fixture.id() as i32, libc::SIGKILL) };
-    let _ = fixture.wait();
+    fixture.signal(libc::SIGKILL);
+    let _ = fixture.child.wait();
     wait_until_async(WAIT, "the worker's child died with it", || async move {
         gone(pid)
     })
     .await;
+}
+
+/// Redis's clock, in milliseconds.
+async fn redis_now(queue: &Queue) -> i64 {
+    let mut conn = queue.pool().get().await.unwrap();
+    let (secs, micros): (i64, i64) = leasehold_core::redis::cmd("TIME")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// Whether a `settle` call (a lease) is among the bytes `proxy` holds within `within`.
+async fn wait_for_held_settle(proxy: &leasehold_testkit::TcpProxy, within: Duration) -> bool {
+    let until = std::time::Instant::now() + within;
+    while std::time::Instant::now() < until {
+        if proxy.held_requests().windows(6).any(|w| w == b"settle") {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// A worker frozen (SIGSTOP) with its lease-and-start call in flight: the call
+/// is held in a stalled proxy (the job is enqueued meanwhile) until the worker
+/// is stopped, then let through, so Redis leases and starts the job (its first step a process step) for a
+/// worker that cannot run yet. When the lease has run out and the job was
+/// swept STALE, the woken worker gives the attempt up before the step: the
+/// script never runs and Redis is not written to.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_woken_after_its_job_was_swept_spawns_no_process() {
+    let srv = RedisServer::start_tcp();
+    let proxy = leasehold_testkit::TcpProxy::start(
+        format!("127.0.0.1:{}", srv.port().unwrap())
+            .parse()
+            .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("spawned");
+    let path = script(
+        dir.path(),
+        "marker.sh",
+        &format!("echo $$ > '{}'\n", marker.display()),
+    );
+    let (worker, logs) = Fixture::start(
+        &proxy.url(),
+        "frozen",
+        &[
+            "--lease-ttl-ms",
+            "1000",
+            // the worker's own sweeper stays out of it (the test sweeps)
+            "--sweep-ms",
+            "60000",
+            "--concurrency",
+            "1",
+            // idle lease calls every 100 ms, slept between (no blocking wait)
+            "--max-idle-ms",
+            "100",
+        ],
+        "sh",
+        &[path.as_os_str()],
+    );
+    let q = queue(&srv.url(), "frozen").await;
+    // hold one of the worker's idle lease calls (sent while no job is
+    // queued; Redis runs it only when the proxy lets it through). A stall that
+    // caught a call already on its way to Redis holds its reply instead, and
+    // the worker's next call waits on that connection: let it go and try again.
+    let started = std::time::Instant::now();
+    loop {
+        proxy.stall();
+        let held = wait_for_held_settle(&proxy, Duration::from_secs(3)).await;
+        if held {
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "no lease call of the worker was held"
+        );
+        proxy.resume();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let id = enqueue(&srv.url(), "frozen", &json!({})).await;
+    worker.signal(libc::SIGSTOP);
+    proxy.resume();
+    wait_until_async(WAIT, "the job is started for the frozen worker", || {
+        let (q, id) = (&q, &id);
+        async move { matches!(q.job(id).await, Ok(Some(j)) if j.state == JobState::Running) }
+    })
+    .await;
+    assert_eq!(q.job(&id).await.unwrap().unwrap().attempt, 1);
+
+    // the lease runs out while the worker is frozen, and the job is swept
+    let deadline = q
+        .job(&id)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease
+        .expect("a live lease")
+        .deadline;
+    wait_until_async(WAIT, "the lease's deadline passes", || {
+        let q = &q;
+        async move { redis_now(q).await > deadline + 50 }
+    })
+    .await;
+    wait_until_async(WAIT, "the job is swept STALE", || {
+        let (q, id) = (&q, &id);
+        async move {
+            q.sweep(100).await.expect("sweep");
+            matches!(q.job(id).await, Ok(Some(j)) if j.state == JobState::Stale)
+        }
+    })
+    .await;
+    let job_key = q.keys().job(id.as_str());
+    let snapshot = srv.dump(&job_key);
+    worker.signal(libc::SIGCONT);
+
+    // it reads the lease reply only now, past the lease's local deadline
+    wait_until_async(WAIT, "the woken worker gives the attempt up", || {
+        let found = logs
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("abandoned before step run began"));
+        async move { found }
+    })
+    .await;
+    drop(worker);
+    assert!(!marker.exists(), "the step's script ran");
+    assert!(read_records(&q, id.as_str()).await.unwrap().is_empty());
+    assert_eq!(
+        srv.dump(&job_key),
+        snapshot,
+        "the woken worker wrote nothing"
+    );
+    assert_eq!(q.job(&id).await.unwrap().unwrap().state, JobState::Stale);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

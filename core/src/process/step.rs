@@ -683,3 +683,39 @@ async fn save(ctx: &StepContext, record: &ProcessRecord) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::JobId;
+
+    /// The last check before the spawn: a step whose lease is already lost
+    /// when it is called (the worker's own check before the step passed an
+    /// instant earlier) runs nothing and fails retryable with `lease_lost`.
+    #[test]
+    fn a_step_whose_lease_is_lost_spawns_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("spawned");
+        let step = ProcessStep::new("sh")
+            .arg("-c")
+            .arg("echo ran > \"$1\"")
+            .arg("sh")
+            .arg(&marker);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+
+        let ctx = StepContext::detached(JobId::new(), 1, 1, "load");
+        ctx.mark_lease_lost();
+        let err = runtime.block_on(step.run(&ctx, None)).unwrap_err();
+        assert_eq!(err.kind, "lease_lost", "{err:?}");
+        assert!(err.retryable, "{err:?}");
+        assert!(!marker.exists(), "the program ran");
+
+        // the same step on a valid lease runs the program (the test can see a spawn)
+        let ctx = StepContext::detached(JobId::new(), 1, 1, "load");
+        runtime.block_on(step.run(&ctx, None)).unwrap();
+        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+    }
+}
