@@ -1540,13 +1540,32 @@ async fn frozen_holding_a_started_lease(
         ],
     );
     w.ready().await;
-    proxy.stall();
+    // hold one of the replica's idle lease calls (sent while no job is queued;
+    // Redis runs it only when the proxy lets it through). A stall that caught a
+    // call already on its way to Redis holds its reply instead, and the
+    // replica's next call waits for it: let it go and try again.
+    let started = Instant::now();
+    loop {
+        proxy.stall();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut held = false;
+        while !held && Instant::now() < deadline {
+            held = proxy.held_requests().windows(6).any(|w| w == b"settle");
+            if !held {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        if held {
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "no lease call of the replica was held"
+        );
+        proxy.resume();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     let id = enqueue(queue, "frozen", Some("shop-f"), quick_steps(20)).await;
-    wait_until_async(WAIT, "the replica's next lease call is held", || {
-        let held = proxy.held_requests();
-        async move { held.windows(6).any(|w| w == b"settle") }
-    })
-    .await;
     w.signal(libc::SIGSTOP);
     proxy.resume();
     wait_state(queue, &id, JobState::Running).await;
