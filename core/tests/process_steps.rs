@@ -764,8 +764,10 @@ async fn kill_9_of_the_worker_leaves_no_child_alive() {
     let path = script(
         dir.path(),
         "orphan.sh",
+        // a script that starts a program of its own (a grandchild of the
+        // worker, which a parent-death signal alone would leave running)
         &format!(
-            "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'\nexec sleep 600\n",
+            "sleep 600 &\necho \"$$ $!\" > '{0}.tmp'; mv '{0}.tmp' '{0}'\nwait\n",
             ready.display()
         ),
     );
@@ -776,17 +778,24 @@ async fn kill_9_of_the_worker_leaves_no_child_alive() {
         async move { ok }
     })
     .await;
-    let pid: i32 = std::fs::read_to_string(&ready)
+    let pids: Vec<i32> = std::fs::read_to_string(&ready)
         .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(!gone(pid));
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let (script_pid, grandchild) = (pids[0], pids[1]);
+    assert!(!gone(script_pid) && !gone(grandchild));
     fixture.signal(libc::SIGKILL);
     let _ = fixture.child.wait();
     wait_until_async(WAIT, "the worker's child died with it", || async move {
-        gone(pid)
+        gone(script_pid)
     })
+    .await;
+    wait_until_async(
+        WAIT,
+        "the program the script started died with it",
+        || async move { gone(grandchild) },
+    )
     .await;
 }
 
