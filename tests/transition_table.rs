@@ -915,9 +915,20 @@ async fn judge(
                     }
                     if to.is_terminal() {
                         let record = job.attempts.iter().find(|a| a.n == job.attempt);
-                        ensure(record.is_some_and(|r| r.state == to), || {
-                            format!("{op} {from}→{to}: attempt record {record:?}")
-                        })?;
+                        // an operator's resolve of a STALE attempt keeps the attempt as it
+                        // went STALE and adds the decision beside it, naming where it went
+                        let decided_stale = op == Op::Resolve && from == JobState::Stale;
+                        ensure(
+                            record.is_some_and(|r| {
+                                if decided_stale {
+                                    r.state == JobState::Stale
+                                        && r.resolution.as_ref().is_some_and(|d| d.to == Some(to))
+                                } else {
+                                    r.state == to
+                                }
+                            }),
+                            || format!("{op} {from}→{to}: attempt record {record:?}"),
+                        )?;
                         // a success by its worker has no stored record: the one built from
                         // the job hash must still name the lease that ran it
                         if op == Op::Finish && to == JobState::Succeeded {
