@@ -201,8 +201,12 @@ pub(crate) async fn unknown_queue(
     config: &QueueConfig,
     name: &str,
 ) -> Result<Option<String>, Error> {
-    if Inspector::new(base.sibling(name)?).exists().await? {
-        return Ok(None);
+    match Inspector::new(base.sibling(name)?).exists().await {
+        Ok(true) => return Ok(None),
+        Ok(false) => {}
+        // its master cannot be asked (down, a failover): whether the name is
+        // known cannot be told, and the command itself reports what is unreachable
+        Err(_) => return Ok(None),
     }
     let known = discover_queues(base.pool(), config).await?;
     if known.iter().any(|k| k == name) {

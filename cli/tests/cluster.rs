@@ -13,7 +13,7 @@ use std::time::Duration;
 use leasehold_core::{JobId, Queue, QueueConfig};
 use leasehold_testkit::RedisCluster;
 use serde_json::{json, Value};
-use support::binary::{command, run_cmd};
+use support::binary::{command, run_cmd, Run};
 use support::dashboard::{http, Dashboard};
 use support::jobs::{enqueue, job, lease_one, start};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -398,7 +398,7 @@ async fn status_with_a_master_down_shows_the_others_and_names_the_lost_queues() 
         .expect("the victim's replica");
     cluster.kill(victim);
 
-    let run = run_cmd(command(&url, &["status"])).await.code(5);
+    let run = status_with_a_master_down(&url, &["status"]).await;
     for q in &kept {
         assert!(
             run.stdout
@@ -424,7 +424,7 @@ async fn status_with_a_master_down_shows_the_others_and_names_the_lost_queues() 
     }
     assert!(!run.stderr.contains("give a cluster URL"), "{}", run.stderr);
 
-    let json = run_cmd(command(&url, &["status", "--json"])).await.code(5);
+    let json = status_with_a_master_down(&url, &["status", "--json"]).await;
     let listed: Vec<String> = json
         .json()
         .as_array()
@@ -436,9 +436,7 @@ async fn status_with_a_master_down_shows_the_others_and_names_the_lost_queues() 
     want.sort();
     assert_eq!(listed, want);
 
-    let one = run_cmd(command(&url, &["status", "--queue", lost[0]]))
-        .await
-        .code(5);
+    let one = status_with_a_master_down(&url, &["status", "--queue", lost[0]]).await;
     assert!(
         one.stderr.contains(&format!(
             "queue {}: master 127.0.0.1:{port} unreachable: failover in progress?",
@@ -453,4 +451,18 @@ async fn status_with_a_master_down_shows_the_others_and_names_the_lost_queues() 
     cluster.take_over(replica);
     let back = run_cmd(command(&url, &["status", "--json"])).await.ok();
     assert_eq!(back.json().as_array().map(Vec::len), Some(QUEUES.len()));
+}
+
+/// Runs `args` until it exits 5 (a master down, the rest shown), for 30 s at
+/// most: just after a master dies, a fresh client may still be handed a
+/// redirection to it (exit 1) until every node has marked it failed.
+async fn status_with_a_master_down(url: &str, args: &[&str]) -> Run {
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let run = run_cmd(command(url, args)).await;
+        if run.code == 5 || std::time::Instant::now() >= until {
+            return run.code(5);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
