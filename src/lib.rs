@@ -185,10 +185,11 @@ pub mod queue {
 /// Groups of jobs and dependencies between jobs: a group's completion job
 /// runs once its children settle; a job may wait for others.
 pub mod group {
-    pub use leasehold_core::queue::{
-        check_group_name, Dependency, GroupCancelled, GroupChild, GroupInfo, GroupPolicy,
-        GroupStatus, GroupView, NewGroup, ParentFailure,
+    pub use leasehold_core::group::{
+        check_group_name, Dependency, GroupPolicy, GroupStatus, NewGroup, ParentFailure,
     };
+    pub use leasehold_core::inspect::{GroupChild, GroupInfo, GroupView};
+    pub use leasehold_core::queue::GroupCancelled;
 }
 
 /// The holder's side of the protocol, for code that drives jobs without the

@@ -259,12 +259,12 @@ impl<P: Pipeline> Enqueue<'_, P> {
     }
 
     /// Makes the job wait until `parent` (a job or a group) SUCCEEDED.
-    pub fn depends_on(self, parent: impl Into<crate::queue::Dependency>) -> Self {
+    pub fn depends_on(self, parent: impl Into<crate::group::Dependency>) -> Self {
         self.map(|j| j.depends_on(parent))
     }
 
     /// What a parent ending FAILED or CANCELLED does to the job.
-    pub fn on_parent_failure(self, policy: crate::queue::ParentFailure) -> Self {
+    pub fn on_parent_failure(self, policy: crate::group::ParentFailure) -> Self {
         self.map(|j| j.on_parent_failure(policy))
     }
 

@@ -29,7 +29,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::wire::keys::check_name;
+use crate::name::check_name;
 
 /// The flow-control options of `#[pipeline(...)]` (all off by default),
 /// built with the `const` setters.

@@ -5,7 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::wire::keys::is_forbidden_char;
+use crate::name::is_forbidden_char;
 
 /// The longest job id, in bytes of UTF-8.
 pub const MAX_ID_BYTES: usize = 128;

@@ -5,9 +5,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::Error;
+use crate::group::{check_group_name, Dependency, ParentFailure};
 use crate::id::JobId;
-use crate::keys::check_name;
-use crate::queue::{check_group_name, Dependency, ParentFailure};
+use crate::name::check_name;
 use crate::record::StaleLock;
 
 /// A job to enqueue.
@@ -218,5 +218,19 @@ impl NewJob {
         serde_json::from_str::<serde::de::IgnoredAny>(&self.input)
             .map_err(|e| Error::InvalidArgument(format!("input is not JSON: {e}")))?;
         Ok(())
+    }
+}
+
+impl NewJob {
+    /// Whether the job joins a group or waits for parents (enqueue then sends the link values).
+    pub(crate) fn has_links(&self) -> bool {
+        self.group.is_some() || !self.depends_on.is_empty()
+    }
+
+    /// Whether two jobs have the same links (one enqueue call carries one set).
+    pub(crate) fn same_links(&self, other: &NewJob) -> bool {
+        self.group == other.group
+            && self.depends_on == other.depends_on
+            && (!self.has_links() || self.on_parent_failure == other.on_parent_failure)
     }
 }

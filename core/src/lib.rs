@@ -27,12 +27,14 @@ pub mod config;
 pub mod contract;
 pub mod error;
 pub mod flow;
+pub mod group;
 pub mod id;
 pub mod inspect;
 pub mod job_spec;
 pub mod lease;
 mod lease_clock;
 pub mod metrics;
+pub mod name;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod pipeline;
@@ -60,6 +62,7 @@ pub use config::{QueueConfig, Retention};
 pub use contract::{Contract, EnqueueOptions};
 pub use error::{Error, Result};
 pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
+pub use group::{check_group_name, Dependency, GroupPolicy, GroupStatus, NewGroup, ParentFailure};
 pub use id::JobId;
 pub use inspect::{
     cancel_status, discover_queues, discover_reachable_queues, verdicts, CancelOutcome,
@@ -68,6 +71,7 @@ pub use inspect::{
     PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, UnreachableMaster, Unreadable,
     Verdicts, WorkerInfo, Workers,
 };
+pub use inspect::{GroupChild, GroupInfo, GroupView};
 pub use job_spec::NewJob;
 pub use keys::QueueKeys;
 pub use lease::{
@@ -81,9 +85,8 @@ pub use pipeline::{
 };
 pub use pool::{cluster_seed_urls, is_cluster_url, Master, RedisConn, RedisPool};
 pub use queue::{
-    check_group_name, connect_pool, escape_bytes, Dependency, EnqueueStatus, Enqueued,
-    GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupRetried, GroupStatus, GroupView,
-    NewGroup, ParentFailure, PauseChange, QuarantineEntry, Queue,
+    connect_pool, escape_bytes, EnqueueStatus, Enqueued, GroupCancelled, GroupRetried, PauseChange,
+    QuarantineEntry, Queue,
 };
 pub use record::{
     AttemptError, AttemptRecord, CancelRequest, Job, LeaseInfo, Millis, Resolution, StaleLock,

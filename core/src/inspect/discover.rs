@@ -9,7 +9,7 @@ use super::conn::{escape_glob, pooled, scan_keys};
 use super::{Inspector, Unreadable};
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
-use crate::keys::check_name;
+use crate::name::check_name;
 use crate::pool::{Master, RedisConn, RedisPool, Target};
 
 /// The keys that name a queue: its fence and event stream (once it had a job),

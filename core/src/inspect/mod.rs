@@ -50,6 +50,7 @@ pub(crate) mod conn;
 mod discover;
 mod events;
 mod follower;
+pub(crate) mod groups;
 mod history;
 mod inspector;
 mod jobs;
@@ -70,6 +71,7 @@ pub use discover::{
 };
 pub use events::Event;
 pub use follower::EventFollower;
+pub use groups::{GroupChild, GroupInfo, GroupView};
 pub use history::{History, Minute, MinuteCounts, HISTORY_MAX_MINUTES};
 pub use inspector::Inspector;
 pub use search::{JobSearch, SEARCH_CAP};

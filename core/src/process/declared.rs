@@ -166,8 +166,8 @@ impl DeclaredPipeline {
     /// Checks what the worker's build would refuse: no steps, a step named
     /// twice, a bad name, a schedule that cannot be evaluated.
     pub fn check(&self) -> Result<()> {
-        crate::wire::keys::check_name("pipeline", &self.name)?;
-        crate::wire::keys::check_name("queue", self.queue_name())?;
+        crate::name::check_name("pipeline", &self.name)?;
+        crate::name::check_name("queue", self.queue_name())?;
         for schedule in &self.schedules {
             schedule.check()?;
         }

@@ -1,9 +1,10 @@
 //! Creating jobs: one or many, idempotent on their input keys.
 
 use crate::error::{Error, Result};
+use crate::group::encode_dependencies;
 use crate::id::JobId;
 use crate::job_spec::NewJob;
-use crate::queue::groups::{encode_dependencies, REFUSED};
+use crate::queue::groups::REFUSED;
 use crate::queue::{EnqueueStatus, Enqueued, Queue};
 use crate::wire::args::millis;
 use crate::wire::reply::Reply;

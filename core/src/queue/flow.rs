@@ -8,8 +8,8 @@ use deadpool_redis::redis::{self, AsyncCommands as _};
 
 use crate::error::{Error, Result};
 use crate::flow::{Pause, PauseScope, Rate};
+use crate::name::check_name;
 use crate::queue::Queue;
-use crate::wire::keys::check_name;
 use crate::wire::reply::Reply;
 use crate::wire::scripts;
 

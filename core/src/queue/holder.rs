@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::lease::{Finished, Lease, Leased, Outcome, Renewal, Started};
+use crate::name::check_name;
 use crate::queue::Queue;
 use crate::settle::{HolderOp, HolderReply, LeaseRequest};
 use crate::state::JobState;
 use crate::wire::args::{bool_arg, lock_ttl, millis};
-use crate::wire::keys::check_name;
 use crate::wire::reply::Reply;
 use crate::wire::scripts;
 

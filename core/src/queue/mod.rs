@@ -19,11 +19,11 @@ mod quarantine;
 mod records;
 mod schedules;
 
-pub use flow::PauseChange;
-pub use groups::{
-    check_group_name, Dependency, GroupCancelled, GroupChild, GroupInfo, GroupPolicy, GroupRetried,
-    GroupStatus, GroupView, NewGroup, ParentFailure,
+pub use crate::group::{
+    check_group_name, Dependency, GroupPolicy, GroupStatus, NewGroup, ParentFailure,
 };
+pub use flow::PauseChange;
+pub use groups::{GroupCancelled, GroupRetried};
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
 pub use schedules::{ScheduleInfo, TickEntry, TickReply, TickedWindow};
 

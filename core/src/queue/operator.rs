@@ -6,11 +6,11 @@ use deadpool_redis::redis::{self, Value};
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::lease::{Cancelled, RetryMode, SweepReport, SweptJob};
+use crate::name::check_name;
 use crate::queue::Queue;
 use crate::state::JobState;
 use crate::transitions::Op;
 use crate::wire::args::bool_arg;
-use crate::wire::keys::check_name;
 use crate::wire::reply::Reply;
 use crate::wire::scripts;
 

@@ -6,11 +6,12 @@ use super::call::ScriptCall;
 
 use crate::error::{Error, Result};
 use crate::lease::{Finished, Lease, Outcome, Started};
+use crate::name::check_name;
 use crate::record::AttemptError;
 use crate::state::JobState;
 use crate::transitions::Op;
 use crate::wire::args::{bool_arg, millis};
-use crate::wire::keys::{check_name, QueueKeys};
+use crate::wire::keys::QueueKeys;
 use crate::wire::refusal::{refusal, reply_state};
 use crate::wire::reply::Reply;
 

@@ -8,7 +8,8 @@ use super::call::ScriptCall;
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::lease::{FlowWaits, Lease, Leased, UnreadableLease};
-use crate::wire::keys::{check_name, QueueKeys};
+use crate::name::check_name;
+use crate::wire::keys::QueueKeys;
 use crate::wire::reply::Reply;
 
 /// The lease part of a [`Queue::settle`](crate::Queue::settle) call.
