@@ -186,9 +186,10 @@ pub mod queue {
 /// runs once its children settle; a job may wait for others.
 pub mod group {
     pub use leasehold_core::group::{
-        check_group_name, Dependency, GroupPolicy, GroupStatus, NewGroup, ParentFailure,
+        check_group_name, Dependency, GroupPolicy, GroupStatus, ParentFailure,
     };
     pub use leasehold_core::inspect::{GroupChild, GroupInfo, GroupView};
+    pub use leasehold_core::job_spec::NewGroup;
     pub use leasehold_core::queue::GroupCancelled;
 }
 

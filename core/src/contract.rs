@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
-use crate::pipeline::PipelineSpec;
+use crate::pipeline::spec::PipelineSpec;
 use crate::template::KeyTemplate;
 
 /// What a caller may add to (or, for an unregistered pipeline, must give

@@ -177,7 +177,7 @@ pub enum Error {
     },
     /// A schedule could not be declared or evaluated.
     #[error(transparent)]
-    Schedule(#[from] crate::schedule::ScheduleError),
+    Schedule(#[from] crate::schedule::error::ScheduleError),
     /// The caller passed something leasehold cannot accept.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -1,5 +1,5 @@
-//! The group and dependency model: group names and their rule, a group to
-//! create and its policy, a job's parents, what a child does when a parent
+//! The group and dependency model: group names and their rule, a group's
+//! completion policy, a job's parents, what a child does when a parent
 //! fails, and a group's status. The scripts that act on groups are in
 //! `crate::queue` (`groups.rs`), the views of a group in `crate::inspect`.
 
@@ -9,7 +9,6 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::id::JobId;
-use crate::job_spec::NewJob;
 
 // The longest group name, in bytes.
 const MAX_GROUP_NAME_BYTES: usize = 128;
@@ -137,44 +136,6 @@ pub(crate) fn encode_dependencies(deps: &[Dependency]) -> String {
         .map(Dependency::encode)
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// A group to create.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct NewGroup {
-    /// Its name, unique in the queue.
-    pub name: String,
-    /// When the completion job runs.
-    pub policy: GroupPolicy,
-    /// The job enqueued once, by the script that settles the last child (its
-    /// input key, resource, delay and links are not used).
-    pub completion: Option<NewJob>,
-}
-
-impl NewGroup {
-    /// A group without a completion job, policy all-succeeded.
-    pub fn new(name: impl Into<String>) -> Self {
-        NewGroup {
-            name: name.into(),
-            policy: GroupPolicy::AllSucceeded,
-            completion: None,
-        }
-    }
-
-    /// Sets the policy.
-    #[must_use]
-    pub fn policy(mut self, policy: GroupPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Sets the completion job.
-    #[must_use]
-    pub fn completion(mut self, job: NewJob) -> Self {
-        self.completion = Some(job);
-        self
-    }
 }
 
 /// Where a group stands.

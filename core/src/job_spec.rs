@@ -1,11 +1,11 @@
-//! What a caller gives to create a job.
+//! What a caller gives to create a job ([`NewJob`]) or a group ([`NewGroup`]).
 
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::group::{check_group_name, Dependency, ParentFailure};
+use crate::group::{check_group_name, Dependency, GroupPolicy, ParentFailure};
 use crate::id::JobId;
 use crate::name::check_name;
 use crate::record::StaleLock;
@@ -232,5 +232,43 @@ impl NewJob {
         self.group == other.group
             && self.depends_on == other.depends_on
             && (!self.has_links() || self.on_parent_failure == other.on_parent_failure)
+    }
+}
+
+/// A group to create.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NewGroup {
+    /// Its name, unique in the queue.
+    pub name: String,
+    /// When the completion job runs.
+    pub policy: GroupPolicy,
+    /// The job enqueued once, by the script that settles the last child (its
+    /// input key, resource, delay and links are not used).
+    pub completion: Option<NewJob>,
+}
+
+impl NewGroup {
+    /// A group without a completion job, policy all-succeeded.
+    pub fn new(name: impl Into<String>) -> Self {
+        NewGroup {
+            name: name.into(),
+            policy: GroupPolicy::AllSucceeded,
+            completion: None,
+        }
+    }
+
+    /// Sets the policy.
+    #[must_use]
+    pub fn policy(mut self, policy: GroupPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets the completion job.
+    #[must_use]
+    pub fn completion(mut self, job: NewJob) -> Self {
+        self.completion = Some(job);
+        self
     }
 }

@@ -62,7 +62,7 @@ pub use config::{QueueConfig, Retention};
 pub use contract::{Contract, EnqueueOptions};
 pub use error::{Error, Result};
 pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
-pub use group::{check_group_name, Dependency, GroupPolicy, GroupStatus, NewGroup, ParentFailure};
+pub use group::{check_group_name, Dependency, GroupPolicy, GroupStatus, ParentFailure};
 pub use id::JobId;
 pub use inspect::{
     cancel_status, discover_queues, discover_reachable_queues, verdicts, CancelOutcome,
@@ -72,7 +72,7 @@ pub use inspect::{
     Verdicts, WorkerInfo, Workers,
 };
 pub use inspect::{GroupChild, GroupInfo, GroupView};
-pub use job_spec::NewJob;
+pub use job_spec::{NewGroup, NewJob};
 pub use keys::QueueKeys;
 pub use lease::{
     Cancelled, Finished, FlowWaits, Lease, Leased, Outcome, Renewal, RetryMode, Started,

@@ -12,9 +12,9 @@ use tracing::{info, warn};
 use super::logs::{pump, Sink, Tail};
 use super::record::{self, CutOff, CutWhy, ProcessRecord};
 use super::supervisor::Supervised;
+use crate::pipeline::StopWhy;
 use crate::pipeline::{StepContext, StepError};
 use crate::record::Millis;
-use crate::worker::StopWhy;
 
 /// The exit code of a retryable failure (`EX_TEMPFAIL`).
 pub const EXIT_RETRYABLE: i32 = 75;

@@ -10,8 +10,9 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::group::{check_group_name, Dependency, GroupStatus, NewGroup};
+use crate::group::{check_group_name, Dependency, GroupStatus};
 use crate::id::JobId;
+use crate::job_spec::NewGroup;
 use crate::lease::RetryMode;
 use crate::name::check_name;
 use crate::queue::Queue;

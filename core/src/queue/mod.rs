@@ -19,9 +19,8 @@ mod quarantine;
 mod records;
 mod schedules;
 
-pub use crate::group::{
-    check_group_name, Dependency, GroupPolicy, GroupStatus, NewGroup, ParentFailure,
-};
+pub use crate::group::{check_group_name, Dependency, GroupPolicy, GroupStatus, ParentFailure};
+pub use crate::job_spec::NewGroup;
 pub use flow::PauseChange;
 pub use groups::{GroupCancelled, GroupRetried};
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};

@@ -45,7 +45,7 @@ use serde_json::{Map, Value};
 
 use crate::name::check_name;
 
-mod error;
+pub(crate) mod error;
 mod policy;
 mod ticks;
 mod window;

@@ -13,18 +13,7 @@ use crate::lease::Lease;
 pub(crate) use crate::lease_clock::deadline_margin;
 use crate::lease_clock::LeaseClock;
 use crate::metrics::{Metrics, PipelineLabels};
-use crate::pipeline::StepShared;
-
-/// Why a job's cancellation token fired.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StopWhy {
-    /// An operator asked to cancel (phase B).
-    Cancel(String),
-    /// The lease is gone (swept, re-leased, or we were cut off past its deadline): write nothing more.
-    Lost(String),
-    /// The worker's shutdown grace period ran out.
-    Shutdown,
-}
+use crate::pipeline::{StepShared, StopWhy};
 
 /// One held job.
 #[derive(Debug)]

@@ -25,7 +25,7 @@ use futures_util::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, info_span, warn, Instrument};
 
-use super::active::{ActiveJob, StopWhy};
+use super::active::ActiveJob;
 use super::runner::{AnyInput, Runner};
 use super::settler::Settler;
 use super::shared::Shared;
@@ -34,6 +34,7 @@ use super::watchdog;
 use crate::error::Error;
 use crate::lease::{Finished, Lease, Outcome, Started};
 use crate::metrics::StepLabels;
+use crate::pipeline::StopWhy;
 use crate::pipeline::{CleanupContext, CleanupReason, StepContext, StepError, StepSpec};
 use crate::queue::Queue;
 use crate::record::AttemptError;

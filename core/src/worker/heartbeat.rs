@@ -22,11 +22,11 @@ use deadpool_redis::redis;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::active::StopWhy;
 use super::shared::Shared;
 use super::sweeper::Sweeper;
 use crate::lease::{Lease, Renewal};
 use crate::metrics::QueueLabels;
+use crate::pipeline::StopWhy;
 use crate::queue::Queue;
 
 /// Settings and handles of a worker's heartbeat task.

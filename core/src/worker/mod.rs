@@ -45,13 +45,13 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use self::active::ActiveJobs;
-pub(crate) use self::active::StopWhy;
 use self::runner::{PipelineRunner, Runner};
 use self::shared::{RedisSource, Shared};
 pub use self::sweeper::sweep_queues;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+pub(crate) use crate::pipeline::StopWhy;
 use crate::pipeline::{queue_of, Pipeline};
 use crate::queue::{connect_pool, Queue};
 use std::net::SocketAddr;

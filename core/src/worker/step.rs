@@ -7,9 +7,10 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tracing::warn;
 
-use super::active::{ActiveJob, StopWhy};
+use super::active::ActiveJob;
 use super::runner::{AnyInput, Runner};
 use super::shared::Shared;
+use crate::pipeline::StopWhy;
 use crate::pipeline::{StepContext, StepError};
 
 /// How a step run ended.

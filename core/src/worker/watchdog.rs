@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::active::{deadline_margin, ActiveJob, StopWhy};
+use super::active::{deadline_margin, ActiveJob};
 use super::shared::Shared;
 use crate::metrics::QueueLabels;
+use crate::pipeline::StopWhy;
 
 /// The reason a job's step is given when its lease's local deadline passed.
 pub(crate) const DEADLINE_PASSED: &str =
