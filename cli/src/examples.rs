@@ -58,7 +58,7 @@ pub(crate) fn example(path: &str) -> Option<&'static str> {
 
 /// The command line's definition, every command with its examples.
 pub(crate) fn command() -> clap::Command {
-    with_examples(crate::Cli::command(), "")
+    with_examples(crate::grammar::Cli::command(), "")
 }
 
 fn with_examples(cmd: clap::Command, path: &str) -> clap::Command {

@@ -5,7 +5,7 @@ use leasehold_core::Error;
 
 /// Why the command failed, with its exit code.
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// Exit 2: the arguments cannot work.
     Usage(String),
     /// Exit 3: the job does not exist.
@@ -72,7 +72,7 @@ impl Failure {
 }
 
 /// A command's result.
-pub type Outcome<T = ()> = Result<T, Failure>;
+pub(crate) type Outcome<T = ()> = Result<T, Failure>;
 
 /// Whether `e` is the state model refusing a move (as opposed to Redis or the
 /// arguments failing).
@@ -97,7 +97,7 @@ pub(crate) fn is_auth_failure(e: &Error) -> bool {
 }
 
 /// Maps a core error to a failure and exit code.
-pub fn classify(shown_url: &str, e: Error) -> Failure {
+pub(crate) fn classify(shown_url: &str, e: Error) -> Failure {
     if let Some(hint) = e.cluster_hint() {
         // "give a cluster URL" only to who did not: through a cluster URL a
         // MOVED or ASK that outlived the client's retries is a master down

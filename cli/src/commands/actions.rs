@@ -7,8 +7,8 @@ use serde_json::json;
 use super::print_json;
 use crate::context::Ctx;
 use crate::failure::is_refusal;
+use crate::failure::{Failure, Outcome};
 use crate::wording;
-use crate::{Failure, Outcome};
 
 /// A failed action as a failure: a refusal in the operator's words, else as classified.
 fn action_error(ctx: &Ctx, op: &str, id: &JobId, queue: &str, e: Error) -> Failure {

@@ -8,8 +8,9 @@ use serde_json::json;
 use super::print_json;
 use crate::bulk::{self, BulkAction, Selection};
 use crate::context::Ctx;
+use crate::failure::{Failure, Outcome};
+use crate::grammar::{job_id, BulkCommand};
 use crate::progress::Progress;
-use crate::{job_id, BulkCommand, Failure, Outcome};
 
 /// `bulk ...`.
 pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::{Failure, Outcome};
+use crate::failure::{Failure, Outcome};
 
 /// `completions <shell>`: the completion script on stdout.
 pub(crate) fn completions(shell: clap_complete::Shell) -> Outcome {

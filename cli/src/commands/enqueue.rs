@@ -12,9 +12,10 @@ use serde_json::json;
 
 use super::print_json;
 use crate::context::Ctx;
+use crate::failure::{Failure, Outcome};
+use crate::grammar::{EnqueueArgs, ParentFailureArg};
 use crate::progress::Progress;
 use crate::time;
-use crate::{EnqueueArgs, Failure, Outcome, ParentFailureArg};
 
 /// Jobs per `enqueue_bulk` call of a backfill (one progress update each).
 const ENQUEUE_CHUNK: usize = 500;

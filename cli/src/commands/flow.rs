@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::print_json;
 use crate::context::Ctx;
-use crate::Outcome;
+use crate::failure::Outcome;
 
 /// `pause` (`resume` when `resume`).
 pub(crate) async fn pause(

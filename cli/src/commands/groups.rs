@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::{out, print_json};
 use crate::context::Ctx;
-use crate::{Failure, Outcome};
+use crate::failure::{Failure, Outcome};
 
 /// The queue holding group `name`: the one given, or the only one that has it.
 pub(crate) async fn locate_group(ctx: &Ctx, name: &str, given: Option<&str>) -> Outcome<Queue> {

@@ -38,7 +38,7 @@ pub(crate) mod worker;
 
 use serde::Serialize;
 
-use crate::{Failure, Outcome};
+use crate::failure::{Failure, Outcome};
 
 pub(crate) use actions::{cancel, delete, resolve, retry, run_now};
 pub(crate) use bulk::bulk;

@@ -9,7 +9,8 @@ use serde_json::json;
 
 use super::print_json;
 use crate::context::Ctx;
-use crate::{render, Failure, Outcome};
+use crate::failure::{Failure, Outcome};
+use crate::render;
 
 /// A quarantined job with its queue, as `--json` prints it.
 #[derive(Serialize)]

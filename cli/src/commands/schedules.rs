@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::{one, out, print_json};
 use crate::context::Ctx;
+use crate::failure::{Failure, Outcome};
 use crate::time;
-use crate::{Failure, Outcome};
 
 /// The queue holding schedule `name` (the one given, or the first found).
 async fn locate(ctx: &Ctx, name: &str, queue: Option<&str>) -> Outcome<(Queue, ScheduleInfo)> {

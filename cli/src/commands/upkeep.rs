@@ -7,9 +7,9 @@ use serde_json::json;
 
 use super::{one, print_json};
 use crate::context::Ctx;
+use crate::failure::Outcome;
 use crate::progress::Progress;
 use crate::time::human_duration;
-use crate::Outcome;
 
 /// `sweep`.
 pub(crate) async fn sweep(

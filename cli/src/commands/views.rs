@@ -9,8 +9,10 @@ use serde_json::json;
 
 use super::{one, out, print_json, print_json_line};
 use crate::context::{list_jobs_across, Ctx};
+use crate::failure::{Failure, Outcome};
+use crate::grammar::{job_id, JobsArgs, StateArg};
+use crate::render;
 use crate::wording::{self, Moment};
-use crate::{job_id, render, Failure, JobsArgs, Outcome, StateArg};
 
 /// How long one `XREAD BLOCK` of `events --follow` waits.
 const FOLLOW_BLOCK: Duration = Duration::from_secs(2);

@@ -3,36 +3,11 @@
 //! SIGTERM. The file is read and checked whole before the worker connects
 //! (see `pipelines_file.rs`), so a worker never starts half-configured.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
-use clap::Args;
-use leasehold_core::{parse_duration, shutdown_signal, Worker};
+use leasehold_core::{shutdown_signal, Worker};
 
 use crate::context::Ctx;
-use crate::{Failure, Outcome};
-
-/// `worker` options.
-#[derive(Debug, Args)]
-pub struct WorkerArgs {
-    /// The pipelines file (TOML): queues, pipelines and their steps as
-    /// commands. See docs/operations.md, "Process steps".
-    #[arg(long)]
-    pub pipelines: PathBuf,
-    /// Check the file, print what it declares and exit (no Redis needed).
-    #[arg(long)]
-    pub check: bool,
-    /// Jobs run at once.
-    #[arg(long, default_value_t = 4)]
-    pub concurrency: usize,
-    /// Lease time-to-live of pipelines that do not set one.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub lease_ttl: Duration,
-    /// On SIGINT/SIGTERM, how long running steps may go on before they are
-    /// cut off (process steps then get SIGTERM and their grace).
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub shutdown_grace: Duration,
-}
+use crate::failure::{Failure, Outcome};
+use crate::grammar::WorkerArgs;
 
 /// What `--check` prints: the pipelines and their steps.
 pub(crate) fn describe(args: &WorkerArgs) -> Outcome<String> {

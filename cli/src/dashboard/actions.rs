@@ -22,8 +22,8 @@ use super::error::{ApiError, DashError, PageError};
 use super::html::path_segment;
 use super::{session, App, Shared};
 use crate::failure::is_refusal;
+use crate::grammar::ResolveAs;
 use crate::wording;
-use crate::ResolveAs;
 
 /// Longest reason accepted.
 const MAX_REASON: usize = 2_000;
@@ -196,7 +196,7 @@ impl Action {
 /// Why the state model refused, in the command line's words.
 fn refused(action: Action, id: &JobId, queue: &str, e: Error) -> DashError {
     match wording::refused(action.name(), id, queue, e) {
-        crate::Failure::Refused(m) => DashError::Refused(m),
+        crate::failure::Failure::Refused(m) => DashError::Refused(m),
         other => DashError::Internal(other.message().to_owned()),
     }
 }

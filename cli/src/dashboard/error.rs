@@ -7,7 +7,7 @@ use maud::{html, Markup};
 use serde_json::json;
 
 use super::html::{layout, Nav};
-use crate::{classify, Failure};
+use crate::failure::{classify, Failure};
 
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -58,43 +58,14 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use clap::Args;
 use leasehold_core::{Queue, QueueConfig};
 use tokio::sync::Mutex;
 
 use crate::context::Ctx;
-use crate::{Failure, Outcome};
+use crate::failure::{Failure, Outcome};
 
+use crate::grammar::DashboardArgs;
 pub(crate) use actions::Token;
-pub(crate) use session::CookieSecure;
-
-/// `dashboard` options.
-#[derive(Debug, Args)]
-pub struct DashboardArgs {
-    /// Address to listen on (host:port). A non-loopback address needs --token.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub bind: String,
-    /// Token that enables cancel, retry, resolve and enqueue (sent as `Authorization:
-    /// Bearer` or typed into the action forms). Without it, actions are disabled.
-    /// Prefer the environment variable: a command line is visible to other users.
-    #[arg(long, env = "LEASEHOLD_DASHBOARD_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// Only these queues (default: every queue found under the prefix, looked up
-    /// again at most every 10 s).
-    #[arg(long)]
-    pub queue: Vec<String>,
-    /// Host names accepted in the `Host` header besides loopback ones (e.g. the
-    /// name of a reverse proxy in front of the dashboard).
-    #[arg(long)]
-    pub allow_host: Vec<String>,
-    /// How long a login lasts, in hours.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=720))]
-    pub session_hours: u64,
-    /// When the session cookie is marked Secure: auto (behind an https proxy
-    /// that sets X-Forwarded-Proto, or on a non-loopback address), always, never.
-    #[arg(long, value_enum, default_value_t = CookieSecure::Auto)]
-    pub cookie_secure: CookieSecure,
-}
 
 /// How long the list of discovered queues is reused.
 const QUEUE_CACHE: Duration = Duration::from_secs(10);

@@ -30,8 +30,9 @@ use axum::extract::{Form, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use clap::ValueEnum;
 use maud::html;
+
+use crate::grammar::CookieSecure;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
@@ -44,17 +45,6 @@ pub(crate) const COOKIE: &str = "leasehold_session";
 const MAX_SESSIONS: usize = 10_000;
 /// Largest form body read for its CSRF field.
 const MAX_FORM: usize = 256 * 1024;
-
-/// When the session cookie is marked `Secure`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CookieSecure {
-    /// Behind an https proxy (`X-Forwarded-Proto: https`) or on a non-loopback address.
-    Auto,
-    /// Always (the dashboard is reached over https only).
-    Always,
-    /// Never (plain http on loopback, e.g. through an SSH tunnel).
-    Never,
-}
 
 /// One logged-in operator.
 #[derive(Debug, Clone)]
