@@ -934,6 +934,13 @@ async fn schedule_tick_refuses_every_malformed_argument_before_writing() {
         Refused,
     ); // flow gates
     add(&mut cases, 28, &["running:2:p"], Accepted); // flow gates
+    add(&mut cases, 29, &["x", "00-0-0-01"], Refused); // trace context
+    add(
+        &mut cases,
+        29,
+        &["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+        Accepted,
+    ); // trace context
     run_cases(&srv, "schedule_tick", &cases, || async {
         registered_schedule(&srv, &q);
         let id = JobId::new();
@@ -974,6 +981,7 @@ async fn schedule_tick_refuses_every_malformed_argument_before_writing() {
                 "1",
                 "hold",
                 "0",
+                "",
                 "",
             ],
         )

@@ -2,10 +2,8 @@
 -- KEYS[10] ready:<pipeline>  KEYS[11] delayed:<pipeline>  KEYS[12] wake:<pipeline>
 -- KEYS[13..] job keys, one per job
 -- ARGV[4] queue  ARGV[5] pipeline  ARGV[6] job count
--- then per job 11 values: id, input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
---   rerun ('1': create a new job even when the key's latest job SUCCEEDED), flow (the
---   job's flow-control gates, lib/flow; '' for none: the field is then not written),
---   trace (the enqueuer's W3C traceparent, lib/create; '' for none: no field)
+-- then per job the 11 values of lib/create (id, input, input_key, resource,
+--   priority, delay_ms, max_attempts, stale_lock, rerun, flow, trace)
 -- An input key is idempotent: while a job with it is not terminal, that job is
 -- the answer ('existing'); when its latest job SUCCEEDED (recorded in
 -- `outcomes` for the queue's input window), that job is the answer
@@ -51,10 +49,6 @@ for i = 1, n do
   local a = 6 + (i - 1) * 11
   local bad_job = job_args_bad('enqueue', ARGV, a, i)
   if bad_job then return bad_job end
-  local flow = ARGV[a + 10]
-  if flow ~= '' and not gates_of(flow) then return bad_arg('enqueue', 'job ' .. i .. ' flow', flow) end
-  local trace = ARGV[a + 11]
-  if trace ~= '' and not traceparent_ok(trace) then return bad_arg('enqueue', 'job ' .. i .. ' trace', trace) end
 end
 local lg, ld, lp = ARGV[7 + 11 * n], ARGV[8 + 11 * n], ARGV[9 + 11 * n]
 if links then
@@ -76,7 +70,7 @@ local sb = search_batch()
 for i = 1, n do
   local a = 6 + (i - 1) * 11
   local id, status, previous, made = create_job(events, KEYS[12 + i], k_ready, k_delayed, queue, pipeline,
-    ARGV, a, '', ARGV[a + 10], ARGV[a + 11], sb)
+    ARGV, a, '', sb)
   if made then created = created + 1 end
   -- a dependent waits for its parents in the waiting index, in no ready set (lib/groups)
   if made and links and link_new_job(KEYS[12 + i], id, lg, ld, lp, now_ms()) then

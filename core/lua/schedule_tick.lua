@@ -8,9 +8,9 @@
 -- ARGV[11] overlap: allow | skip | wait  ARGV[12] grace (ms)
 -- ARGV[13] next due after the last window (ms, '' when the schedule ends there)
 -- ARGV[14] due windows before the first one that the catch-up left out  ARGV[15] by
--- ARGV[16] window count n, then per window 12 values: start (ms), end (ms), the
---   job's 9 values as lib/create reads them, and its flow-control gates (lib/flow;
---   '' for none), so a scheduled job passes the same limits as an enqueued one.
+-- ARGV[16] window count n, then per window 13 values: start (ms), end (ms), and
+--   the job's 11 values as lib/create reads them (its flow-control gates and
+--   trace among them), so a scheduled job is made as an enqueued one is.
 --
 -- Tick mode: the windows are the caller's computation from the cursor it last
 -- saw (ARGV[9]); when Redis holds another cursor (another replica claimed
@@ -66,12 +66,12 @@ if not left_out then return bad_arg(S, 'left-out count', ARGV[14]) end
 local by = ARGV[15] or ''
 local n = int_value(ARGV[16], 1)
 if not n or (mode == 'trigger' and n ~= 1) then return bad_arg(S, 'window count', ARGV[16]) end
-if #ARGV ~= 16 + 12 * n or #KEYS ~= 15 + n then
+if #ARGV ~= 16 + 13 * n or #KEYS ~= 15 + n then
   return redis.error_reply('BAD_ARG ' .. S .. ': ' .. n .. ' windows do not match ' .. #KEYS .. ' keys and ' .. #ARGV .. ' values')
 end
 local starts, ends = {}, {}
 for i = 1, n do
-  local a = 16 + (i - 1) * 12
+  local a = 16 + (i - 1) * 13
   starts[i], ends[i] = int_value(ARGV[a + 1], 0), int_value(ARGV[a + 2], 0)
   if not starts[i] or not ends[i] or starts[i] >= ends[i] then
     return bad_arg(S, 'window ' .. i, (ARGV[a + 1] or '') .. '..' .. (ARGV[a + 2] or ''))
@@ -79,8 +79,6 @@ for i = 1, n do
   if i > 1 and starts[i] ~= ends[i - 1] then return bad_arg(S, 'window ' .. i .. ' start (not contiguous)', ARGV[a + 1]) end
   local bad_job = job_args_bad(S, ARGV, a + 2, i)
   if bad_job then return bad_job end
-  local flow = ARGV[a + 12]
-  if flow ~= '' and not gates_of(flow) then return bad_arg(S, 'window ' .. i .. ' flow', flow) end
 end
 if mode == 'tick' then
   local first_ok = (left_out == 0 and starts[1] == tonumber(expected)) or (left_out > 0 and starts[1] > tonumber(expected))
@@ -97,10 +95,10 @@ local created = 0
 
 -- the outcome of creating window i's job: outcome, job id, enqueue status
 local function enqueue_window(i, outcome)
-  local a = 16 + (i - 1) * 12
+  local a = 16 + (i - 1) * 13
   -- the window in UTC RFC 3339 (the events' reader shows it as it is)
   local why = 'schedule ' .. name .. ' window ' .. utc_of(ARGV[a + 1]) .. '..' .. utc_of(ARGV[a + 2])
-  local id, status, _, made = create_job(events, KEYS[15 + i], k_ready, k_delayed, queue, pipeline, ARGV, a + 2, why, ARGV[a + 12], nil, sb)
+  local id, status, _, made = create_job(events, KEYS[15 + i], k_ready, k_delayed, queue, pipeline, ARGV, a + 2, why, sb)
   if made then created = created + 1 end
   return outcome, id, status
 end
@@ -140,7 +138,7 @@ if left_out > 0 then
   end
 end
 for i = 1, due do
-  local a = 16 + (i - 1) * 12
+  local a = 16 + (i - 1) * 13
   local late = now - ends[i]
   local outcome, id, status, why = nil, '', '', ''
   if paused then
@@ -191,7 +189,7 @@ if claimed > 0 then
   cursor = fmt(ends[claimed])
   new_next = (claimed < n) and fmt(ends[claimed + 1]) or next_due
   redis.call('HSET', K_SCHEDULE, 'cursor', cursor, 'next_due', new_next, 'last_tick_at', fmt(now),
-    'last_window', ARGV[16 + (claimed - 1) * 12 + 1] .. ':' .. cursor, 'waiting', held)
+    'last_window', ARGV[16 + (claimed - 1) * 13 + 1] .. ':' .. cursor, 'waiting', held)
   if last_job ~= '' then redis.call('HSET', K_SCHEDULE, 'last_job', last_job) end
   if lag_n > 0 then
     redis.call('HSET', K_SCHEDULE, 'last_lag_ms', fmt(lag_sum / lag_n))

@@ -1,12 +1,13 @@
 -- create: one new job in QUEUED (ready, or delayed until not-before), idempotent
 -- on its input key and id: the enqueue of `enqueue` and of `schedule_tick`.
--- A job is given as 9 values of the run's ARGV (`argv`, passed in: a library
--- file never reads ARGV itself) from offset `a` (argv[a + 1 .. a + 9]): id,
--- input, input_key, resource, priority, delay_ms, max_attempts, stale_lock,
--- rerun ('1': create a new job even when the key's latest job SUCCEEDED); its
--- flow-control gates (lib/flow) come apart, `flow` ('' or nil: none, and no field),
--- and so does its trace context, `trace` (a W3C traceparent, checked with
--- traceparent_ok; '' or nil: none, and no field: a plain job pays nothing).
+-- A job is given as JOB_VALUES (11) values of the run's ARGV (`argv`, passed
+-- in: a library file never reads ARGV itself) from offset `a` (argv[a + 1 ..
+-- a + 11]), in the one layout the client's new-job encoder writes
+-- (core/src/wire/new_job.rs): id, input, input_key, resource, priority,
+-- delay_ms, max_attempts, stale_lock, rerun ('1': create a new job even when
+-- the key's latest job SUCCEEDED), flow (its flow-control gates, lib/flow; ''
+-- for none, and no field), trace (a W3C traceparent; '' for none, and no
+-- field: a plain job pays nothing).
 -- A created job's input window (lib/search) is kept in its `window` field, and
 -- its search index members are added to `sb` (written once per call by the caller).
 --- @include "lib/keys"
@@ -15,17 +16,11 @@
 --- @include "lib/ready"
 --- @include "lib/args"
 --- @include "lib/search"
+--- @include "lib/flow"
 
+-- The values of one new job in a call's ARGV.
+local JOB_VALUES = 11
 local STALE_LOCKS = { hold = true, release = true }
--- each job's checked values: offset in its 9, name, check
-local JOB_CHECKS = {
-  { 1, 'id', function(v) return v ~= '' end },
-  { 5, 'priority', function(v) return int_value(v, 0, 255) end },
-  { 6, 'delay ms', function(v) return int_value(v, 0) end },
-  { 7, 'max attempts', function(v) return int_value(v, 1) end },
-  { 8, 'stale lock policy', function(v) return STALE_LOCKS[v] end },
-  { 9, 'rerun flag', function(v) return v == '1' or v == '0' or v == '' end },
-}
 
 -- Whether `v` is a W3C traceparent: version 00, a 32-hex trace id and a
 -- 16-hex parent id (neither all zeros), 2-hex flags, all lower case.
@@ -35,6 +30,18 @@ local function traceparent_ok(v)
   if string.find(v, '%u') then return false end
   return string.find(trace_id, '[^0]') ~= nil and string.find(parent_id, '[^0]') ~= nil
 end
+
+-- each job's checked values: offset in its JOB_VALUES, name, check
+local JOB_CHECKS = {
+  { 1, 'id', function(v) return v ~= '' end },
+  { 5, 'priority', function(v) return int_value(v, 0, 255) end },
+  { 6, 'delay ms', function(v) return int_value(v, 0) end },
+  { 7, 'max attempts', function(v) return int_value(v, 1) end },
+  { 8, 'stale lock policy', function(v) return STALE_LOCKS[v] end },
+  { 9, 'rerun flag', function(v) return v == '1' or v == '0' or v == '' end },
+  { 10, 'flow', function(v) return v == '' or gates_of(v) end },
+  { 11, 'trace', function(v) return v == '' or traceparent_ok(v) end },
+}
 
 -- The error reply for the first malformed value of job `i` at offset `a` of
 -- `argv` (for `script`), or nil.
@@ -70,7 +77,8 @@ end
 -- or id already has a job: existing_job), emitting `enqueue` with `why` (or the re-run's).
 -- Returns id, status ('created' | 'rerun' | 'existing' | 'succeeded'),
 -- previous id or '', and whether a job was created.
-local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why, flow, trace, sb)
+local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why, sb)
+  local flow, trace = argv[a + 10], argv[a + 11]
   local id, input, input_key, resource = argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4]
   local priority, delay_ms, max_attempts, stale_lock = argv[a + 5], tonumber(argv[a + 6]), argv[a + 7], argv[a + 8]
   local existing, previous = existing_job(argv, a, jk)

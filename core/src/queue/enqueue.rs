@@ -6,15 +6,9 @@ use crate::id::JobId;
 use crate::job_spec::NewJob;
 use crate::queue::groups::REFUSED;
 use crate::queue::{EnqueueStatus, Enqueued, Queue};
-use crate::wire::args::millis;
+use crate::wire::new_job::push_new_job;
 use crate::wire::reply::Reply;
 use crate::wire::scripts;
-
-/// The trace context a job carries: the one it was given, else (with the
-/// `otel` feature) the current span's; `None` for a plain job.
-fn trace_of(job: &NewJob) -> Option<String> {
-    job.traceparent.clone().or_else(crate::trace::current)
-}
 
 impl Queue {
     /// Enqueues one job. Idempotent on its input key.
@@ -58,17 +52,7 @@ impl Queue {
                     .collect();
                 for ((_, job), id) in chunk.iter().zip(&ids) {
                     inv.key(self.keys.job(id.as_str()));
-                    inv.arg(id.as_str())
-                        .arg(&job.input)
-                        .arg(job.input_key.as_deref().unwrap_or(""))
-                        .arg(job.resource.as_deref().unwrap_or(""))
-                        .arg(job.priority)
-                        .arg(millis(job.delay))
-                        .arg(job.max_attempts)
-                        .arg(job.stale_lock.as_str())
-                        .arg(if job.rerun { "1" } else { "0" })
-                        .arg(job.flow.as_deref().unwrap_or(""))
-                        .arg(trace_of(job).as_deref().unwrap_or(""));
+                    push_new_job(&mut inv, id, job);
                 }
                 if let Some((_, first)) = chunk.first() {
                     if first.has_links() {

@@ -15,6 +15,7 @@ use crate::queue::{EnqueueStatus, Queue};
 use crate::schedule::{DueWindows, Schedule, ScheduleDefinition, Window};
 use crate::state::JobState;
 use crate::wire::args::millis;
+use crate::wire::new_job::push_new_job;
 use crate::wire::reply::Reply;
 use crate::wire::scripts;
 
@@ -356,18 +357,8 @@ impl Queue {
         let ids: Vec<JobId> = jobs.iter().map(|_| JobId::default()).collect();
         for ((w, job), id) in due.windows.iter().zip(&jobs).zip(&ids) {
             inv.key(self.keys.job(id.as_str()));
-            inv.arg(w.start_ms())
-                .arg(w.end_ms())
-                .arg(id.as_str())
-                .arg(&job.input)
-                .arg(job.input_key.as_deref().unwrap_or(""))
-                .arg(job.resource.as_deref().unwrap_or(""))
-                .arg(job.priority)
-                .arg(millis(job.delay))
-                .arg(job.max_attempts)
-                .arg(job.stale_lock.as_str())
-                .arg(if job.rerun { "1" } else { "0" })
-                .arg(job.flow.as_deref().unwrap_or(""));
+            inv.arg(w.start_ms()).arg(w.end_ms());
+            push_new_job(&mut inv, id, job);
         }
         let mut reply = Reply::new("schedule_tick", self.invoke(&inv).await?)?;
         let status = reply.text()?;

@@ -11,6 +11,7 @@ pub(crate) mod call;
 pub(crate) mod holder;
 pub mod keys;
 pub(crate) mod lease;
+pub(crate) mod new_job;
 pub(crate) mod refusal;
 pub(crate) mod reply;
 pub(crate) mod scripts;
