@@ -118,6 +118,32 @@ impl fmt::Display for Dependency {
     }
 }
 
+/// Parses a parent as it is written on a command line or in a JSON body, the
+/// form [`Display`](fmt::Display) writes: a job id, or `group:<name>`.
+///
+/// ```
+/// use leasehold_core::{Dependency, JobId};
+///
+/// let id = JobId::new();
+/// assert_eq!(id.as_str().parse::<Dependency>()?, Dependency::Job(id.clone()));
+/// assert_eq!("group:nightly".parse::<Dependency>()?, Dependency::Group("nightly".into()));
+/// assert!("group:".parse::<Dependency>().is_err());
+/// # Ok::<(), leasehold_core::Error>(())
+/// ```
+impl std::str::FromStr for Dependency {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.strip_prefix("group:") {
+            Some(g) => {
+                check_group_name(g)?;
+                Ok(Dependency::Group(g.to_owned()))
+            }
+            None => Ok(Dependency::Job(JobId::parse(s)?)),
+        }
+    }
+}
+
 impl From<JobId> for Dependency {
     fn from(id: JobId) -> Self {
         Dependency::Job(id)

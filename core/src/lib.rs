@@ -42,6 +42,7 @@ pub mod pool;
 pub mod process;
 pub mod queue;
 pub mod record;
+mod round_trip;
 pub mod schedule;
 pub mod settle;
 pub mod state;

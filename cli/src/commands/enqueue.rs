@@ -5,7 +5,7 @@
 
 use leasehold_core::contract::unregistered_job;
 use leasehold_core::{
-    Client, Contract, Dependency, EnqueueOptions, EnqueueStatus, Enqueued, JobId, NewGroup, NewJob,
+    Client, Contract, Dependency, EnqueueOptions, EnqueueStatus, Enqueued, NewGroup, NewJob,
     ParentFailure, Queue,
 };
 use serde_json::json;
@@ -39,14 +39,9 @@ fn options(args: &EnqueueArgs) -> Outcome<EnqueueOptions> {
 fn dependencies(args: &EnqueueArgs) -> Outcome<Vec<Dependency>> {
     args.depends_on
         .iter()
-        .map(|d| match d.strip_prefix("group:") {
-            Some(g) => {
-                leasehold_core::check_group_name(g).map_err(|e| Failure::Usage(e.to_string()))?;
-                Ok(Dependency::Group(g.to_owned()))
-            }
-            None => JobId::parse(d)
-                .map(Dependency::Job)
-                .map_err(|e| Failure::Usage(format!("--depends-on {d:?}: {e}"))),
+        .map(|d| {
+            d.parse::<Dependency>()
+                .map_err(|e| Failure::Usage(format!("--depends-on {d:?}: {e}")))
         })
         .collect()
 }

@@ -14,14 +14,15 @@
 //! looked up that way too.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 
 use deadpool_redis::redis;
 use serde::{Deserialize, Serialize};
 
-use super::conn::escape_glob;
 use super::{Inspector, JobPage, JobSummary, Page};
 use crate::error::{Error, Result};
 use crate::pool::{RedisConn, Target};
+use crate::round_trip::{escape_glob, scan_pages};
 use crate::state::JobState;
 
 /// Most index entries one criterion of a search reads; a criterion that
@@ -123,38 +124,26 @@ impl Inspector {
     ) -> Result<(Vec<String>, usize, bool)> {
         let head = format!("{}:job:", self.keys().base());
         let pattern = format!("{}{}*", escape_glob(&head), escape_glob(prefix));
-        let mut cursor: u64 = 0;
         let mut ids = Vec::new();
         let mut read = 0usize;
-        loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000);
-            // On a cluster the master of the queue's slot holds its job keys.
-            let (next, keys): (u64, Vec<Vec<u8>>) = self
-                .timed(conn.query_at(Target::SlotOf(self.keys().base()), &scan))
-                .await?;
+        let mut truncated = false;
+        // On a cluster the master of the queue's slot holds its job keys.
+        let target = Target::SlotOf(self.keys().base());
+        scan_pages(conn, self.config(), target, &pattern, |keys| {
             read += keys.len();
-            for k in keys {
-                if let Some(id) = k
-                    .strip_prefix(head.as_bytes())
+            ids.extend(keys.iter().filter_map(|k| {
+                k.strip_prefix(head.as_bytes())
                     .and_then(|id| String::from_utf8(id.to_vec()).ok())
-                {
-                    ids.push(id);
-                }
-            }
+            }));
             if ids.len() >= SEARCH_CAP {
                 ids.truncate(SEARCH_CAP);
-                return Ok((ids, read, true));
+                truncated = true;
+                return ControlFlow::Break(());
             }
-            if next == 0 {
-                return Ok((ids, read, false));
-            }
-            cursor = next;
-        }
+            ControlFlow::Continue(())
+        })
+        .await?;
+        Ok((ids, read, truncated))
     }
 
     /// The jobs matching `search`, newest change first, paged (see the module

@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, AsyncCommands as _};
+use deadpool_redis::redis::AsyncCommands as _;
 
 use crate::error::{Error, Result};
 use crate::flow::{Pause, PauseScope, Rate};
 use crate::name::check_name;
 use crate::queue::Queue;
+use crate::round_trip::{escape_glob, scan_pages};
 use crate::wire::reply::Reply;
 use crate::wire::scripts;
 
@@ -124,29 +125,19 @@ impl Queue {
             .collect();
         for kind in ["ready", "delayed"] {
             let head = format!("{}:{kind}:", self.keys.base());
-            let pattern = format!("{}*", crate::inspect::conn::escape_glob(&head));
-            let mut cursor: u64 = 0;
-            loop {
-                let mut scan = redis::cmd("SCAN");
-                scan.arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000);
-                let target = crate::pool::Target::SlotOf(self.keys.base());
-                let (next, keys): (u64, Vec<String>) =
-                    self.timed(conn.query_at(target, &scan)).await?;
+            let pattern = format!("{}*", escape_glob(&head));
+            let target = crate::pool::Target::SlotOf(self.keys.base());
+            scan_pages(&mut conn, &self.config, target, &pattern, |keys| {
                 names.extend(
                     keys.iter()
+                        .filter_map(|k| std::str::from_utf8(k).ok())
                         .filter_map(|k| k.strip_prefix(&head))
                         .filter(|p| check_name("pipeline name", p).is_ok())
                         .map(str::to_owned),
                 );
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
+                std::ops::ControlFlow::Continue(())
+            })
+            .await?;
         }
         Ok(names.into_iter().collect())
     }

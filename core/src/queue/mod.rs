@@ -171,10 +171,7 @@ impl Queue {
         &self,
         fut: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T> {
-        match tokio::time::timeout(self.config.response_timeout, fut).await {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(Error::Timeout(self.config.response_timeout)),
-        }
+        crate::round_trip::timed(&self.config, fut).await
     }
 
     /// Checks that Redis answers.

@@ -300,11 +300,7 @@ pub(super) async fn enqueue(
     let group = request.group.clone();
     let mut parents = Vec::new();
     for (i, d) in request.depends_on.iter().flatten().enumerate() {
-        let parent = match d.strip_prefix("group:") {
-            Some(g) => leasehold_core::check_group_name(g)
-                .map(|()| leasehold_core::Dependency::Group(g.to_owned())),
-            None => leasehold_core::JobId::parse(d).map(leasehold_core::Dependency::Job),
-        };
+        let parent = d.parse::<leasehold_core::Dependency>();
         parents
             .push(parent.map_err(|e| bad_field(&format!("/depends_on/{i}"), None, e.to_string()))?);
     }
