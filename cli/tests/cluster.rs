@@ -205,79 +205,10 @@ async fn a_server_url_of_a_cluster_node_says_to_use_a_cluster_url() {
 /// certificates; without it the test says so and passes.
 #[tokio::test]
 async fn tls_and_an_acl_user_on_a_cluster() {
-    if std::process::Command::new("openssl")
-        .arg("version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: the openssl command is not installed (apt-get install openssl)");
+    let Some(tls) = support::tls::make() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().to_owned();
-    let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
-    let openssl = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(&dir)
-            .output()
-            .expect("openssl runs");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     };
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=leasehold test CA",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-    ]);
-    openssl(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=localhost",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-    ]);
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-        "-out",
-        "server.pem",
-    ]);
-    let (cert, key, ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
+    let (cert, key, ca) = (tls.cert.clone(), tls.key.clone(), tls.ca.clone());
     let tls_ports: Vec<u16> = (0..3)
         .map(|_| {
             std::net::TcpListener::bind("127.0.0.1:0")

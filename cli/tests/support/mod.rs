@@ -1,7 +1,7 @@
 //! Shared by the `leasehold` binary's integration tests: the command builder
 //! and what a run did ([`binary`]), populating a queue through the `Queue`
-//! client ([`jobs`]), and a running dashboard with an HTTP client for it
-//! ([`dashboard`]).
+//! client ([`jobs`]), a running dashboard with an HTTP client for it
+//! ([`dashboard`]), and a TLS certificate fixture ([`tls`]).
 //!
 //! Each test file includes it with `mod support;` and uses what it needs, so
 //! some items are unused in any one file.
@@ -11,3 +11,4 @@
 pub(crate) mod binary;
 pub(crate) mod dashboard;
 pub(crate) mod jobs;
+pub(crate) mod tls;
