@@ -6,6 +6,8 @@
 //! The scripts are small `sh` and `python3` programs written by each test into
 //! a temporary directory. Every wait is on a condition with a generous deadline.
 
+mod support;
+
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use leasehold_core::process::{read_records, CutWhy, DeclaredPipeline, ProcessRec
 use leasehold_core::{JobId, JobState, PipelineOptions, Queue, QueueConfig, RetryPolicy, Worker};
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde_json::{json, Value};
+use support::{connect, redis_now, wait_for_held_settle};
 
 /// Deadline of every wait.
 const WAIT: Duration = Duration::from_secs(30);
@@ -139,12 +142,6 @@ async fn enqueue(url: &str, pipeline: &str, input: &Value) -> JobId {
         .await
         .unwrap()
         .id
-}
-
-async fn queue(url: &str, name: &str) -> Queue {
-    Queue::connect(url, name, QueueConfig::default())
-        .await
-        .unwrap()
 }
 
 /// A worker serving one process step in its own OS process
@@ -284,7 +281,7 @@ while True:
             .grace(Duration::from_secs(5)),
     );
     let worker = serve(&srv.url(), pipeline).await;
-    let q = queue(&srv.url(), "cancelme").await;
+    let q = connect(&srv.url(), "cancelme").await;
     let id = enqueue(&srv.url(), "cancelme", &json!({})).await;
     let pid: i32 = file(&ready).await.trim().parse().unwrap();
     let cancel_at = now_ms();
@@ -327,7 +324,7 @@ async fn a_script_ignoring_sigterm_is_killed_at_the_end_of_its_grace() {
     let pipeline = DeclaredPipeline::new("stubborn")
         .step("work", ProcessStep::new("sh").arg(&path).grace(grace));
     let worker = serve(&srv.url(), pipeline).await;
-    let q = queue(&srv.url(), "stubborn").await;
+    let q = connect(&srv.url(), "stubborn").await;
     let id = enqueue(&srv.url(), "stubborn", &json!({})).await;
     wait_until_async(WAIT, "the script started", || {
         let ok = ready.exists();
@@ -372,7 +369,7 @@ async fn a_step_past_its_time_limit_is_cut_off_and_fails_retryable() {
         )
         .options(PipelineOptions::new().retry(RetryPolicy::NONE));
     let worker = serve(&srv.url(), pipeline).await;
-    let q = queue(&srv.url(), "slow").await;
+    let q = connect(&srv.url(), "slow").await;
     let id = enqueue(&srv.url(), "slow", &json!({})).await;
     let job = ended(&q, &id).await;
     assert_eq!(job.state, JobState::Failed, "{job:?}");
@@ -430,7 +427,7 @@ json.dump({"seen": json.load(open(os.environ["LEASEHOLD_PREVIOUS"]))}, open(os.e
                 .retry(RetryPolicy::exponential(3).initial_backoff(Duration::from_millis(20))),
         );
     let worker = serve(&srv.url(), pipeline).await;
-    let q = queue(&srv.url(), "retrying").await;
+    let q = connect(&srv.url(), "retrying").await;
     let id = enqueue(&srv.url(), "retrying", &json!({})).await;
     let job = ended(&q, &id).await;
     assert_eq!(job.state, JobState::Succeeded, "{job:?}");
@@ -474,7 +471,7 @@ async fn exit_codes_map_to_outcomes_per_step() {
                 .retry(RetryPolicy::exponential(3).initial_backoff(Duration::from_millis(10))),
         );
     let worker = serve(&srv.url(), pipeline).await;
-    let q = queue(&srv.url(), "codes").await;
+    let q = connect(&srv.url(), "codes").await;
     let id = enqueue(&srv.url(), "codes", &json!({})).await;
     let job = ended(&q, &id).await;
     // any other code than 75 is permanent by default: no second attempt
@@ -497,7 +494,7 @@ async fn exit_codes_map_to_outcomes_per_step() {
                 .retry(RetryPolicy::exponential(3).initial_backoff(Duration::from_millis(10))),
         );
     let worker = serve(&srv.url(), pipeline).await;
-    let q = queue(&srv.url(), "codes2").await;
+    let q = connect(&srv.url(), "codes2").await;
     let id = enqueue(&srv.url(), "codes2", &json!({})).await;
     let job = ended(&q, &id).await;
     // 3 retryable for this step; a signal the worker did not send is retryable
@@ -552,7 +549,7 @@ sys.stderr.write("warning: something\n")
     let path = script(dir.path(), "loud.py", &body);
     // the worker in its own process, so its memory is its own in /proc
     let (mut worker, _) = Fixture::start(&srv.url(), "loud", &[], PYTHON, &[path.as_os_str()]);
-    let q = queue(&srv.url(), "loud").await;
+    let q = connect(&srv.url(), "loud").await;
     let id = enqueue(&srv.url(), "loud", &json!({})).await;
     wait_until_async(WAIT, "the progress is recorded", || {
         let q = q.clone();
@@ -659,7 +656,7 @@ json.dump(out, open(os.environ["LEASEHOLD_OUTPUT"], "w"))
         .input_key_template("{shop}:{window.start}")
         .unwrap();
     let worker = serve(&srv.url(), pipeline).await;
-    let q = queue(&srv.url(), "hostile").await;
+    let q = connect(&srv.url(), "hostile").await;
     let input = json!({
         "shop": "acme",
         "note": "a \"b\" $(c) `d`\n'e' ünïcödé \u{0000} \\ tab\t",
@@ -722,7 +719,7 @@ async fn a_worker_cut_off_from_redis_kills_its_script_before_the_lease_deadline(
         .step("work", ProcessStep::new("sh").arg(&path))
         .options(PipelineOptions::new().lease_ttl(Duration::from_secs(5)));
     let worker = serve(&proxy.url(), pipeline).await;
-    let q = queue(&srv.url(), "cutoff").await;
+    let q = connect(&srv.url(), "cutoff").await;
     let id = enqueue(&srv.url(), "cutoff", &json!({})).await;
     wait_until_async(WAIT, "the script started", || {
         let ok = ready.exists();
@@ -799,28 +796,6 @@ async fn kill_9_of_the_worker_leaves_no_child_alive() {
     .await;
 }
 
-/// Redis's clock, in milliseconds.
-async fn redis_now(queue: &Queue) -> i64 {
-    let mut conn = queue.pool().get().await.unwrap();
-    let (secs, micros): (i64, i64) = leasehold_core::redis::cmd("TIME")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    secs * 1000 + micros / 1000
-}
-
-/// Whether a `settle` call (a lease) is among the bytes `proxy` holds within `within`.
-async fn wait_for_held_settle(proxy: &leasehold_testkit::TcpProxy, within: Duration) -> bool {
-    let until = std::time::Instant::now() + within;
-    while std::time::Instant::now() < until {
-        if proxy.held_requests().windows(6).any(|w| w == b"settle") {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
-
 /// A worker frozen (SIGSTOP) with its lease-and-start call in flight: the call
 /// is held in a stalled proxy (the job is enqueued meanwhile) until the worker
 /// is stopped, then let through, so Redis leases and starts the job (its first step a process step) for a
@@ -861,7 +836,7 @@ async fn a_worker_woken_after_its_job_was_swept_spawns_no_process() {
         "sh",
         &[path.as_os_str()],
     );
-    let q = queue(&srv.url(), "frozen").await;
+    let q = connect(&srv.url(), "frozen").await;
     // hold one of the worker's idle lease calls (sent while no job is
     // queued; Redis runs it only when the proxy lets it through). A stall that
     // caught a call already on its way to Redis holds its reply instead, and
@@ -942,7 +917,7 @@ async fn retention_deletes_the_process_records_with_their_job() {
     let srv = RedisServer::start();
     let pipeline = DeclaredPipeline::new("kept").step("say", ProcessStep::shell("echo hello"));
     let worker = serve(&srv.url(), pipeline).await;
-    let q = queue(&srv.url(), "kept").await;
+    let q = connect(&srv.url(), "kept").await;
     let first = enqueue(&srv.url(), "kept", &json!({"n": 1})).await;
     assert_eq!(ended(&q, &first).await.state, JobState::Succeeded);
     assert_eq!(record(&q, &first, 1, "say").await.stdout_tail, "hello\n");
@@ -996,7 +971,7 @@ async fn the_cleanup_command_learns_that_a_step_was_cut_off() {
         .step("long", ProcessStep::new("sh").arg(&long))
         .cleanup(ProcessStep::new("sh").arg(&cleanup));
     let worker = serve(&srv.url(), pipeline).await;
-    let q = queue(&srv.url(), "cleaned").await;
+    let q = connect(&srv.url(), "cleaned").await;
     let id = enqueue(&srv.url(), "cleaned", &json!({"table": "sales"})).await;
     file(&ready).await;
     q.cancel(&id, "wrong table", "test").await.unwrap();

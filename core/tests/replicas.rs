@@ -9,6 +9,8 @@
 //! run one at a time (they are timing-sensitive: leases of 1 s renewed every
 //! 250 ms), and on failure each replica's output is printed.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -23,6 +25,7 @@ use leasehold_core::{
 use leasehold_testkit::{wait_until_async, RedisServer, TcpProxy};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use support::{redis_now, settle_held};
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_leasehold-replica-fixture");
 /// Deadline of every wait.
@@ -434,12 +437,6 @@ async fn wait_span(queue: &Queue, what: &str, pred: impl Fn(&Span) -> bool) -> S
         spans(queue).await.into_iter().find(|s| pred(s))
     })
     .await
-}
-
-/// Redis `TIME` in ms.
-async fn redis_now(queue: &Queue) -> i64 {
-    let (s, us): (i64, i64) = query(queue, &mut redis::cmd("TIME")).await;
-    s * 1000 + us / 1000
 }
 
 fn step_names(job: &Job, attempt: usize) -> Vec<String> {
@@ -1550,7 +1547,7 @@ async fn frozen_holding_a_started_lease(
         let deadline = Instant::now() + Duration::from_secs(3);
         let mut held = false;
         while !held && Instant::now() < deadline {
-            held = proxy.held_requests().windows(6).any(|w| w == b"settle");
+            held = settle_held(proxy);
             if !held {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
