@@ -35,8 +35,12 @@
 #[cfg(unix)]
 mod declared;
 #[cfg(unix)]
+mod exit_codes;
+#[cfg(unix)]
 mod logs;
 mod record;
+#[cfg(unix)]
+mod report;
 #[cfg(unix)]
 mod step;
 #[cfg(unix)]
@@ -45,9 +49,9 @@ mod supervisor;
 #[cfg(unix)]
 pub use self::declared::DeclaredPipeline;
 #[cfg(unix)]
+pub use self::exit_codes::{ExitCodes, EXIT_PERMANENT, EXIT_RETRYABLE};
+#[cfg(unix)]
 pub use self::logs::PROGRESS_PREFIX;
 pub use self::record::{read as read_records, CutOff, CutWhy, ProcessRecord};
 #[cfg(unix)]
-pub use self::step::{
-    ExitCodes, ProcessStep, DEFAULT_GRACE, DEFAULT_TAIL_BYTES, EXIT_PERMANENT, EXIT_RETRYABLE,
-};
+pub use self::step::{ProcessStep, DEFAULT_GRACE, DEFAULT_TAIL_BYTES};

@@ -9,79 +9,19 @@ use tokio::process::Command;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use super::exit_codes::ExitCodes;
 use super::logs::{pump, Sink, Tail};
-use super::record::{self, CutOff, CutWhy, ProcessRecord};
+use super::record::{CutOff, CutWhy, ProcessRecord};
+use super::report::{collect, progress_labels, read_output, report_progress, save};
 use super::supervisor::Supervised;
 use crate::pipeline::StopWhy;
 use crate::pipeline::{StepContext, StepError};
 use crate::record::Millis;
 
-/// The exit code of a retryable failure (`EX_TEMPFAIL`).
-pub const EXIT_RETRYABLE: i32 = 75;
-/// The conventional exit code of a permanent failure (`EX_DATAERR`); by
-/// default every non-zero code but [`EXIT_RETRYABLE`] is permanent.
-pub const EXIT_PERMANENT: i32 = 65;
 /// The default grace between SIGTERM and SIGKILL.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// The default bytes kept of each of stdout and stderr.
 pub const DEFAULT_TAIL_BYTES: usize = 16 * 1024;
-/// The largest output file read back.
-const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
-/// How often at most a step's progress is written to Redis.
-const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-
-/// How a process step's exit codes map to outcomes (0 is always success).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ExitCodes {
-    /// Codes meaning "a new attempt may succeed" (default: 75).
-    pub retryable: Vec<i32>,
-    /// Codes meaning "no retry can fix this" (default: 65).
-    pub permanent: Vec<i32>,
-    /// Whether any other non-zero code is retryable (default: permanent).
-    pub others_retryable: bool,
-}
-
-impl Default for ExitCodes {
-    fn default() -> Self {
-        ExitCodes {
-            retryable: vec![EXIT_RETRYABLE],
-            permanent: vec![EXIT_PERMANENT],
-            others_retryable: false,
-        }
-    }
-}
-
-impl ExitCodes {
-    /// Sets the retryable codes.
-    #[must_use]
-    pub fn retryable(mut self, codes: impl IntoIterator<Item = i32>) -> Self {
-        self.retryable = codes.into_iter().collect();
-        self
-    }
-    /// Sets the permanent codes.
-    #[must_use]
-    pub fn permanent(mut self, codes: impl IntoIterator<Item = i32>) -> Self {
-        self.permanent = codes.into_iter().collect();
-        self
-    }
-    /// Sets whether codes in neither list are retryable.
-    #[must_use]
-    pub fn others_retryable(mut self, retryable: bool) -> Self {
-        self.others_retryable = retryable;
-        self
-    }
-    /// Whether a failure with non-zero `code` is retryable.
-    pub fn is_retryable(&self, code: i32) -> bool {
-        if self.retryable.contains(&code) {
-            true
-        } else if self.permanent.contains(&code) {
-            false
-        } else {
-            self.others_retryable
-        }
-    }
-}
 
 /// A step that runs a program (see the module documentation).
 #[derive(Debug, Clone)]
@@ -573,113 +513,6 @@ impl ProcessStep {
                 StepError::retryable(format!("{program} ended without an exit code"))
                     .with_kind("exit"),
             ),
-        }
-    }
-}
-
-/// The output the child wrote: checked to be JSON, `null` when it wrote none.
-fn read_output(path: &std::path::Path) -> Result<String, StepError> {
-    let bad = |why: String| Err(StepError::permanent(why).with_kind("output"));
-    let len = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok("null".to_owned()),
-        Err(e) => return bad(format!("cannot read its output file: {e}")),
-    };
-    if len > MAX_OUTPUT_BYTES {
-        return bad(format!(
-            "its output file has {len} bytes, more than the {MAX_OUTPUT_BYTES} allowed"
-        ));
-    }
-    let text = match std::fs::read(path) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(_) => return bad("its output file is not UTF-8".to_owned()),
-        },
-        Err(e) => return bad(format!("cannot read its output file: {e}")),
-    };
-    let text = text.trim();
-    if text.is_empty() {
-        return Ok("null".to_owned());
-    }
-    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
-        Ok(_) => Ok(text.to_owned()),
-        Err(e) => bad(format!("its output is not JSON: {e}")),
-    }
-}
-
-/// A log reader's result (none if it could not finish: a process that left
-/// the group keeps the pipe open).
-async fn collect(handle: tokio::task::JoinHandle<Sink>) -> Option<Sink> {
-    let abort = handle.abort_handle();
-    match tokio::time::timeout(Duration::from_secs(2), handle).await {
-        Ok(Ok(sink)) => Some(sink),
-        _ => {
-            abort.abort();
-            None
-        }
-    }
-}
-
-/// Writes the step's progress while it runs, at most once per [`PROGRESS_EVERY`].
-async fn report_progress(
-    ctx: StepContext,
-    mut progress: watch::Receiver<Option<f64>>,
-    started_at: Millis,
-    pid: u32,
-) {
-    while progress.changed().await.is_ok() {
-        let value = *progress.borrow_and_update();
-        if let (Some(metrics), Some(labels), Some(value)) =
-            (ctx.metrics(), progress_labels(&ctx), value)
-        {
-            metrics.step_progress.get_or_create(&labels).set(value);
-        }
-        let record = ProcessRecord {
-            attempt: ctx.attempt(),
-            step: ctx.step().to_owned(),
-            pid: Some(pid),
-            started_at,
-            ended_at: None,
-            exit_code: None,
-            signal: None,
-            outcome: "running".to_owned(),
-            cut_off: None,
-            progress: value,
-            stdout_tail: String::new(),
-            stderr_tail: String::new(),
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-        };
-        save(&ctx, &record).await;
-        tokio::time::sleep(PROGRESS_EVERY).await;
-    }
-}
-
-/// The labels of the step's progress metric (none outside a worker).
-fn progress_labels(ctx: &StepContext) -> Option<crate::metrics::ProgressLabels> {
-    Some(crate::metrics::ProgressLabels {
-        queue: ctx.queue()?.name().to_owned(),
-        pipeline: ctx.lease()?.pipeline.clone(),
-        step: ctx.step().to_owned(),
-        job: ctx.job().to_string(),
-    })
-}
-
-/// Writes `record` while the attempt holds its lease (nothing once it is lost).
-async fn save(ctx: &StepContext, record: &ProcessRecord) {
-    let (Some(queue), Some(lease)) = (ctx.queue(), ctx.lease()) else {
-        return;
-    };
-    if matches!(ctx.stop_why(), Some(StopWhy::Lost(_))) {
-        return;
-    }
-    match record::write(queue, lease, record).await {
-        Ok(true) => {}
-        Ok(false) => {
-            warn!(job = %ctx.job(), step = ctx.step(), "process record not written: the lease is gone")
-        }
-        Err(e) => {
-            warn!(job = %ctx.job(), step = ctx.step(), error = %e, "process record not written")
         }
     }
 }
