@@ -205,6 +205,21 @@ pub mod __private {
     /// Fails to compile unless `Param` is `Output`.
     pub fn check_previous_output<Output, Param: PreviousOutput<Output>>() {}
 
+    /// Implemented only by [`Window`](crate::Window): checks that a scheduled
+    /// pipeline's `window` field has the type the scheduler fills in.
+    #[diagnostic::on_unimplemented(
+        message = "the `window` field of a scheduled pipeline's input is `{Self}`, not `leasehold::schedule::Window`",
+        label = "the scheduler fills this field with the tick's window",
+        note = "declare it as `window: leasehold::schedule::Window` (or `Window` from `leasehold::prelude`)"
+    )]
+    pub trait ScheduleWindow {}
+
+    impl ScheduleWindow for crate::Window {}
+
+    /// The `window` field of a scheduled pipeline's input, checked to be a
+    /// [`Window`](crate::Window).
+    pub fn schedule_window<W: ScheduleWindow>(_window: &W) {}
+
     /// Implemented only by `Input` itself: checks, at a step's `&Input`
     /// parameter, that it is the pipeline's input type, and hands it over.
     #[diagnostic::on_unimplemented(

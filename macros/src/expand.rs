@@ -280,6 +280,11 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
 fn key_fn(fn_name: &Ident, template: &Template) -> TokenStream {
     let span = template.lit.span();
     let input = Ident::new("input", span);
+    // The field names resolve as the user wrote them but belong to this
+    // expansion: rustc then reports an unknown field at the template without
+    // a "similar name" rewrite of the whole literal (which would replace the
+    // template with a bare field name).
+    let field_span = Span::mixed_site().located_at(span);
     let mut format = String::new();
     let mut args = Vec::new();
     for part in &template.parts {
@@ -288,10 +293,10 @@ fn key_fn(fn_name: &Ident, template: &Template) -> TokenStream {
             Part::Field(members) => {
                 format.push_str("{}");
                 let members = members.iter().map(|m| match m {
-                    Member::Named(n) => Ident::new(n, span).into_token_stream(),
+                    Member::Named(n) => Ident::new(n, field_span).into_token_stream(),
                     Member::Index(i) => {
                         let mut index = Literal::u32_unsuffixed(*i);
-                        index.set_span(span);
+                        index.set_span(field_span);
                         index.into_token_stream()
                     }
                 });

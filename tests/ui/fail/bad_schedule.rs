@@ -31,15 +31,4 @@ impl Hourly {
     }
 }
 
-struct Minutely;
-
-#[pipeline(schedule(every = "1m"))]
-impl Minutely {
-    #[step]
-    async fn run(&self, _ctx: &StepContext, input: &NoWindow) -> Result<(), StepError> {
-        let _ = &input.table;
-        Ok(())
-    }
-}
-
 fn main() {}
