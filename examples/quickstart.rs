@@ -11,7 +11,7 @@ use leasehold::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// The job input: the fixed input boundary of one job.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Greeting {
     name: String,
 }

@@ -112,6 +112,26 @@ impl Contract {
         &self.spec
     }
 
+    /// Why inputs are not checked against a schema, when they are not: the
+    /// pipeline publishes none (`#[pipeline(input_schema = false)]`, or a
+    /// process pipeline without `input_schema`). Enqueue paths print it.
+    pub fn unchecked_note(&self) -> Option<String> {
+        if self.validator.is_some() {
+            return None;
+        }
+        Some(match &self.spec.input_schema {
+            None => format!(
+                "input not checked: pipeline {} publishes no input schema",
+                self.spec.name
+            ),
+            Some(_) => format!(
+                "input not checked: pipeline {} publishes an input schema, but this program was \
+                 built without leasehold's `validate` feature",
+                self.spec.name
+            ),
+        })
+    }
+
     /// Checks `input` (JSON text) against the input schema: the error names
     /// the JSON path of the first offending value (`/window/start`; `/` for
     /// the whole input).

@@ -222,6 +222,13 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
                 quote!(const #name: ::core::option::Option<&'static str> = ::core::option::Option::Some(#lit);)
             })
         });
+        // Spanned at the input type, so an input without a schema is
+        // reported where the first step names it.
+        let input_schema = if model.input_schema {
+            quote_spanned!(span_of(input)=> ::leasehold::__private::schema::of::<#input>())
+        } else {
+            quote!(::core::option::Option::None)
+        };
         let run_step = run_step(model);
         let cleanup = cleanup(model);
         let schedules = model
@@ -231,9 +238,7 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
         quote! {
             #(#templates)*
             fn input_schema() -> ::core::option::Option<::leasehold::__private::serde_json::Value> {
-                #[allow(unused_imports)]
-                use ::leasehold::__private::schema::{WithSchema as _, WithoutSchema as _};
-                (&::leasehold::__private::schema::Probe::<#input>::NEW).input_schema()
+                #input_schema
             }
             #resource_key #input_key #limiter_key #schedules #run_step #cleanup
         }

@@ -1,8 +1,8 @@
-use leasehold::pipeline;
+use leasehold::{pipeline, schemars, JsonSchema};
 use leasehold::pipeline::{StepContext, StepError};
 use serde::{Deserialize, Serialize};
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct NoWindow {
     table: String,
 }

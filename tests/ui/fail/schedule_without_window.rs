@@ -1,8 +1,8 @@
-use leasehold::pipeline;
+use leasehold::{pipeline, schemars, JsonSchema};
 use leasehold::pipeline::{StepContext, StepError};
 use serde::{Deserialize, Serialize};
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct Tick {
     table: String,
 }
@@ -20,7 +20,7 @@ impl Minutely {
 }
 
 /// The window is there but of the wrong type.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct WrongWindow {
     window: String,
 }
