@@ -72,6 +72,21 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Cargo features
+//!
+//! None is on by default: a program that only runs Rust workers builds no
+//! HTTP server and no JSON-Schema validator.
+//!
+//! | feature | what it adds | pulls in |
+//! |---|---|---|
+//! | `metrics-server` | `WorkerBuilder::metrics_addr`: the worker serves Prometheus metrics at `/metrics` (the metrics are recorded without it; `Metrics::encode` gives the text for a server of your own) | axum, hyper |
+//! | `validate` | inputs checked against the pipeline's published JSON Schema on enqueues that do not come from typed Rust (`Client::enqueue_json`, a schedule's JSON `input`); without it they are checked as JSON only | jsonschema |
+//! | `otel` | OTLP export of step spans, trace contexts carried into jobs ([`otel`](crate::otel)) | opentelemetry |
+//!
+//! Publishing a pipeline's input schema needs no feature: the `leasehold`
+//! CLI and its HTTP enqueue (built with `validate`) check every input against
+//! it whatever the worker was built with.
 
 pub use leasehold_macros::pipeline;
 
