@@ -15,10 +15,11 @@ use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{Queue, QueueConfig};
 use leasehold::schedule::Window;
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct Tick {
     window: Window,
 }

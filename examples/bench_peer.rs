@@ -51,16 +51,17 @@ use leasehold::pipeline;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{Client, QueueConfig};
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use serde::{Deserialize, Serialize};
 
 /// The job input of `w1`, `w2` and `hold`: the peers' `{ i }`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Item {
     i: u64,
 }
 
 /// The job input of `lat`: the wall-clock time of the enqueue call.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Stamped {
     i: u64,
     t_us: u64,

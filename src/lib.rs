@@ -24,8 +24,10 @@
 //! use leasehold::prelude::*;
 //! use serde::{Deserialize, Serialize};
 //!
-//! /// The fixed input boundary of one job.
-//! #[derive(Serialize, Deserialize)]
+//! /// The fixed input boundary of one job. Its JSON Schema (the derive,
+//! /// from the prelude) is published with the pipeline: the CLI and HTTP
+//! /// enqueue check every input against it.
+//! #[derive(Serialize, Deserialize, JsonSchema)]
 //! struct Window { shop_id: String, hour: u32 }
 //!
 //! struct HourlySales;
@@ -70,6 +72,21 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Cargo features
+//!
+//! None is on by default: a program that only runs Rust workers builds no
+//! HTTP server and no JSON-Schema validator.
+//!
+//! | feature | what it adds | pulls in |
+//! |---|---|---|
+//! | `metrics-server` | `WorkerBuilder::metrics_addr`: the worker serves Prometheus metrics at `/metrics` (the metrics are recorded without it; `Metrics::encode` gives the text for a server of your own) | axum, hyper |
+//! | `validate` | inputs checked against the pipeline's published JSON Schema on enqueues that do not come from typed Rust (`Client::enqueue_json`, a schedule's JSON `input`); without it they are checked as JSON only | jsonschema |
+//! | `otel` | OTLP export of step spans, trace contexts carried into jobs ([`otel`](crate::otel)) | opentelemetry |
+//!
+//! Publishing a pipeline's input schema needs no feature: the `leasehold`
+//! CLI and its HTTP enqueue (built with `validate`) check every input against
+//! it whatever the worker was built with.
 
 pub use leasehold_macros::pipeline;
 
@@ -79,21 +96,28 @@ pub use leasehold_core::{parse_duration, DurationError, Error, Result};
 pub use leasehold_core::jiff;
 /// The `redis` crate leasehold uses (re-exported from `deadpool-redis`).
 pub use leasehold_core::redis;
-/// The JSON Schema derive for pipeline inputs (`#[derive(leasehold::schemars::JsonSchema)]`
-/// with `#[schemars(crate = "leasehold::schemars")]`).
+/// The JSON Schema library of pipeline inputs. Its derive expands to paths
+/// under `schemars::`, so with this module in scope (`use leasehold::prelude::*;`
+/// or `use leasehold::schemars;`) `#[derive(JsonSchema)]` needs no
+/// `#[schemars(crate = ...)]` line and no dependency of your own.
 pub use leasehold_core::schemars;
+/// The derive (and trait) of an input's JSON Schema, which `#[pipeline]`
+/// publishes so the CLI and HTTP enqueue check every input against it.
+pub use leasehold_core::JsonSchema;
 
 /// What most programs need: `use leasehold::prelude::*;` brings the
 /// [`pipeline`](macro@crate::pipeline) attribute, the step types, the
 /// [`Client`](crate::queue::Client) that enqueues, the
 /// [`Worker`](crate::worker::Worker) that runs, and a job's id, state and
-/// schedule window.
+/// schedule window, and the `JsonSchema` derive (with the `schemars` path
+/// it expands to) that every pipeline input carries.
 pub mod prelude {
     pub use crate::pipeline;
     pub use crate::pipeline::{CleanupContext, CleanupReason, Pipeline, StepContext, StepError};
     pub use crate::queue::{Client, JobId, JobState, QueueConfig};
     pub use crate::schedule::Window;
     pub use crate::worker::Worker;
+    pub use crate::{schemars, JsonSchema};
 }
 
 /// Defining pipelines: the trait `#[pipeline]` implements, what a step is

@@ -20,6 +20,7 @@ use leasehold::pipeline;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{Client, JobId, JobState, QueueConfig};
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::{wait_until_async, RedisServer, TcpProxy};
 use serde::{Deserialize, Serialize};
 use support::get;
@@ -89,7 +90,7 @@ fn log_lines(needle: &str) -> Vec<String> {
 // ---- the pipeline -----------------------------------------------------------------
 
 /// A job's input: how long its one step works.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Work {
     ms: u64,
 }

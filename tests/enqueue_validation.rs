@@ -9,6 +9,7 @@ use std::time::Duration;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{Client, JobId, NewJob, Queue, QueueConfig};
 use leasehold::{pipeline, Error};
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use support::{connect, get};
@@ -86,8 +87,8 @@ async fn names_with_format_characters_are_refused_and_nothing_is_written() {
     assert!(Queue::with_pool(q.pool().clone(), &"é".repeat(101), QueueConfig::default()).is_err());
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, leasehold::schemars::JsonSchema)]
-#[schemars(crate = "leasehold::schemars")]
+// no `#[schemars(crate = ...)]` line: `schemars` is in scope from the import
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Window {
     shop: String,
     hour: u32,
@@ -173,7 +174,8 @@ async fn the_typed_client_takes_delay_priority_attempts_and_an_id() {
     assert_eq!(get::<String>(&srv, &["HGET", &key, "max_attempts"]), "3");
 }
 
-/// An input type without a JSON Schema: the spec says so and enqueues check JSON only.
+/// An input whose pipeline opts out of publishing a schema
+/// (`input_schema = false`): the spec says so and enqueues check JSON only.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Plain {
     n: u32,
@@ -182,7 +184,7 @@ struct Plain {
 #[derive(Clone)]
 struct Loose;
 
-#[pipeline(name = "loose", queue = "typed")]
+#[pipeline(name = "loose", queue = "typed", input_schema = false)]
 impl Loose {
     #[step]
     async fn only(&self, _ctx: &StepContext, _input: &Plain) -> Result<(), StepError> {

@@ -13,6 +13,7 @@ use leasehold::pipeline;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{job_for, Client, JobId, JobState, NewJob, Queue, QueueConfig};
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::RedisServer;
 use support::{connect, events, force_expire, get, job, zmembers, zscore, TTL};
 
@@ -347,7 +348,7 @@ async fn jobs_without_flow_control_write_no_flow_keys() {
 
 // ---- declared in #[pipeline], run by a worker ------------------------------------
 
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, JsonSchema)]
 struct Call {
     shop: String,
     i: u32,

@@ -18,6 +18,7 @@ use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{JobId, JobState, NewJob, Queue, QueueConfig, RetryMode};
 use leasehold::redis::AsyncCommands;
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use support::{eventually, get, group_count_errors};
@@ -28,13 +29,13 @@ const ROLE: &str = "LEASEHOLD_TEST_WORKER_URL";
 const QUEUE: &str = "gp";
 
 /// A window to load; its output is `n`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Item {
     n: u64,
 }
 
 /// The completion job's input: the group to aggregate.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct GroupRef {
     group: String,
 }

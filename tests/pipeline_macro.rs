@@ -11,10 +11,11 @@ use leasehold::pipeline::{
     UnknownStep,
 };
 use leasehold::queue::{JobId, StaleLock};
+use leasehold::{schemars, JsonSchema};
 use serde::{Deserialize, Serialize};
 
 /// The input window of the test pipeline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Window {
     shop_id: String,
     hour: u32,

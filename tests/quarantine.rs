@@ -13,13 +13,14 @@ use leasehold::queue::{Client, JobId, JobState, Queue, QueueConfig};
 use leasehold::redis;
 use leasehold::worker::Worker;
 use leasehold::{pipeline, Error};
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 use support::{events, force_expire, get, zscore};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Item {
     i: u64,
 }

@@ -14,6 +14,7 @@ use leasehold::pipeline;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{NewJob, Queue, QueueConfig, Retention};
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use support::get;
@@ -24,7 +25,7 @@ const QUEUE: &str = "pace";
 /// a worker's call ends at most its concurrency's worth).
 const SLACK: i64 = 0;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Item {
     i: u64,
 }

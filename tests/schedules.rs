@@ -24,6 +24,7 @@ use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{Queue, QueueConfig};
 use leasehold::schedule::Window;
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 
@@ -32,7 +33,7 @@ const QUEUE: &str = "sched";
 /// Deadline of every wait.
 const WAIT: Duration = Duration::from_secs(60);
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct TickInput {
     window: Window,
     table: String,

@@ -10,6 +10,7 @@ use leasehold::pipeline;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{Client, JobId, JobState, NewJob, QueueConfig};
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 use support::{connect, get, TTL};
@@ -72,7 +73,7 @@ async fn tokens_go_to_their_pipeline_and_a_lease_that_drains_it_drops_them() {
     assert_eq!(llen(&srv, &k.wake("pc")), 2);
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Item {
     i: u64,
 }

@@ -14,6 +14,7 @@ use leasehold::pipeline;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{Client, JobId, JobState, QueueConfig};
 use leasehold::worker::{Worker, WorkerBuilder};
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 use support::get;
@@ -21,7 +22,7 @@ use support::get;
 const WAIT: Duration = Duration::from_secs(30);
 const LEASES: &str = "leasehold:{pf}:leases";
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Item {
     i: u64,
 }

@@ -30,6 +30,7 @@ use leasehold::pipeline;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{Client, JobId, JobState, Queue, QueueConfig};
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -39,7 +40,7 @@ use tokio::process::{Child, Command};
 const TOKEN: &str = "browser-test-token-42";
 
 /// The job input.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Window {
     shop: String,
     /// The load step waits for a cancel instead of finishing.

@@ -3,6 +3,8 @@
 //! resource and input key from the pipeline's templates (so a backfill of one
 //! resource never overlaps), refuses an input of the wrong shape with its JSON
 //! path, and re-running a half-failed backfill runs only the failed windows.
+//! A pipeline that publishes no input schema is enqueued with a note saying
+//! its input is not checked.
 
 mod support;
 
@@ -10,9 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold::pipeline;
-use leasehold::pipeline::{StepContext, StepError};
-use leasehold::worker::Worker;
+use leasehold::prelude::*;
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -25,9 +25,9 @@ const QUEUE: &str = "warehouse";
 /// Deadline of every wait.
 const WAIT: Duration = Duration::from_secs(30);
 
-/// One hour of one shop.
-#[derive(Debug, Clone, Serialize, Deserialize, leasehold::schemars::JsonSchema)]
-#[schemars(crate = "leasehold::schemars")]
+/// One hour of one shop. `#[derive(JsonSchema)]` with the prelude in scope
+/// is all a pipeline needs to publish its input schema.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Window {
     shop: String,
     from: String,
@@ -70,10 +70,27 @@ impl Backfill {
     }
 }
 
+/// An input whose pipeline publishes no schema (`input_schema = false`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Loose {
+    n: u32,
+}
+
+struct Unchecked;
+
+#[pipeline(name = "unchecked_load", queue = "warehouse", input_schema = false)]
+impl Unchecked {
+    #[step]
+    async fn load(&self, _ctx: &StepContext, _input: &Loose) -> Result<(), StepError> {
+        Ok(())
+    }
+}
+
 /// A worker serving the pipeline at concurrency 4 until the sender is dropped.
 async fn worker(url: &str, record: Arc<Mutex<Record>>) -> oneshot::Sender<()> {
     let w = Worker::builder(url)
         .pipeline(Backfill { record })
+        .pipeline(Unchecked)
         .concurrency(4)
         .max_idle_wait(Duration::from_millis(200))
         .build()
@@ -274,6 +291,84 @@ async fn a_bad_input_shape_is_refused_with_its_json_path_and_writes_nothing() {
         leasehold::redis::Value::Array(vec![]),
         "a refused enqueue wrote a job"
     );
+    drop(stop);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_is_checked_by_default_and_a_pipeline_without_a_schema_says_so() {
+    let srv = RedisServer::start();
+    let record = Arc::new(Mutex::new(Record::default()));
+    let stop = worker(&srv.url(), record).await;
+    registered(&srv).await;
+    // the default pipeline (no attribute beyond the derive): a wrong type is
+    // refused with exit 2, naming the field, and nothing is written
+    let run = cli(
+        &srv,
+        &[
+            "enqueue",
+            "hourly_load",
+            "--input",
+            r#"{"shop":["a"],"from":"f","to":"t"}"#,
+        ],
+    )
+    .await
+    .code(2);
+    assert!(
+        run.stderr.contains("/shop") && run.stderr.contains("hourly_load"),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains("not checked"), "{run:?}");
+    // a well-formed input: created, and --json says it was checked
+    let run = cli(
+        &srv,
+        &[
+            "enqueue",
+            "hourly_load",
+            "--input",
+            r#"{"shop":"a","from":"f","to":"t"}"#,
+            "--json",
+        ],
+    )
+    .await
+    .ok();
+    assert_eq!(run.json()["input_checked"], true, "{run:?}");
+    assert!(!run.stderr.contains("not checked"), "{run:?}");
+    // the pipeline that publishes no schema: enqueued, and the output says so
+    let q = queue(&srv, QUEUE).await;
+    wait_until_async(WAIT, "the unchecked spec is published", || {
+        let q = q.clone();
+        async move { matches!(q.pipeline_spec("unchecked_load").await, Ok(Some(_))) }
+    })
+    .await;
+    let run = cli(
+        &srv,
+        &[
+            "enqueue",
+            "unchecked_load",
+            "--input",
+            r#"{"n":"not a number"}"#,
+        ],
+    )
+    .await
+    .ok();
+    assert!(
+        run.stderr
+            .contains("input not checked: pipeline unchecked_load publishes no input schema"),
+        "{run:?}"
+    );
+    let run = cli(
+        &srv,
+        &[
+            "enqueue",
+            "unchecked_load",
+            "--input",
+            r#"{"n":2}"#,
+            "--json",
+        ],
+    )
+    .await
+    .ok();
+    assert_eq!(run.json()["input_checked"], false, "{run:?}");
     drop(stop);
 }
 

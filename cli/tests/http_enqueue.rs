@@ -121,6 +121,9 @@ async fn one_job_gets_the_contracts_keys_and_the_same_again_is_existing() {
         (&json!(1), &json!(0), &json!(0), &json!(0)),
         "{v}"
     );
+    // the spec publishes an input schema: the input was checked, no note
+    assert_eq!(v["input_checked"], true, "{v}");
+    assert_eq!(v.get("note"), None, "{v}");
     let job = &v["jobs"][0];
     assert_eq!(job["status"], "created");
     assert_eq!(job["previous"], Value::Null);
@@ -327,6 +330,11 @@ async fn an_unregistered_pipeline_is_404_unless_the_body_says_unregistered() {
     });
     let (status, v) = post_text(&url, body.to_string(), Some(TOKEN)).await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
+    assert_eq!(v["input_checked"], false, "{v}");
+    assert_eq!(
+        v["note"], "input not checked: pipeline adhoc is enqueued unregistered",
+        "{v}"
+    );
     let key = q.keys().job(id_of(&v["jobs"][0]).as_str());
     assert_eq!(hget(&srv, &key, "pipeline"), "adhoc");
     assert_eq!(hget(&srv, &key, "resource"), "box:1");
@@ -498,4 +506,32 @@ fn the_docs_show_the_python_example_as_it_is() {
         docs.contains(&format!("```python\n{script}```")),
         "docs/operations.md's Python example differs from examples/enqueue_http.py"
     );
+}
+
+#[tokio::test]
+async fn a_pipeline_without_an_input_schema_is_enqueued_with_a_note_saying_so() {
+    let (srv, q, dash) = scene().await;
+    let mut loose = spec(QUEUE);
+    loose.name = "loose".into();
+    loose.input_schema = None;
+    loose.version = loose.digest();
+    q.register_pipeline(&loose).await.unwrap();
+    let url = jobs_url(&dash, QUEUE, "loose");
+    // any JSON goes in: nothing can check its shape
+    let (status, v) = post_text(
+        &url,
+        json!({ "input": { "shop": "a", "hour": 7 } }).to_string(),
+        Some(TOKEN),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    assert_eq!(v["input_checked"], false, "{v}");
+    assert_eq!(
+        v["note"], "input not checked: pipeline loose publishes no input schema",
+        "{v}"
+    );
+    let key = q.keys().job(id_of(&v["jobs"][0]).as_str());
+    assert_eq!(hget(&srv, &key, "pipeline"), "loose");
+    drop(srv);
+    dash.stop().await;
 }

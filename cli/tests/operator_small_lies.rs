@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use leasehold::pipeline;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -67,7 +68,7 @@ async fn events_follow_into_a_closed_pipe_exits_quietly_without_a_panic() {
 }
 
 /// The job input of the idle pipeline.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Nothing {}
 
 struct Idle;

@@ -15,6 +15,7 @@ use leasehold::pipeline;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{Client, JobId, JobState, Queue, QueueConfig};
 use leasehold::worker::{Worker, WorkerBuilder};
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -22,7 +23,7 @@ use support::binary::{command, run_cmd, Run};
 use support::dashboard::{http, Dashboard};
 
 /// The job input.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Input {
     n: u32,
 }

@@ -13,6 +13,7 @@ use leasehold::pipeline;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::schedule::Window;
 use leasehold::worker::Worker;
+use leasehold::{schemars, JsonSchema};
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,7 +24,7 @@ use tokio::sync::oneshot;
 const QUEUE: &str = "nightly";
 const WAIT: Duration = Duration::from_secs(30);
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 struct Tick {
     window: Window,
     table: String,

@@ -53,6 +53,7 @@ impl EnqueueOptions {
 /// compiled and its templates parsed once.
 pub struct Contract {
     spec: PipelineSpec,
+    #[cfg(feature = "validate")]
     validator: Option<jsonschema::Validator>,
     resource: Option<KeyTemplate>,
     input_key: Option<KeyTemplate>,
@@ -63,7 +64,7 @@ impl std::fmt::Debug for Contract {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Contract")
             .field("pipeline", &self.spec.name)
-            .field("schema", &self.validator.is_some())
+            .field("schema_checked", &self.unchecked_note().is_none())
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +80,7 @@ fn bad_spec(spec: &PipelineSpec, what: &str, problem: impl std::fmt::Display) ->
 impl Contract {
     /// Prepares `spec`'s checks.
     pub fn new(spec: PipelineSpec) -> Result<Self> {
+        #[cfg(feature = "validate")]
         let validator = match &spec.input_schema {
             Some(schema) => Some(
                 jsonschema::validator_for(schema)
@@ -100,6 +102,7 @@ impl Contract {
         )?;
         Ok(Contract {
             spec,
+            #[cfg(feature = "validate")]
             validator,
             resource,
             input_key,
@@ -112,9 +115,40 @@ impl Contract {
         &self.spec
     }
 
+    /// Why inputs are not checked against a schema, when they are not: the
+    /// pipeline publishes none (`#[pipeline(input_schema = false)]`, or a
+    /// process pipeline without `input_schema`). Enqueue paths print it.
+    pub fn unchecked_note(&self) -> Option<String> {
+        #[cfg(feature = "validate")]
+        if self.validator.is_some() {
+            return None;
+        }
+        Some(match &self.spec.input_schema {
+            None => format!(
+                "input not checked: pipeline {} publishes no input schema",
+                self.spec.name
+            ),
+            Some(_) => format!(
+                "input not checked: pipeline {} publishes an input schema, but this program was \
+                 built without leasehold's `validate` feature",
+                self.spec.name
+            ),
+        })
+    }
+
+    /// Checks `input` (JSON text) against the input schema: the error names
+    /// the JSON path of the first offending value (`/window/start`; `/` for
+    /// the whole input). Without the `validate` feature nothing is checked
+    /// ([`Contract::unchecked_note`] says so).
+    #[cfg(not(feature = "validate"))]
+    pub fn check_input(&self, _input: &serde_json::Value) -> Result<()> {
+        Ok(())
+    }
+
     /// Checks `input` (JSON text) against the input schema: the error names
     /// the JSON path of the first offending value (`/window/start`; `/` for
     /// the whole input).
+    #[cfg(feature = "validate")]
     pub fn check_input(&self, input: &serde_json::Value) -> Result<()> {
         let Some(validator) = &self.validator else {
             return Ok(());

@@ -1,7 +1,9 @@
 //! Prometheus metrics of a worker (and of the dashboard, which adds the
 //! per-state job counts it reads from Redis).
 
+#[cfg(feature = "metrics-server")]
 use std::net::SocketAddr;
+#[cfg(feature = "metrics-server")]
 use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -10,7 +12,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use tracing::{info, warn};
+#[cfg(feature = "metrics-server")]
+use tracing::info;
+use tracing::warn;
 
 /// Labels: queue.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -295,7 +299,8 @@ impl Metrics {
 /// The content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// An axum router serving `GET /metrics`.
+/// An axum router serving `GET /metrics` (feature `metrics-server`).
+#[cfg(feature = "metrics-server")]
 pub fn router(metrics: Arc<Metrics>) -> axum::Router {
     axum::Router::new().route(
         "/metrics",
@@ -311,7 +316,9 @@ pub fn router(metrics: Arc<Metrics>) -> axum::Router {
     )
 }
 
-/// Serves `GET /metrics` on `addr` until `stop` completes.
+/// Serves `GET /metrics` on `addr` until `stop` completes (feature
+/// `metrics-server`).
+#[cfg(feature = "metrics-server")]
 pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,

@@ -222,6 +222,13 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
                 quote!(const #name: ::core::option::Option<&'static str> = ::core::option::Option::Some(#lit);)
             })
         });
+        // Spanned at the input type, so an input without a schema is
+        // reported where the first step names it.
+        let input_schema = if model.input_schema {
+            quote_spanned!(span_of(input)=> ::leasehold::__private::schema::of::<#input>())
+        } else {
+            quote!(::core::option::Option::None)
+        };
         let run_step = run_step(model);
         let cleanup = cleanup(model);
         let schedules = model
@@ -231,9 +238,7 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
         quote! {
             #(#templates)*
             fn input_schema() -> ::core::option::Option<::leasehold::__private::serde_json::Value> {
-                #[allow(unused_imports)]
-                use ::leasehold::__private::schema::{WithSchema as _, WithoutSchema as _};
-                (&::leasehold::__private::schema::Probe::<#input>::NEW).input_schema()
+                #input_schema
             }
             #resource_key #input_key #limiter_key #schedules #run_step #cleanup
         }
@@ -280,6 +285,11 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
 fn key_fn(fn_name: &Ident, template: &Template) -> TokenStream {
     let span = template.lit.span();
     let input = Ident::new("input", span);
+    // The field names resolve as the user wrote them but belong to this
+    // expansion: rustc then reports an unknown field at the template without
+    // a "similar name" rewrite of the whole literal (which would replace the
+    // template with a bare field name).
+    let field_span = Span::mixed_site().located_at(span);
     let mut format = String::new();
     let mut args = Vec::new();
     for part in &template.parts {
@@ -288,10 +298,10 @@ fn key_fn(fn_name: &Ident, template: &Template) -> TokenStream {
             Part::Field(members) => {
                 format.push_str("{}");
                 let members = members.iter().map(|m| match m {
-                    Member::Named(n) => Ident::new(n, span).into_token_stream(),
+                    Member::Named(n) => Ident::new(n, field_span).into_token_stream(),
                     Member::Index(i) => {
                         let mut index = Literal::u32_unsuffixed(*i);
-                        index.set_span(span);
+                        index.set_span(field_span);
                         index.into_token_stream()
                     }
                 });

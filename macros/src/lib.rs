@@ -40,9 +40,10 @@ mod template;
 /// ```
 /// use leasehold::pipeline;
 /// use leasehold::pipeline::{CleanupContext, Pipeline, StepContext, StepError};
+/// use leasehold::{schemars, JsonSchema};
 /// use serde::{Deserialize, Serialize};
 ///
-/// #[derive(Debug, Serialize, Deserialize)]
+/// #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 /// pub struct Window {
 ///     shop_id: String,
 ///     hour: u32,
@@ -125,6 +126,17 @@ mod template;
 /// | `jitter` | number in 0..=1 | `0.2` | random spread of the wait (± this fraction) |
 /// | `on_stale` | `"hold"` or `"release"` | `"hold"` | whether a STALE job keeps its resource lock |
 /// | `schedule(...)` | see below | none | ticks that each enqueue one job for a time window |
+/// | `input_schema` | `true` or `false` | `true` | publish the input's JSON Schema, which the CLI and HTTP enqueue check every input against |
+///
+/// The input type's JSON Schema is published with the pipeline, so the input
+/// type implements `JsonSchema`: `#[derive(JsonSchema)]` with `schemars` in
+/// scope (`use leasehold::prelude::*;`, or `use leasehold::{schemars, JsonSchema};`)
+/// and no other attribute; standard types (`String`, numbers, `Vec`,
+/// `serde_json::Value`) have one already. An input without one is a compile
+/// error at the step parameter that names it, saying what to add.
+/// `input_schema = false` publishes none (for an input type that cannot have
+/// one): enqueues from the CLI and HTTP then check only that the input is JSON,
+/// and say in their output that it was not checked.
 ///
 /// `schedule(cron = "30 2 * * *", zone = "Europe/Berlin", ...)` or
 /// `schedule(every = "1h", ...)` makes every worker serving the pipeline
@@ -132,7 +144,9 @@ mod template;
 /// replica comes first, a job for the window `[previous tick, tick)`. The cron
 /// literal (5 fields, or 6 with seconds first) is checked at compile time. The
 /// input type must have a `window: leasehold::schedule::Window` field (a compile error
-/// at `schedule` otherwise); the static `input` (a JSON object) fills the rest.
+/// at `schedule` otherwise: rustc's "no field `window`" when it is missing, a
+/// leasehold message naming the type to use when it has another type); the
+/// static `input` (a JSON object) fills the rest.
 /// Settings: `name` (default: the pipeline's name), `cron` or `every`, `zone`
 /// (IANA, default UTC), `start` / `end` (RFC 3339), `catch_up` (`"all"`,
 /// `"latest"` (default), `"none"`), `catch_up_max` (with `"all"`), `overlap`
@@ -142,7 +156,8 @@ mod template;
 /// A template is text with `{field}` placeholders over the fields of the input
 /// type (`{a.b}` for nested fields, `{0}` for tuple structs; `{{` and `}}` are
 /// literal braces). Each field must implement `Display`. A field the input
-/// lacks is a compile error pointing at the template.
+/// lacks is a compile error pointing at the template (rustc's "no field `x` on
+/// type `&Input`": the macro sees the impl block, not the input type's fields).
 ///
 /// # Steps: `#[step]` / `#[step(...)]`
 ///

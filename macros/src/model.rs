@@ -30,6 +30,9 @@ pub(crate) struct Model {
     pub lease_ttl: Option<Duration>,
     pub retry: Retry,
     pub release_on_stale: bool,
+    /// Publish the input's JSON Schema (the default; `input_schema = false`
+    /// publishes none, and enqueues from the CLI and HTTP say so).
+    pub input_schema: bool,
     pub resource: Option<Template>,
     pub input_key: Option<Template>,
     /// Flow control: `resource_limit`, `max_running`, `rate`, `limiter`.
@@ -107,6 +110,7 @@ const PIPELINE_KEYS: &[&str] = &[
     "rate",
     "limiter",
     "schedule",
+    "input_schema",
 ];
 
 const STEP_KEYS: &[&str] = &["timeout", "retry"];
@@ -133,6 +137,7 @@ pub(crate) fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> 
         lease_ttl: None,
         retry: Retry::default(),
         release_on_stale: false,
+        input_schema: true,
         resource: None,
         input_key: None,
         flow: Flow::default(),
@@ -291,6 +296,11 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
             }
             "input_key" => model.input_key = read_template(&setting, false, errors),
             "schedule" => model.schedule = crate::schedule::read(&setting, errors),
+            "input_schema" => {
+                if let Some(publish) = errors.ok(setting.boolean("false")) {
+                    model.input_schema = publish;
+                }
+            }
             "lease_ttl" => {
                 if let Some((ttl, span)) = errors.ok(setting.duration()) {
                     if ttl.is_zero() {

@@ -54,6 +54,22 @@ impl Setting {
         Ok((duration, lit.span()))
     }
 
+    /// A boolean, `true` or `false`.
+    pub(crate) fn boolean(&self, example: &str) -> syn::Result<bool> {
+        match self.value(example)? {
+            Expr::Lit(ExprLit {
+                lit: Lit::Bool(b), ..
+            }) => Ok(b.value),
+            other => Err(syn::Error::new_spanned(
+                other,
+                format!(
+                    "expected `true` or `false`, like `{} = {example}`",
+                    self.key
+                ),
+            )),
+        }
+    }
+
     /// A positive integer.
     pub(crate) fn count(&self, example: &str) -> syn::Result<u32> {
         match self.value(example)? {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
-use syn::LitStr;
+use syn::{Ident, LitStr};
 
 use crate::errors::Errors;
 use crate::options::{self, Setting};
@@ -203,11 +203,15 @@ pub(crate) fn expand(d: &ScheduleDecl, pipeline_name: &str, input: &syn::Type) -
     if let Some(json) = &d.input {
         chain = quote!(#chain.input_json(#json)?);
     }
+    // A scheduled pipeline's input carries the tick's window. The field name
+    // belongs to this expansion (rustc names the missing field and lists the
+    // input's fields without rewriting `schedule`); its type is checked by a
+    // bound whose message says what to write.
+    let window = Ident::new("window", Span::mixed_site().located_at(d.span));
     let check = quote_spanned! {d.span=>
-        // a scheduled pipeline's input carries the tick's window
         #[allow(dead_code)]
-        fn __leasehold_schedule_window(input: &#input) -> &::leasehold::__private::core::Window {
-            &input.window
+        fn __leasehold_schedule_window(input: &#input) {
+            ::leasehold::__private::schedule_window(&input.#window);
         }
     };
     quote! {

@@ -180,7 +180,15 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
             .contract(&args.pipeline, args.queue.as_deref())
             .await
             .map_err(|e| ctx.fail(e))?;
+        if let Some(note) = contract.unchecked_note() {
+            eprintln!("note: {note}");
+        }
         (q, Target::Registered(Box::new(contract)))
+    };
+    // whether the inputs are checked against a published input schema
+    let input_checked = match &target {
+        Target::Registered(c) => c.unchecked_note().is_none(),
+        Target::Unregistered => false,
     };
     let deps = dependencies(&args)?;
     ensure_group(ctx, &q, &args).await?;
@@ -196,6 +204,7 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
             return print_json(&json!({
                 "queue": q.name(), "pipeline": args.pipeline, "id": done.id,
                 "created": done.created, "status": done.status, "previous": done.previous,
+                "input_checked": input_checked,
             }));
         }
         outln!("{}", said(&done, &q));
@@ -268,6 +277,7 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
             "rerun": counts.rerun,
             "existing": counts.running,
             "succeeded": counts.succeeded,
+            "input_checked": input_checked,
             "jobs": listed,
         }));
     }

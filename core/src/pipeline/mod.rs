@@ -109,9 +109,9 @@ pub trait Pipeline: Send + Sync + 'static {
     }
 
     /// The JSON Schema of the input type, published in the spec and checked on
-    /// enqueues that do not come from Rust. `#[pipeline]` derives it when the
-    /// input type implements `schemars::JsonSchema` (re-exported as
-    /// `leasehold::schemars`); `None` otherwise.
+    /// enqueues that do not come from Rust. `#[pipeline]` publishes the input
+    /// type's `schemars::JsonSchema` (re-exported as `leasehold::schemars`),
+    /// and `None` with `#[pipeline(input_schema = false)]`.
     fn input_schema() -> Option<serde_json::Value> {
         None
     }

@@ -54,6 +54,7 @@ use crate::metrics::Metrics;
 pub(crate) use crate::pipeline::StopWhy;
 use crate::pipeline::{queue_of, Pipeline};
 use crate::queue::{connect_pool, Queue};
+#[cfg(feature = "metrics-server")]
 use std::net::SocketAddr;
 
 /// Settings of a worker; build one with [`Worker::builder`] or [`Worker::builder_with_pool`].
@@ -71,6 +72,7 @@ pub struct WorkerBuilder {
     max_idle_wait: Duration,
     runners: Vec<Arc<dyn Runner>>,
     metrics: Option<Arc<Metrics>>,
+    #[cfg(feature = "metrics-server")]
     metrics_addr: Option<SocketAddr>,
     schedules: Vec<(&'static str, crate::schedule::Schedule)>,
 }
@@ -165,7 +167,9 @@ impl WorkerBuilder {
         self.metrics = Some(metrics);
         self
     }
-    /// Serves Prometheus metrics at `http://addr/metrics` while the worker runs (opt-in).
+    /// Serves Prometheus metrics at `http://addr/metrics` while the worker runs
+    /// (opt-in; feature `metrics-server`).
+    #[cfg(feature = "metrics-server")]
     #[must_use]
     pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
         self.metrics_addr = Some(addr);
@@ -320,6 +324,7 @@ impl WorkerBuilder {
             max_idle_wait: self.max_idle_wait,
             groups: lease_groups,
             metrics: self.metrics.unwrap_or_default(),
+            #[cfg(feature = "metrics-server")]
             metrics_addr: self.metrics_addr,
         })
     }
@@ -365,6 +370,7 @@ pub struct Worker {
     max_idle_wait: Duration,
     groups: Vec<lease_loop::LeaseGroup>,
     metrics: Arc<Metrics>,
+    #[cfg(feature = "metrics-server")]
     metrics_addr: Option<SocketAddr>,
 }
 
@@ -404,6 +410,7 @@ impl Worker {
             max_idle_wait: Duration::from_secs(5),
             runners: Vec::new(),
             metrics: None,
+            #[cfg(feature = "metrics-server")]
             metrics_addr: None,
             schedules: Vec::new(),
         }
@@ -470,6 +477,7 @@ impl Worker {
         let prefetch_slots = Arc::new(Semaphore::new(extra));
         let jobs = TaskTracker::new();
         let stop_background = CancellationToken::new();
+        #[cfg(feature = "metrics-server")]
         if let Some(addr) = self.metrics_addr {
             let stop = stop_background.clone();
             crate::metrics::serve(

@@ -1,8 +1,8 @@
-use leasehold::pipeline;
+use leasehold::{pipeline, schemars, JsonSchema};
 use leasehold::pipeline::{StepContext, StepError};
 use serde::{Deserialize, Serialize};
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct NoWindow {
     table: String,
 }
@@ -24,17 +24,6 @@ struct Hourly;
 // a valid schedule, but the input has no `window` field
 #[pipeline(schedule(every = "1h", overlap = "queue"))]
 impl Hourly {
-    #[step]
-    async fn run(&self, _ctx: &StepContext, input: &NoWindow) -> Result<(), StepError> {
-        let _ = &input.table;
-        Ok(())
-    }
-}
-
-struct Minutely;
-
-#[pipeline(schedule(every = "1m"))]
-impl Minutely {
     #[step]
     async fn run(&self, _ctx: &StepContext, input: &NoWindow) -> Result<(), StepError> {
         let _ = &input.table;

@@ -1,7 +1,7 @@
-use leasehold::pipeline;
+use leasehold::{pipeline, schemars, JsonSchema};
 use leasehold::pipeline::{StepContext, StepError};
 
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(serde::Serialize, serde::Deserialize, JsonSchema)]
 struct Load {
     warehouse: String,
 }

@@ -3,11 +3,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use leasehold::pipeline;
+use leasehold::{pipeline, schemars, JsonSchema};
 use leasehold::pipeline::{CleanupContext, CleanupReason, Pipeline, StepContext, StepError};
 use leasehold::queue::JobId;
 
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(serde::Serialize, serde::Deserialize, JsonSchema)]
 struct Export(String);
 
 #[derive(Default)]

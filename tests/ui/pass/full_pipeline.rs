@@ -4,13 +4,13 @@
 use std::time::Duration;
 
 use leasehold::__private::serde_json;
-use leasehold::pipeline;
+use leasehold::{pipeline, schemars, JsonSchema};
 use leasehold::pipeline::{Pipeline, StepContext, StepError, Steps};
 use leasehold::queue::{JobId, StaleLock};
 use serde::{Deserialize, Serialize};
 
 /// The job input.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Window {
     shop_id: String,
     hour: u32,

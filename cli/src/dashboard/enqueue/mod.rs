@@ -75,6 +75,13 @@ pub(super) struct EnqueueReply {
     pub succeeded: usize,
     /// New jobs linked to the key's previous job.
     pub rerun: usize,
+    /// Whether the inputs were checked against the pipeline's published
+    /// input schema.
+    pub input_checked: bool,
+    /// Why they were not (`"input not checked: pipeline X publishes no input
+    /// schema"`), when they were not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A refused enqueue: a dashboard error, or one that names the bad part.
@@ -198,7 +205,7 @@ async fn jobs_for(
     pipeline: &str,
     items: &[Item],
     unregistered: bool,
-) -> Result<Vec<NewJob>, Refusal> {
+) -> Result<(Vec<NewJob>, Option<String>), Refusal> {
     let queue = q.name();
     let spec = q.pipeline_spec(pipeline).await.map_err(|e| app.fail(e))?;
     let Some(spec) = spec else {
@@ -221,14 +228,16 @@ async fn jobs_for(
                 json!({ "pipeline": pipeline, "queue": queue, "registered_in": elsewhere }),
             ));
         }
-        return items
+        let jobs = items
             .iter()
             .enumerate()
             .map(|(i, item)| {
                 unregistered_job(pipeline, &item.input, &item.options)
                     .map_err(|e| bad_job(app, i, e))
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
+        let note = format!("input not checked: pipeline {pipeline} is enqueued unregistered");
+        return Ok((jobs, Some(note)));
     };
     if unregistered {
         return Err(refusal(
@@ -253,7 +262,8 @@ async fn jobs_for(
         ));
     }
     let contract = Contract::new(spec).map_err(|e| DashError::Internal(core_message(e)))?;
-    items
+    let note = contract.unchecked_note();
+    let jobs = items
         .iter()
         .enumerate()
         .map(|(i, item)| {
@@ -278,7 +288,8 @@ async fn jobs_for(
                 .job(&item.input, &item.options)
                 .map_err(|e| bad_job(app, i, e))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok((jobs, note))
 }
 
 /// `POST /api/queues/{queue}/pipelines/{pipeline}/jobs`.
@@ -306,7 +317,7 @@ pub(super) async fn enqueue(
     }
     let q = app.queue(&queue)?;
     let items = items(request, &queue)?;
-    let mut jobs = jobs_for(&app, &q, &pipeline, &items, unregistered).await?;
+    let (mut jobs, note) = jobs_for(&app, &q, &pipeline, &items, unregistered).await?;
     for job in &mut jobs {
         if let Some(g) = &group {
             *job = job.clone().group(g);
@@ -325,6 +336,8 @@ pub(super) async fn enqueue(
         existing: count(EnqueueStatus::Existing),
         succeeded: count(EnqueueStatus::Succeeded),
         rerun: count(EnqueueStatus::Rerun),
+        input_checked: note.is_none(),
+        note,
         queue,
         pipeline,
         jobs: done

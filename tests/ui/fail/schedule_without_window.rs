@@ -1,0 +1,39 @@
+use leasehold::{pipeline, schemars, JsonSchema};
+use leasehold::pipeline::{StepContext, StepError};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, JsonSchema)]
+struct Tick {
+    table: String,
+}
+
+struct Minutely;
+
+// a scheduled pipeline's input carries the tick's window; this one has none
+#[pipeline(schedule(every = "1m"))]
+impl Minutely {
+    #[step]
+    async fn run(&self, _ctx: &StepContext, input: &Tick) -> Result<(), StepError> {
+        let _ = &input.table;
+        Ok(())
+    }
+}
+
+/// The window is there but of the wrong type.
+#[derive(Serialize, Deserialize, JsonSchema)]
+struct WrongWindow {
+    window: String,
+}
+
+struct Hourly;
+
+#[pipeline(schedule(every = "1h"))]
+impl Hourly {
+    #[step]
+    async fn run(&self, _ctx: &StepContext, input: &WrongWindow) -> Result<(), StepError> {
+        let _ = &input.window;
+        Ok(())
+    }
+}
+
+fn main() {}
