@@ -109,8 +109,9 @@ pub(crate) struct App {
     pub shown_url: String,
     /// `--queue`, if given.
     pub pinned: Vec<String>,
-    /// Discovered queues and when.
-    pub discovered: Mutex<Option<(Instant, Vec<String>)>>,
+    /// Discovered queues and when, with a line per cluster master that did
+    /// not answer (its queues are not listed).
+    pub discovered: Mutex<Option<(Instant, Vec<String>, Vec<String>)>>,
     /// The action token, if configured.
     pub token: Option<Token>,
     /// Serialises scrapes (each reads every queue's status).
