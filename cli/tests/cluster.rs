@@ -484,15 +484,17 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
     let jobs = scene(&cluster).await;
     let victim = cluster.owner_of_key(jobs[1].0.keys().base());
     let port = cluster.node(victim).port().expect("a TCP node");
-    let (lost, kept): (Vec<&str>, Vec<&str>) = QUEUES
-        .iter()
-        .zip(&jobs)
-        .partition(|(_, (q, _))| cluster.owner_of_key(q.keys().base()) == victim);
-    let (lost, mut kept): (Vec<&str>, Vec<&str>) = (
-        lost.into_iter().map(|(n, _)| *n).collect(),
-        kept.into_iter().map(|(n, _)| *n).collect(),
-    );
-    kept.sort();
+    let on_victim = |lost: bool| -> Vec<&str> {
+        let mut names: Vec<&str> = QUEUES
+            .iter()
+            .zip(&jobs)
+            .filter(|(_, (q, _))| (cluster.owner_of_key(q.keys().base()) == victim) == lost)
+            .map(|(name, _)| *name)
+            .collect();
+        names.sort();
+        names
+    };
+    let (lost, kept) = (on_victim(true), on_victim(false));
     let replica = (3..cluster.len())
         .find(|&i| {
             cluster

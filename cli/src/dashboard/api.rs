@@ -19,7 +19,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use leasehold_core::{Event, JobDetail, JobPage, QueueStatus};
+use leasehold_core::{Event, JobDetail, JobPage};
 use serde::Serialize;
 
 use super::data::{job_id, EventsParams, JobsParams, QueueLock, QueueParam, QueueWorkers};
