@@ -548,6 +548,7 @@ fn main() {
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     if only == "promotion" {
+        out.clear();
         promotion(&rt, n.max(20_000), &mut out);
         println!("{out}");
         return;

@@ -1343,3 +1343,66 @@ async fn process_log_refuses_every_malformed_argument_and_a_stale_token_before_w
     assert_eq!(reply, Value::Array(vec![Value::Int(0)]));
     assert!(before == full_dump(&srv), "a stale token wrote");
 }
+
+/// A job hash whose `id` field names another job (here an existing one) is
+/// never processed as that job: start, checkpoint, finish (plain and
+/// failing) and release of the lease holder, and the renew of its lease, are
+/// refused with a `CORRUPT` naming the `id` field, Redis byte-identical
+/// afterwards (the other job untouched); once its lease runs out, the sweep
+/// that meets it sets it aside in the quarantine, naming the field.
+#[tokio::test]
+async fn a_hash_naming_another_job_is_refused_by_every_holder_operation_then_quarantined() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    for kind in ["start", "checkpoint", "finish", "fail", "release"] {
+        let _: () = get(&srv, &["FLUSHALL"]);
+        let other = enqueue(&q, job("o", 7)).await;
+        let l = if kind == "start" || kind == "release" {
+            leased(&q, false).await
+        } else {
+            running(&q, false).await
+        };
+        let jk = k.job(l.job.as_str());
+        let _: () = get(&srv, &["HSET", &jk, "id", other.as_str()]);
+        let before = full_dump(&srv);
+        let err = match kind {
+            "start" => q.start(&l, "fetch").await.map(|_| ()),
+            "checkpoint" => q.checkpoint(&l, "fetch", "{}", None).await.map(|_| ()),
+            "finish" => q.finish(&l, &Outcome::Succeeded).await.map(|_| ()),
+            "fail" => q
+                .finish(&l, &failed(true, Duration::ZERO))
+                .await
+                .map(|_| ()),
+            _ => q.release(&l).await.map(|_| ()),
+        }
+        .expect_err("a hash naming another job is refused");
+        assert!(
+            matches!(&err, leasehold::Error::Corrupt { field, problem, .. }
+                if field == "id" && problem.contains(other.as_str())),
+            "{kind}: {err:?}"
+        );
+        assert!(before == full_dump(&srv), "{kind}: refused but Redis changed");
+        let renewed = q.renew(&[&l]).await.expect("renew");
+        assert!(
+            matches!(renewed[0], leasehold::lease::Renewal::Lost { .. }),
+            "{kind}: renewed as another job: {renewed:?}"
+        );
+        assert!(before == full_dump(&srv), "{kind}: renew changed Redis");
+        assert_eq!(read(&q, &other).await.state, JobState::Queued);
+    }
+    // the sweep meets it once its lease has run out: quarantined, naming the field
+    let _: () = get(&srv, &["FLUSHALL"]);
+    let other2 = enqueue(&q, job("o", 8)).await;
+    let l = running(&q, false).await;
+    let _: () = get(&srv, &["HSET", &k.job(l.job.as_str()), "id", other2.as_str()]);
+    force_expire(&srv, &q, &l.job);
+    q.sweep(10).await.expect("sweep");
+    let entry = q
+        .quarantine_entry(l.job.as_str())
+        .await
+        .expect("read")
+        .expect("quarantined");
+    assert_eq!(entry.field, "id");
+    assert_eq!(read(&q, &other2).await.state, JobState::Queued);
+}
