@@ -420,7 +420,10 @@ fn promotion(rt: &tokio::runtime::Runtime, n: u64, out: &mut String) {
     *QUEUES.lock().unwrap() = names.clone();
     let url = cluster.url();
     let base = |q: &str| format!("leasehold:{{{q}}}");
-    let owners: Vec<usize> = names.iter().map(|q| cluster.owner_of_key(&base(q))).collect();
+    let owners: Vec<usize> = names
+        .iter()
+        .map(|q| cluster.owner_of_key(&base(q)))
+        .collect();
     let victim = owners[0];
     let port = cluster.node(victim).port().expect("a TCP node");
     let replica = (3..cluster.len())

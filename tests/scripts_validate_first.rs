@@ -263,7 +263,11 @@ where
         for way in 0..2 {
             let _: () = get(srv, &["FLUSHALL"]);
             let mut c = setup().await;
-            assert_eq!(c.keys.len(), positions, "{name}: setup names as many keys each time");
+            assert_eq!(
+                c.keys.len(),
+                positions,
+                "{name}: setup names as many keys each time"
+            );
             let forged = forgeries(&c.keys[at - 1]).swap_remove(way);
             c.keys[at - 1] = forged.clone();
             let before = full_dump(srv);
@@ -1135,7 +1139,10 @@ fn every_script_is_called_with_forged_keys() {
     names.sort();
     assert!(names.len() >= 23, "{names:?}");
     for name in &names {
-        assert!(source_exists(name), "{name}.lua is not a script clients call");
+        assert!(
+            source_exists(name),
+            "{name}.lua is not a script clients call"
+        );
         let called = [
             format!("run_cases(&srv, \"{name}\""),
             format!("refuses_forged_keys(&srv, \"{name}\""),
@@ -1238,7 +1245,18 @@ async fn every_other_script_refuses_a_forged_fixed_key_before_writing() {
             &q,
             &keys,
             &[
-                "w1", &ttl, &lock_ttl, "1", "2", "1", "checkpoint", &l.token, "R", "fetch", "{}", "",
+                "w1",
+                &ttl,
+                &lock_ttl,
+                "1",
+                "2",
+                "1",
+                "checkpoint",
+                &l.token,
+                "R",
+                "fetch",
+                "{}",
+                "",
                 "tok-1",
             ],
         )
@@ -1265,7 +1283,10 @@ async fn keys_of_another_pipeline_or_resource_are_refused_before_writing() {
             text.contains(&format!("KEYS[{at}] is {key}, not ")),
             "{script}: {text}"
         );
-        assert!(before == full_dump(&srv), "{script}: refused but Redis changed");
+        assert!(
+            before == full_dump(&srv),
+            "{script}: refused but Redis changed"
+        );
     };
     // a failing finish that would queue the job again in p2
     let l = running(&q, false).await;
@@ -1308,7 +1329,12 @@ async fn keys_of_another_pipeline_or_resource_are_refused_before_writing() {
     let id = enqueue(&q, job("p", 9)).await;
     let c = call(
         &q,
-        &[k.job(id.as_str()), k.ready("p2"), k.delayed("p2"), k.job(id.as_str())],
+        &[
+            k.job(id.as_str()),
+            k.ready("p2"),
+            k.delayed("p2"),
+            k.job(id.as_str()),
+        ],
         &["stop", "ops", ""],
     );
     expect_refused(&c, "cancel", 11, &k.ready("p2"));
@@ -1382,7 +1408,10 @@ async fn a_hash_naming_another_job_is_refused_by_every_holder_operation_then_qua
                 if field == "id" && problem.contains(other.as_str())),
             "{kind}: {err:?}"
         );
-        assert!(before == full_dump(&srv), "{kind}: refused but Redis changed");
+        assert!(
+            before == full_dump(&srv),
+            "{kind}: refused but Redis changed"
+        );
         let renewed = q.renew(&[&l]).await.expect("renew");
         assert!(
             matches!(renewed[0], leasehold::lease::Renewal::Lost { .. }),
@@ -1395,7 +1424,10 @@ async fn a_hash_naming_another_job_is_refused_by_every_holder_operation_then_qua
     let _: () = get(&srv, &["FLUSHALL"]);
     let other2 = enqueue(&q, job("o", 8)).await;
     let l = running(&q, false).await;
-    let _: () = get(&srv, &["HSET", &k.job(l.job.as_str()), "id", other2.as_str()]);
+    let _: () = get(
+        &srv,
+        &["HSET", &k.job(l.job.as_str()), "id", other2.as_str()],
+    );
     force_expire(&srv, &q, &l.job);
     q.sweep(10).await.expect("sweep");
     let entry = q

@@ -554,10 +554,7 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
             )),
             "the page does not name {q}:\n{page}"
         );
-        assert!(
-            !page.contains(&format!("data-queue=\"{q}\"")),
-            "{q} shown"
-        );
+        assert!(!page.contains(&format!("data-queue=\"{q}\"")), "{q} shown");
     }
     for q in &kept {
         assert!(
@@ -577,7 +574,10 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
                 break;
             }
         }
-        assert!(std::time::Instant::now() < until, "not every queue back in 30 s");
+        assert!(
+            std::time::Instant::now() < until,
+            "not every queue back in 30 s"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

@@ -3,8 +3,8 @@
 use std::time::Instant;
 
 use leasehold_core::{
-    Event, Inspector, JobDetail, JobFilter, JobId, JobPage, JobState, LockInfo,
-    Page, Queue, QueueStatus, Workers,
+    Event, Inspector, JobDetail, JobFilter, JobId, JobPage, JobState, LockInfo, Page, Queue,
+    QueueStatus, Workers,
 };
 use serde::{Deserialize, Serialize};
 

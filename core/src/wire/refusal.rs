@@ -131,7 +131,15 @@ mod tests {
             Value::Array(vec![Value::BulkString(detail.as_bytes().to_vec())]),
         )
         .unwrap();
-        match refusal(&keys, "settle", Op::Finish, "j1", None, "BAD_KEY", &mut reply) {
+        match refusal(
+            &keys,
+            "settle",
+            Op::Finish,
+            "j1",
+            None,
+            "BAD_KEY",
+            &mut reply,
+        ) {
             Error::ForeignKey {
                 position,
                 key,
