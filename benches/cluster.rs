@@ -15,6 +15,13 @@
 //!    the promoted replica are counted. Then the same with
 //!    `Queue::wait_for_replicas(1, 100 ms)` after each enqueue (an enqueue
 //!    counts as acknowledged only when WAIT says a replica has it).
+//! 3. Promotion: 3 masters with 1 replica each (automatic failover off, so
+//!    the moment is the bench's), one queue per master, one worker (in this
+//!    process, concurrency 50) serving all three; one master is SIGKILLed,
+//!    its replica promoted 2 s later (`CLUSTER FAILOVER TAKEOVER`); jobs/s of
+//!    each healthy queue per second (its `done` index read on its master
+//!    directly), from 3 s before the kill to 6 s after the promotion.
+//!    `BENCH_ONLY=promotion` runs this part alone.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -385,6 +392,139 @@ fn failover_trial(
     (before.len(), lost, rate)
 }
 
+/// The number of members of `key` on node `i`, asked directly (not
+/// through the cluster client the worker uses).
+fn zcard(cluster: &RedisCluster, i: usize, key: &str) -> u64 {
+    match cluster.node(i).cmd(&["ZCARD", key]) {
+        redis::Value::Int(n) => n as u64,
+        _ => 0,
+    }
+}
+
+/// The promotion run: per second, jobs/s of each healthy queue while one
+/// master is killed and its replica promoted 2 s later. Rows: second (from
+/// the kill), what happened in it, jobs/s of each healthy queue.
+fn promotion(rt: &tokio::runtime::Runtime, n: u64, out: &mut String) {
+    let mut cluster = RedisCluster::start_with(3, 1, |i| {
+        let mut args = vec!["--cluster-require-full-coverage".into(), "no".into()];
+        if i >= 3 {
+            args.extend(["--cluster-replica-no-failover".into(), "yes".into()]);
+        }
+        args
+    });
+    let names: Vec<&'static str> = cluster
+        .queue_names("leasehold", "p", 3)
+        .into_iter()
+        .map(|s| &*Box::leak(s.into_boxed_str()))
+        .collect();
+    *QUEUES.lock().unwrap() = names.clone();
+    let url = cluster.url();
+    let base = |q: &str| format!("leasehold:{{{q}}}");
+    let owners: Vec<usize> = names
+        .iter()
+        .map(|q| cluster.owner_of_key(&base(q)))
+        .collect();
+    let victim = owners[0];
+    let port = cluster.node(victim).port().expect("a TCP node");
+    let replica = (3..cluster.len())
+        .find(|&i| {
+            cluster
+                .node(i)
+                .info("replication")
+                .contains(&format!("master_port:{port}"))
+        })
+        .expect("the victim's replica");
+    let client = rt
+        .block_on(Client::connect(&url, QueueConfig::default()))
+        .unwrap();
+    rt.block_on(async {
+        for i in 0..3 {
+            fill(&client, i, n).await;
+        }
+    });
+    let w = rt.block_on(worker(&url, 3));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let handle = rt.spawn(w.run_until(async {
+        let _ = stopped.await;
+    }));
+    let healthy = [1usize, 2];
+    let done_key = |q: &str| format!("{}:done", base(q));
+    let sample = |cluster: &RedisCluster| -> Vec<u64> {
+        healthy
+            .iter()
+            .map(|&h| zcard(cluster, owners[h], &done_key(names[h])))
+            .collect()
+    };
+    let tick = Duration::from_secs(1);
+    let mut rows: Vec<(i64, String, Vec<u64>)> = Vec::new();
+    let mut last = sample(&cluster);
+    let mut at = Instant::now();
+    // (second from the kill, what happens at its start)
+    let plan: Vec<(i64, &str)> = (-3..=8)
+        .map(|s| {
+            (
+                s,
+                match s {
+                    0 => "master killed",
+                    2 => "replica promoted",
+                    _ => "",
+                },
+            )
+        })
+        .collect();
+    for (second, event) in plan {
+        let mut note = event.to_owned();
+        if second == 0 {
+            cluster.kill(victim);
+        }
+        if second == 2 {
+            let t = Instant::now();
+            cluster.take_over(replica);
+            note = format!("{event} (took {} ms)", t.elapsed().as_millis());
+        }
+        let next = at + tick;
+        while Instant::now() < next {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let now = sample(&cluster);
+        let secs = at.elapsed().as_secs_f64();
+        at = Instant::now();
+        let rates = now
+            .iter()
+            .zip(&last)
+            .map(|(a, b)| ((a - b) as f64 / secs) as u64)
+            .collect();
+        rows.push((second, note, rates));
+        last = now;
+    }
+    let _ = stop.send(());
+    let _ = rt.block_on(handle);
+    let finished: Vec<u64> = sample(&cluster);
+    let _ = writeln!(
+        out,
+        "\n## Promotion: healthy shards' throughput\n\n3 masters with 1 replica each (automatic \
+         failover off), one queue per master ({n} W1 jobs each), one worker (concurrency 50) \
+         serving the three; master of `{}` SIGKILLed at second 0, its replica promoted at \
+         second 2 (CLUSTER FAILOVER TAKEOVER). jobs/s of the two healthy queues per second \
+         (done counts read on their masters directly; done at the end: {}).\n",
+        names[0],
+        finished
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    );
+    let _ = writeln!(
+        out,
+        "| second | event | `{}` jobs/s | `{}` jobs/s |",
+        names[1], names[2]
+    );
+    let _ = writeln!(out, "|---|---|---|---|");
+    for (second, note, rates) in rows {
+        let _ = writeln!(out, "| {second} | {note} | {} | {} |", rates[0], rates[1]);
+    }
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let n: u64 = std::env::var("BENCH_N")
@@ -409,7 +549,14 @@ fn main() {
         "| masters | jobs | jobs/s | Redis CPU µs/job per shard | Redis commands/job per shard | script calls/job per shard | Redis CPU busy per shard |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
-    let only_failover = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "failover");
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    if only == "promotion" {
+        out.clear();
+        promotion(&rt, n.max(20_000), &mut out);
+        println!("{out}");
+        return;
+    }
+    let only_failover = only == "failover";
     for shards in 1..=3 {
         if only_failover {
             break;
@@ -449,6 +596,7 @@ fn main() {
             );
         }
     }
+    promotion(&rt, n.max(20_000), &mut out);
     println!("{out}");
     let exe = std::env::current_exe().expect("current_exe");
     if let Some(target) = exe.ancestors().nth(3) {

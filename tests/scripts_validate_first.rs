@@ -44,6 +44,11 @@ const NOT_FLAGS: [&str; 3] = ["yes", "2", "true"];
 /// Text any free-text argument must take.
 const ODD_TEXT: [&str; 3] = ["", "a, b @ {c} \"quoted\" \\ ✓", "not json {"];
 
+/// Whether `name` is a script clients call.
+fn source_exists(name: &str) -> bool {
+    leasehold_core::wire::script_source(name).is_some()
+}
+
 /// The script `name` exactly as the crate builds it.
 fn source(name: &str) -> String {
     leasehold_core::wire::script_source(name).expect("a script clients call")
@@ -204,51 +209,74 @@ async fn run_cases<F, Fut>(
     refuses_forged_keys(srv, name, &setup).await;
 }
 
-/// The positions in KEYS (from 1) of the keys of script `name` that are the
-/// queue's base followed by a fixed suffix, or by a name the call gives in
-/// ARGV (a schedule's, a group's, a quarantined job's): KEYS[2..9] for every
-/// script, and the script's own.
-fn fixed_positions(name: &str) -> Vec<usize> {
-    let own: &[usize] = match name {
-        "claim_cleanup" => &[10, 11],
-        "resolve" => &[11],
-        "schedule_register" | "schedule_state" | "schedule_tick" => &[10, 11, 12],
-        "group_create" => &[10, 11],
-        "group_seal" | "group_cancel" | "group_retry" => &[10],
-        "quarantine_repair" | "quarantine_purge" => &[10],
-        _ => &[],
-    };
-    (2..=9).chain(own.iter().copied()).collect()
+/// The ways a hand-built call could forge the key `k`: another queue's key,
+/// and a key of this queue that is not the one the script derives. A job's
+/// key names its job by the id after `:job:` (a script taking the job from
+/// its key cannot tell `<job key>:forged` from the key of job `<id>:forged`),
+/// so it is forged as a key of another kind (`:jobx:`); every other key with
+/// `:forged` after it (for a pipeline's key: another pipeline's, for a
+/// resource's: another resource's).
+fn forgeries(k: &str) -> Vec<String> {
+    let mut out = vec![k.replacen("{vf}", "{other}", 1)];
+    if k.contains("}:job:") {
+        out.push(k.replacen("}:job:", "}:jobx:", 1));
+    } else {
+        out.push(format!("{k}:forged"));
+    }
+    out
 }
 
-/// Calls `name` once per fixed key (fresh state made by `setup` each time)
-/// with that key forged the way a hand-built call could (`<key>:forged`, and
-/// another queue's key): each call is refused with an error naming the
-/// position and the key, and every key of Redis is byte-identical afterwards.
+/// The text of a `BAD_KEY` refusal in `reply`: an error reply (the whole call
+/// refused), or an operation's `{'BAD_KEY', detail}` in settle's reply.
+fn bad_key_text(reply: &redis::RedisResult<Value>) -> Option<String> {
+    match reply {
+        Err(e) => Some(e.to_string()).filter(|t| t.contains("BAD_KEY")),
+        Ok(Value::Array(ops)) => ops.iter().find_map(|op| match op {
+            Value::Array(items) => match (items.first(), items.get(1)) {
+                (Some(Value::BulkString(head)), Some(Value::BulkString(detail)))
+                    if head.as_slice() == b"BAD_KEY" =>
+                {
+                    Some(format!("BAD_KEY {}", String::from_utf8_lossy(detail)))
+                }
+                _ => None,
+            },
+            _ => None,
+        }),
+        Ok(_) => None,
+    }
+}
+
+/// Calls `name` once per key of its call but the base (KEYS[2..], fresh
+/// state made by `setup` each time) with that key forged the way a
+/// hand-built call could (`forgeries`): each call is refused with a
+/// `BAD_KEY` naming the position and the key, and every key of Redis is
+/// byte-identical afterwards (a `DUMP` of each).
 async fn refuses_forged_keys<F, Fut>(srv: &RedisServer, name: &str, setup: &F)
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Call>,
 {
-    for at in fixed_positions(name) {
-        let forges: [fn(&str) -> String; 2] = [
-            |k| format!("{k}:forged"),
-            |k| k.replacen("{vf}", "{other}", 1),
-        ];
-        for forge in forges {
+    let _: () = get(srv, &["FLUSHALL"]);
+    let positions = setup().await.keys.len();
+    assert!(positions >= 9, "{name}: fewer than the fixed keys");
+    for at in 2..=positions {
+        for way in 0..2 {
             let _: () = get(srv, &["FLUSHALL"]);
             let mut c = setup().await;
-            assert!(at <= c.keys.len(), "{name}: no KEYS[{at}] in {:?}", c.keys);
-            let forged = forge(&c.keys[at - 1]);
-            assert_ne!(forged, c.keys[at - 1]);
+            assert_eq!(
+                c.keys.len(),
+                positions,
+                "{name}: setup names as many keys each time"
+            );
+            let forged = forgeries(&c.keys[at - 1]).swap_remove(way);
             c.keys[at - 1] = forged.clone();
             let before = full_dump(srv);
             let reply = eval(srv, name, &c);
             let what = format!("{name} with KEYS[{at}] = {forged}");
-            let err = reply.expect_err(&format!("{what}: accepted"));
-            let text = err.to_string();
+            let text = bad_key_text(&reply)
+                .unwrap_or_else(|| panic!("{what}: not refused as a foreign key: {reply:?}"));
             assert!(
-                text.contains("BAD_KEY") && text.contains(&format!("KEYS[{at}] is {forged}, not ")),
+                text.contains(&format!("KEYS[{at}] is {forged}, not ")),
                 "{what}: refused without naming the key: {text}"
             );
             let after = full_dump(srv);
@@ -1103,9 +1131,41 @@ async fn group_scripts_refuse_every_malformed_argument_before_writing() {
     .await;
 }
 
-/// The scripts without malformed-argument cases above refuse a forged fixed
-/// key just the same: pause, limit, group_seal, quarantine_repair and
-/// quarantine_purge.
+/// Every script in core/lua/ is called with each of its keys forged (here or
+/// through `run_cases` above).
+#[test]
+fn every_script_is_called_with_forged_keys() {
+    let this = include_str!("scripts_validate_first.rs");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/core/lua");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("core/lua")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".lua").map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 23, "{names:?}");
+    for name in &names {
+        assert!(
+            source_exists(name),
+            "{name}.lua is not a script clients call"
+        );
+        let called = [
+            format!("run_cases(&srv, \"{name}\""),
+            format!("refuses_forged_keys(&srv, \"{name}\""),
+        ];
+        assert!(
+            called.iter().any(|c| this.contains(c.as_str())),
+            "script {name} is never called with forged keys"
+        );
+    }
+}
+
+/// The scripts (and settle operations) without malformed-argument cases above
+/// refuse a forged key just the same: pause, limit, group_seal,
+/// quarantine_repair, quarantine_purge, delete, run_now, and settle's release,
+/// a checkpoint holding a lock, and a lease of two pipelines.
 #[tokio::test]
 async fn every_other_script_refuses_a_forged_fixed_key_before_writing() {
     let srv = RedisServer::start();
@@ -1143,6 +1203,149 @@ async fn every_other_script_refuses_a_forged_fixed_key_before_writing() {
     };
     refuses_forged_keys(&srv, "quarantine_repair", &quarantined).await;
     refuses_forged_keys(&srv, "quarantine_purge", &quarantined).await;
+    refuses_forged_keys(&srv, "delete", &|| async {
+        let l = running(&q, false).await;
+        q.finish(&l, &Outcome::Succeeded).await.expect("finish");
+        call(&q, &[k.job(l.job.as_str())], &["ops", "done with it"])
+    })
+    .await;
+    refuses_forged_keys(&srv, "run_now", &|| async {
+        let id = enqueue(&q, job("p", 1).delay(Duration::from_secs(3600))).await;
+        call(
+            &q,
+            &[k.job(id.as_str()), k.delayed("p"), k.wake("p")],
+            &["ops", "now"],
+        )
+    })
+    .await;
+    // settle: a release of a job holding R
+    refuses_forged_keys(&srv, "settle", &|| async {
+        let l = leased(&q, true).await;
+        let keys = [
+            k.job(l.job.as_str()),
+            k.lock("R"),
+            k.parked("R"),
+            k.ready("p"),
+            k.delayed("p"),
+            k.wake("p"),
+        ];
+        settle_call(&q, &keys, 1, &["release", &l.token, "R"])
+    })
+    .await;
+    // settle: a checkpoint of a RUNNING job holding R, and a lease of p and p2
+    refuses_forged_keys(&srv, "settle", &|| async {
+        let l = running(&q, true).await;
+        enqueue(&q, job("p2", 1)).await;
+        let ttl = TTL.as_millis().to_string();
+        let lock_ttl = (TTL.as_millis() + 3_600_000).to_string();
+        let keys = [
+            k.job(l.job.as_str()),
+            k.lock("R"),
+            k.parked("R"),
+            k.ready("p"),
+            k.delayed("p"),
+            k.wake("p"),
+            k.ready("p2"),
+            k.delayed("p2"),
+            k.wake("p2"),
+        ];
+        call(
+            &q,
+            &keys,
+            &[
+                "w1",
+                &ttl,
+                &lock_ttl,
+                "1",
+                "2",
+                "1",
+                "checkpoint",
+                &l.token,
+                "R",
+                "fetch",
+                "{}",
+                "",
+                "tok-1",
+            ],
+        )
+    })
+    .await;
+}
+
+/// The keys settle, renew and cancel are given for a job are compared with
+/// the job's own pipeline and resource once it is read: another pipeline's
+/// keys (consistent among themselves) or another resource's lock refuse the
+/// operation with a `BAD_KEY` naming the key, and nothing is written.
+#[tokio::test]
+async fn keys_of_another_pipeline_or_resource_are_refused_before_writing() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    let other = [k.ready("p2"), k.delayed("p2"), k.wake("p2")];
+    let expect_refused = |c: &Call, script: &str, at: usize, key: &str| {
+        let before = full_dump(&srv);
+        let reply = eval(&srv, script, c);
+        let text = bad_key_text(&reply)
+            .unwrap_or_else(|| panic!("{script}: {key} at KEYS[{at}] accepted: {reply:?}"));
+        assert!(
+            text.contains(&format!("KEYS[{at}] is {key}, not ")),
+            "{script}: {text}"
+        );
+        assert!(
+            before == full_dump(&srv),
+            "{script}: refused but Redis changed"
+        );
+    };
+    // a failing finish that would queue the job again in p2
+    let l = running(&q, false).await;
+    let mut keys = vec![k.job(l.job.as_str())];
+    keys.extend(other.iter().cloned());
+    let c = settle_call(
+        &q,
+        &keys,
+        1,
+        &[
+            "finish", &l.token, "", "FAILED", "", "", "io", "m", "1", "0", "0", "", "0",
+        ],
+    );
+    expect_refused(&c, "settle", 11, &k.ready("p2"));
+    // a release into p2
+    let l = leased(&q, false).await;
+    let mut keys = vec![k.job(l.job.as_str())];
+    keys.extend(other.iter().cloned());
+    let c = settle_call(&q, &keys, 1, &["release", &l.token, ""]);
+    expect_refused(&c, "settle", 11, &k.ready("p2"));
+    // a checkpoint renewing the lock of S, which the job does not hold
+    let l = running(&q, false).await;
+    let c = settle_call(
+        &q,
+        &[k.job(l.job.as_str()), k.lock("S"), k.parked("S")],
+        1,
+        &["checkpoint", &l.token, "S", "fetch", "{}", ""],
+    );
+    expect_refused(&c, "settle", 11, &k.lock("S"));
+    // a renew naming the lock of S for a job holding R
+    let l = leased(&q, true).await;
+    let ttl = TTL.as_millis().to_string();
+    let c = call(
+        &q,
+        &[k.job(l.job.as_str()), k.lock("S")],
+        &[&ttl, &ttl, &l.token, "1"],
+    );
+    expect_refused(&c, "renew", 11, &k.lock("S"));
+    // a cancel of a QUEUED job of p naming p2's sets
+    let id = enqueue(&q, job("p", 9)).await;
+    let c = call(
+        &q,
+        &[
+            k.job(id.as_str()),
+            k.ready("p2"),
+            k.delayed("p2"),
+            k.job(id.as_str()),
+        ],
+        &["stop", "ops", ""],
+    );
+    expect_refused(&c, "cancel", 11, &k.ready("p2"));
 }
 
 #[tokio::test]
@@ -1173,4 +1376,73 @@ async fn process_log_refuses_every_malformed_argument_and_a_stale_token_before_w
     let reply = eval(&srv, "process_log", &stale).unwrap();
     assert_eq!(reply, Value::Array(vec![Value::Int(0)]));
     assert!(before == full_dump(&srv), "a stale token wrote");
+}
+
+/// A job hash whose `id` field names another job (here an existing one) is
+/// never processed as that job: start, checkpoint, finish (plain and
+/// failing) and release of the lease holder, and the renew of its lease, are
+/// refused with a `CORRUPT` naming the `id` field, Redis byte-identical
+/// afterwards (the other job untouched); once its lease runs out, the sweep
+/// that meets it sets it aside in the quarantine, naming the field.
+#[tokio::test]
+async fn a_hash_naming_another_job_is_refused_by_every_holder_operation_then_quarantined() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "vf").await;
+    let k = q.keys().clone();
+    for kind in ["start", "checkpoint", "finish", "fail", "release"] {
+        let _: () = get(&srv, &["FLUSHALL"]);
+        let other = enqueue(&q, job("o", 7)).await;
+        let l = if kind == "start" || kind == "release" {
+            leased(&q, false).await
+        } else {
+            running(&q, false).await
+        };
+        let jk = k.job(l.job.as_str());
+        let _: () = get(&srv, &["HSET", &jk, "id", other.as_str()]);
+        let before = full_dump(&srv);
+        let err = match kind {
+            "start" => q.start(&l, "fetch").await.map(|_| ()),
+            "checkpoint" => q.checkpoint(&l, "fetch", "{}", None).await.map(|_| ()),
+            "finish" => q.finish(&l, &Outcome::Succeeded).await.map(|_| ()),
+            "fail" => q
+                .finish(&l, &failed(true, Duration::ZERO))
+                .await
+                .map(|_| ()),
+            _ => q.release(&l).await.map(|_| ()),
+        }
+        .expect_err("a hash naming another job is refused");
+        assert!(
+            matches!(&err, leasehold::Error::Corrupt { field, problem, .. }
+                if field == "id" && problem.contains(other.as_str())),
+            "{kind}: {err:?}"
+        );
+        assert!(
+            before == full_dump(&srv),
+            "{kind}: refused but Redis changed"
+        );
+        let renewed = q.renew(&[&l]).await.expect("renew");
+        assert!(
+            matches!(renewed[0], leasehold::lease::Renewal::Lost { .. }),
+            "{kind}: renewed as another job: {renewed:?}"
+        );
+        assert!(before == full_dump(&srv), "{kind}: renew changed Redis");
+        assert_eq!(read(&q, &other).await.state, JobState::Queued);
+    }
+    // the sweep meets it once its lease has run out: quarantined, naming the field
+    let _: () = get(&srv, &["FLUSHALL"]);
+    let other2 = enqueue(&q, job("o", 8)).await;
+    let l = running(&q, false).await;
+    let _: () = get(
+        &srv,
+        &["HSET", &k.job(l.job.as_str()), "id", other2.as_str()],
+    );
+    force_expire(&srv, &q, &l.job);
+    q.sweep(10).await.expect("sweep");
+    let entry = q
+        .quarantine_entry(l.job.as_str())
+        .await
+        .expect("read")
+        .expect("quarantined");
+    assert_eq!(entry.field, "id");
+    assert_eq!(read(&q, &other2).await.state, JobState::Queued);
 }

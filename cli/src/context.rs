@@ -9,6 +9,65 @@ use leasehold_core::{
 };
 
 use crate::failure::{classify, Failure, Outcome};
+
+/// Every queue found under the prefix on the masters that answer; with, for
+/// a cluster, one line per master that did not (its queues are not listed).
+/// Shared by `status` and the dashboard.
+pub(crate) async fn reachable_queues(
+    base: &Queue,
+    config: &QueueConfig,
+) -> Result<(Vec<String>, Vec<String>), Error> {
+    let found = discover_reachable_queues(base.pool(), config).await?;
+    // a master whose replica listed its queues is named with each of them
+    let lost = found
+        .unreachable
+        .iter()
+        .filter(|lost| lost.listed_from.is_none())
+        .map(|lost| {
+            format!(
+                "master {}:{} unreachable: failover in progress? its queues are not listed ({})",
+                lost.master.host, lost.master.port, lost.error
+            )
+        })
+        .collect();
+    Ok((found.queues, lost))
+}
+
+/// Whether `e`, met reading queue data on a Redis Cluster, means the
+/// queue's master does not answer (killed or cut off, its replica not
+/// promoted yet) rather than a defect: the other queues can still be read.
+pub(crate) fn is_master_unreachable(base: &Queue, e: &Error) -> bool {
+    if !base.pool().is_cluster() || e.is_auth_failure() {
+        return false;
+    }
+    match e {
+        Error::Timeout(_) | Error::Pool(_) => true,
+        Error::Redis(re) => {
+            e.is_transient()
+                || re.kind() == leasehold_core::redis::ErrorKind::ClusterConnectionNotFound
+                || matches!(re.code(), Some("MOVED" | "ASK"))
+        }
+        _ => false,
+    }
+}
+
+/// The line naming queue `name` as unreachable, with its master when a
+/// reachable node says which it is.
+pub(crate) async fn unreachable_queue(
+    base: &Queue,
+    config: &QueueConfig,
+    name: &str,
+    e: &Error,
+) -> String {
+    let key_base = format!("{}:{{{name}}}", config.prefix);
+    match base.pool().master_of(&key_base).await {
+        Ok(Some(m)) => format!(
+            "queue {name}: master {}:{} unreachable: failover in progress? ({e})",
+            m.host, m.port
+        ),
+        _ => format!("queue {name}: its master is unreachable: failover in progress? ({e})"),
+    }
+}
 use crate::names;
 
 /// Connection and settings shared by the commands.
@@ -89,53 +148,20 @@ impl Ctx {
         if !given.is_empty() {
             return Ok((self.queues(given).await?, Vec::new()));
         }
-        let found = discover_reachable_queues(self.base.pool(), &self.config)
+        reachable_queues(&self.base, &self.config)
             .await
-            .map_err(|e| self.fail(e))?;
-        // a master whose replica listed its queues is named with each of them
-        let lost = found
-            .unreachable
-            .iter()
-            .filter(|lost| lost.listed_from.is_none())
-            .map(|lost| {
-                format!(
-                    "master {}:{} unreachable: failover in progress? its queues are not listed ({})",
-                    lost.master.host, lost.master.port, lost.error
-                )
-            })
-            .collect();
-        Ok((found.queues, lost))
+            .map_err(|e| self.fail(e))
     }
 
     /// Whether `e`, met reading queue data on a Redis Cluster, means the
-    /// queue's master does not answer (killed or cut off, its replica not
-    /// promoted yet) rather than a defect: the other queues can still be read.
+    /// queue's master does not answer (see [`is_master_unreachable`]).
     pub(crate) fn is_master_unreachable(&self, e: &Error) -> bool {
-        if !self.base.pool().is_cluster() || e.is_auth_failure() {
-            return false;
-        }
-        match e {
-            Error::Timeout(_) | Error::Pool(_) => true,
-            Error::Redis(re) => {
-                e.is_transient()
-                    || re.kind() == leasehold_core::redis::ErrorKind::ClusterConnectionNotFound
-                    || matches!(re.code(), Some("MOVED" | "ASK"))
-            }
-            _ => false,
-        }
+        is_master_unreachable(&self.base, e)
     }
 
-    /// The line naming queue `name` as unreachable, with its master when a
-    /// reachable node says which it is.
+    /// The line naming queue `name` as unreachable (see [`unreachable_queue`]).
     pub(crate) async fn unreachable_queue(&self, name: &str, e: &Error) -> String {
-        let base = format!("{}:{{{name}}}", self.config.prefix);
-        match self.base.pool().master_of(&base).await {
-            Ok(Some(m)) => format!(
-                "queue {name}: master {}:{} unreachable: failover in progress? ({e})",
-                m.host, m.port
-            ),
-            _ => format!("queue {name}: its master is unreachable: failover in progress? ({e})"),
-        }
+        unreachable_queue(&self.base, &self.config, name, e).await
     }
 
     /// The queue of `job`: the one given, or the only known queue holding it.

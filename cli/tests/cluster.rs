@@ -397,3 +397,118 @@ async fn status_with_a_master_down(url: &str, args: &[&str]) -> Run {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// The dashboard with a master killed and its replica not promoted: the
+/// queues page and `/api/queues` show every queue of the other masters, and
+/// name each queue they cannot read with its master ("master 127.0.0.1:P
+/// unreachable: failover in progress?"), as `status` does; once the replica
+/// takes over, every queue is shown again.
+#[tokio::test]
+async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_queues() {
+    let mut cluster = RedisCluster::start_with(3, 1, |i| {
+        let mut args = vec!["--cluster-require-full-coverage".into(), "no".into()];
+        if i >= 3 {
+            args.extend(["--cluster-replica-no-failover".into(), "yes".into()]);
+        }
+        args
+    });
+    let jobs = scene(&cluster).await;
+    let victim = cluster.owner_of_key(jobs[1].0.keys().base());
+    let port = cluster.node(victim).port().expect("a TCP node");
+    let on_victim = |lost: bool| -> Vec<&str> {
+        let mut names: Vec<&str> = QUEUES
+            .iter()
+            .zip(&jobs)
+            .filter(|(_, (q, _))| (cluster.owner_of_key(q.keys().base()) == victim) == lost)
+            .map(|(name, _)| *name)
+            .collect();
+        names.sort();
+        names
+    };
+    let (lost, kept) = (on_victim(true), on_victim(false));
+    let replica = (3..cluster.len())
+        .find(|&i| {
+            cluster
+                .node(i)
+                .info("replication")
+                .contains(&format!("master_port:{port}"))
+        })
+        .expect("the victim's replica");
+    let dash = Dashboard::start(&cluster.url(), &[], None).await;
+    let c = http();
+    cluster.kill(victim);
+
+    // until every node has marked the master failed, a request may still be
+    // handed a redirection to it: ask again for 30 s at most
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let (listed, named) = loop {
+        let r = c.get(dash.url("/api/queues")).send().await.expect("GET");
+        if r.status().is_success() {
+            let named = r
+                .headers()
+                .get("x-leasehold-unreachable")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let v: Value = r.json().await.expect("JSON");
+            let listed: Vec<String> = v
+                .as_array()
+                .expect("a list of queues")
+                .iter()
+                .map(|s| s["queue"].as_str().unwrap().to_owned())
+                .collect();
+            if let Some(named) = named {
+                break (listed, named);
+            }
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "no answer naming the lost master in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(listed, kept, "{named}");
+    for q in &lost {
+        assert!(
+            named.contains(&format!(
+                "queue {q}: master 127.0.0.1:{port} unreachable: failover in progress?"
+            )),
+            "{q} not named: {named}"
+        );
+    }
+    let r = c.get(dash.url("/")).send().await.expect("GET /");
+    assert!(r.status().is_success(), "{r:?}");
+    let page = r.text().await.unwrap();
+    assert!(page.contains("Not every queue could be read"), "{page}");
+    for q in &lost {
+        assert!(
+            page.contains(&format!(
+                "queue {q}: master 127.0.0.1:{port} unreachable: failover in progress?"
+            )),
+            "the page does not name {q}:\n{page}"
+        );
+        assert!(!page.contains(&format!("data-queue=\"{q}\"")), "{q} shown");
+    }
+    for q in &kept {
+        assert!(
+            page.contains(&format!("data-queue=\"{q}\"")),
+            "the page lacks {q}:\n{page}"
+        );
+    }
+
+    // the replica takes over: every queue is back
+    cluster.take_over(replica);
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c.get(dash.url("/api/queues")).send().await.expect("GET");
+        if r.status().is_success() && r.headers().get("x-leasehold-unreachable").is_none() {
+            let v: Value = r.json().await.expect("JSON");
+            if v.as_array().map(Vec::len) == Some(QUEUES.len()) {
+                break;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "not every queue back in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

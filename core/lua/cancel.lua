@@ -23,19 +23,29 @@ local reason, who, res = ARGV[4], ARGV[5], ARGV[6]
 if reason == nil or reason == '' then return bad_arg('cancel', 'reason', reason) end
 if who == nil then return bad_arg('cancel', 'who', who) end
 if res == nil then return bad_arg('cancel', 'resource', res) end
-local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource', 'flow', 'links')
+local forged = key_check.job(10, jk)
+if forged then return forged end
+local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'worker', 'cancel_reason', 'resource', 'flow', 'links',
+  'pipeline')
 local state, id = f[1], f[2]
 if not state then return { 'NOT_FOUND' } end
 id = id or job_id_of(jk)
+-- a hash that names another job is never taken for it (lib/jobs)
+if id ~= job_id_of(jk) then return id_mismatch(id, jk) end
 if not may('cancel', state) then
   if TERMINAL[state] then return { 'TERMINAL', state } end
   return { 'REFUSED', state }
 end
 -- cancelled at once where the table says so (QUEUED); elsewhere a request the holder honours
 local now_cancelled = may_move('cancel', state, 'CANCELLED')
-local corrupt = corrupt_field({ id = id, attempt = f[3] }, now_cancelled and { 'id', 'attempt' } or { 'id' })
+local corrupt = corrupt_field({ id = id, attempt = f[3], pipeline = f[9] },
+  now_cancelled and { 'id', 'attempt', 'pipeline' } or { 'id', 'pipeline' })
 if corrupt then return corrupt end
-if res ~= (f[6] or '') or (res ~= '' and KEYS[13] ~= parked_key(res)) then return { 'BAD_ARG', 'resource' } end
+if res ~= (f[6] or '') then return { 'BAD_ARG', 'resource' } end
+-- the keys given are the job's pipeline's and resource's (or the job key when none)
+forged = key_check.pipeline(KEYS, 11, { 'ready', 'delayed' }, f[9])
+  or key_check.key(13, KEYS[13], res ~= '' and parked_key(res) or jk)
+if forged then return forged end
 local now = now_ms()
 local events = event_log(true)
 if now_cancelled then

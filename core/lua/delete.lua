@@ -22,11 +22,14 @@ local bad = common_args('delete')
 if bad then return bad end
 if who == nil then return bad_arg('delete', 'who', who) end
 if reason == nil or reason == '' then return bad_arg('delete', 'reason', reason) end
+local forged = key_check.job(10, jk)
+if forged then return forged end
 local f = redis.call('HMGET', jk, 'state', 'id', 'attempt')
 local state = f[1]
 if not state then return { 'NOT_FOUND' } end
 if not TERMINAL[state] then return { 'REFUSED', state } end
 local id = f[2] or job_id_of(jk)
+if id ~= job_id_of(jk) then return id_mismatch(id, jk) end
 local corrupt = corrupt_field({ id = id, attempt = f[3] }, { 'id', 'attempt' })
 if corrupt then return corrupt end
 local members = {}

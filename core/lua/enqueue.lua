@@ -50,6 +50,13 @@ for i = 1, n do
   local bad_job = job_args_bad('enqueue', ARGV, a, i)
   if bad_job then return bad_job end
 end
+-- the keys given are the pipeline's, and each job's is named by its id
+local forged = key_check.pipeline(KEYS, 10, { 'ready', 'delayed', 'wake' }, pipeline)
+if forged then return forged end
+for i = 1, n do
+  forged = key_check.key(12 + i, KEYS[12 + i], job_key(ARGV[7 + (i - 1) * 11]))
+  if forged then return forged end
+end
 local lg, ld, lp = ARGV[7 + 11 * n], ARGV[8 + 11 * n], ARGV[9 + 11 * n]
 if links then
   -- the jobs that exist already and would join the group

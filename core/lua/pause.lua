@@ -26,14 +26,17 @@ if scope ~= 'pipeline' and scope ~= 'queue' then return bad_arg('pause', 'scope'
 if name == nil or name == '' then return bad_arg('pause', 'name', name) end
 if who == nil then return bad_arg('pause', 'who', who) end
 if (#KEYS - 9) % 2 ~= 0 then return bad_arg('pause', 'ready and wake key pairs', #KEYS - 9) end
-if scope == 'pipeline' and (#KEYS ~= 11 or KEYS[10] ~= ready_key(name) or KEYS[11] ~= wake_key(name)) then
-  return bad_arg('pause', 'keys of pipeline', name)
-end
+if scope == 'pipeline' and #KEYS ~= 11 then return bad_arg('pause', 'keys of pipeline', name) end
+-- each pair is one pipeline's ready and wake keys: the pipeline named when
+-- the scope is one, else the pipeline the ready key names
 for i = 10, #KEYS, 2 do
-  local p = string.sub(KEYS[i], #BASE + 8)
-  if KEYS[i] ~= ready_key(p) or KEYS[i + 1] ~= wake_key(p) then
-    return bad_arg('pause', 'ready and wake keys', KEYS[i])
+  local forged
+  if scope == 'pipeline' then
+    forged = key_check.pipeline(KEYS, i, { 'ready', 'wake' }, name)
+  else
+    forged = key_check.pipeline_named(KEYS, i, { 'ready', 'wake' })
   end
+  if forged then return forged end
 end
 local K_PAUSED = BASE .. ':paused'
 local field = scope == 'queue' and 'queue' or ('pipeline:' .. name)

@@ -13,6 +13,10 @@ local token, field, record = ARGV[4], ARGV[5], ARGV[6]
 if type(token) ~= 'string' or token == '' then return bad_arg('process_log', 'lease token', token) end
 if type(field) ~= 'string' or not string.find(field, '^%d+:.') then return bad_arg('process_log', 'field', field) end
 if type(record) ~= 'string' or string.sub(record, 1, 1) ~= '{' then return bad_arg('process_log', 'record', record) end
+-- the job's key, and its process records' beside it (named by the same id)
+local forged = key_check.job(10, KEYS[10])
+  or key_check.key(11, KEYS[11], BASE .. ':proc:' .. string.sub(KEYS[10], #BASE + 6))
+if forged then return forged end
 local f = redis.pcall('HMGET', KEYS[10], 'state', 'token')
 if type(f) ~= 'table' or f.err or f[1] ~= 'RUNNING' or f[2] ~= token then return { 0 } end
 redis.call('HSET', KEYS[11], field, record)

@@ -31,13 +31,25 @@ local renewed = {}
 for i = 1, n do
   local jk, lk = KEYS[8 + 2 * i], KEYS[9 + 2 * i]
   local token, has_lock = ARGV[4 + 2 * i], flag_value(ARGV[5 + 2 * i])
-  local f = redis.call('HMGET', jk, 'state', 'token', 'id', 'cancel_reason')
-  -- a job hash may leave out its id: the key names it (lib/jobs)
-  f[3] = f[3] or string.sub(jk, #BASE + 6)
+  local forged = key_check.job(8 + 2 * i, jk)
+  if forged then return forged end
+  local f = redis.call('HMGET', jk, 'state', 'token', 'id', 'cancel_reason', 'resource')
+  -- a job hash may leave out its id: the key names it (lib/jobs); a hash
+  -- that names another job is never renewed as either (the lease runs out
+  -- and the sweep sets the hash aside)
+  local own_id = string.sub(jk, #BASE + 6)
+  f[3] = f[3] or own_id
+  -- the lock key given is the job's resource's (the job key when it has none)
+  if f[1] then
+    local res = f[5] or ''
+    if has_lock ~= (res ~= '') then return bad_arg('renew', 'lease ' .. i .. ' lock flag', ARGV[5 + 2 * i]) end
+    forged = key_check.key(9 + 2 * i, lk, res ~= '' and lock_key(res) or jk)
+    if forged then return forged end
+  end
+  local renewable = f[2] == token and may('renew', f[1]) and f[3] == own_id
   -- A lock that vanished (expired, evicted) and was taken by another job is
   -- lost: never extend the other job's lock. One that vanished unclaimed is re-taken.
-  local holder = has_lock and redis.call('GET', lk)
-  local renewable = f[2] == token and may('renew', f[1]) and f[3] and f[3] ~= ''
+  local holder = renewable and has_lock and redis.call('GET', lk)
   if renewable and holder and holder ~= f[3] then
     out[i] = 'LOST:' .. f[1]
   elseif renewable then

@@ -27,17 +27,18 @@ if who == nil then return bad_arg('resolve', 'who', who) end
 if res == nil then return bad_arg('resolve', 'resource', res) end
 if not TERMINAL[as] then return { 'BAD_ARG', 'resolved state' } end
 if reason == '' then return { 'BAD_ARG', 'reason' } end
-local forged = forged_keys(KEYS, { [11] = BASE .. ':cleanup' })
+local forged = key_check.job(10, jk) or forged_keys(KEYS, { [11] = BASE .. ':cleanup' })
 if forged then return forged end
 local refusal = refuse_unless(jk, 'resolve', as, nil)
 if refusal then return refusal end
 local f = redis.call('HMGET', jk, 'id', 'attempt', 'resource', 'flow', 'links')
 f[1] = f[1] or job_id_of(jk)
+if f[1] ~= job_id_of(jk) then return id_mismatch(f[1], jk) end
 local corrupt = corrupt_field({ id = f[1], attempt = f[2] }, { 'id', 'attempt' })
 if corrupt then return corrupt end
-if res ~= (f[3] or '') or (res ~= '' and (KEYS[12] ~= lock_key(res) or KEYS[13] ~= parked_key(res))) then
-  return { 'BAD_ARG', 'resource' }
-end
+if res ~= (f[3] or '') then return { 'BAD_ARG', 'resource' } end
+forged = key_check.resource(KEYS, 12, res, jk)
+if forged then return forged end
 local now = now_ms()
 local id = f[1]
 local rec = stale_record(jk, { action = 'resolve', by = who, reason = reason, at = now, to = as }, now)

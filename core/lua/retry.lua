@@ -30,17 +30,21 @@ if mode ~= 'resume' and mode ~= 'start' then return bad_arg('retry', 'mode', mod
 if who == nil then return bad_arg('retry', 'who', who) end
 if reason == nil then return bad_arg('retry', 'reason', reason) end
 if res == nil then return bad_arg('retry', 'resource', res) end
+local forged = key_check.job(10, jk)
+if forged then return forged end
 local refusal = refuse_unless(jk, 'retry', 'QUEUED', nil)
 if refusal then return refusal end
 local f = redis.call('HMGET', jk, 'id', 'state', 'attempt', 'priority', 'input_key', 'created_at', 'resource', 'flow',
-  'links')
+  'links', 'pipeline')
 f[1] = f[1] or job_id_of(jk)
-local corrupt = corrupt_field({ id = f[1], attempt = f[3], priority = f[4], created_at = f[6] },
-  { 'id', 'attempt', 'priority', 'created_at' })
+if f[1] ~= job_id_of(jk) then return id_mismatch(f[1], jk) end
+local corrupt = corrupt_field({ id = f[1], attempt = f[3], priority = f[4], created_at = f[6], pipeline = f[10] },
+  { 'id', 'attempt', 'priority', 'created_at', 'pipeline' })
 if corrupt then return corrupt end
-if res ~= (f[7] or '') or (res ~= '' and (KEYS[13] ~= lock_key(res) or KEYS[14] ~= parked_key(res))) then
-  return { 'BAD_ARG', 'resource' }
-end
+if res ~= (f[7] or '') then return { 'BAD_ARG', 'resource' } end
+-- the keys given are the job's pipeline's and resource's (the job key when none)
+forged = key_check.pipeline(KEYS, 11, { 'ready', 'wake' }, f[10]) or key_check.resource(KEYS, 13, res, jk)
+if forged then return forged end
 local now = now_ms()
 local id, from, attempt = f[1], f[2], tonumber(f[3])
 if f[5] and f[5] ~= '' then

@@ -20,16 +20,18 @@ local bad = common_args('run_now')
 if bad then return bad end
 if who == nil then return bad_arg('run_now', 'who', who) end
 if reason == nil then return bad_arg('run_now', 'reason', reason) end
+local forged = key_check.job(10, jk)
+if forged then return forged end
 local f = redis.call('HMGET', jk, 'state', 'id', 'attempt', 'pipeline')
 local state = f[1]
 if not state then return { 'NOT_FOUND' } end
 if state ~= 'QUEUED' then return { 'REFUSED', state } end
 local id = f[2] or job_id_of(jk)
-local corrupt = corrupt_field({ id = id, attempt = f[3] }, { 'id', 'attempt' })
+if id ~= job_id_of(jk) then return id_mismatch(id, jk) end
+local corrupt = corrupt_field({ id = id, attempt = f[3], pipeline = f[4] }, { 'id', 'attempt', 'pipeline' })
 if corrupt then return corrupt end
-if not f[4] or k_delayed ~= delayed_key(f[4]) or k_wake ~= wake_key(f[4]) then
-  return redis.error_reply('BAD_ARG run_now: the keys are not those of the job\'s pipeline')
-end
+forged = key_check.pipeline(KEYS, 11, { 'delayed', 'wake' }, f[4])
+if forged then return forged end
 local was = redis.call('ZSCORE', k_delayed, id)
 local now = now_ms()
 if not was or tonumber(was) <= now then return { 'NOT_DELAYED' } end

@@ -80,6 +80,13 @@ for i = 1, n do
   local bad_job = job_args_bad(S, ARGV, a + 2, i)
   if bad_job then return bad_job end
 end
+-- the keys given are the pipeline's, and each window's job's is named by its id
+forged = key_check.pipeline(KEYS, 13, { 'ready', 'delayed', 'wake' }, pipeline)
+if forged then return forged end
+for i = 1, n do
+  forged = key_check.key(15 + i, KEYS[15 + i], job_key(ARGV[16 + (i - 1) * 12 + 3]))
+  if forged then return forged end
+end
 if mode == 'tick' then
   local first_ok = (left_out == 0 and starts[1] == tonumber(expected)) or (left_out > 0 and starts[1] > tonumber(expected))
   if not first_ok then return bad_arg(S, 'window 1 start (not after the cursor)', ARGV[17]) end

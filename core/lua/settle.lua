@@ -101,16 +101,31 @@ end
 
 -- Walks the operations (KEYS from index 10, ARGV from index 10) and, when `run`, applies
 -- each; returns the next KEYS and ARGV indexes, or nil, what and its value when
--- the list is malformed (checked when not `run`).
+-- the list is malformed, or nil, nil, nil and the error reply for a key that
+-- is not the queue's (checked when not `run`: a job key, lock and parked keys
+-- of the resource given, one pipeline's ready, delayed and wake keys; the
+-- pipeline and resource are compared with the job's by the transition).
 local function walk(run)
+  -- An operation's {'BAD_KEY', given, expected} refusal (a key the call gave
+  -- that is not the job's pipeline's or resource's, found once the job is read)
+  -- as {'BAD_KEY', 'KEYS[<i>] is <given>, not <expected>'}: the position is the
+  -- operation's key (from `first` to `last`) that is `given`.
+  local function placed(r, first, last)
+    local at = first
+    for x = first, last do
+      if KEYS[x] == r[2] then at = x end
+    end
+    return { 'BAD_KEY', 'KEYS[' .. at .. '] is ' .. key_shown(r[2]) .. ', not ' .. key_shown(r[3]) }
+  end
   local k, a = 10, 10
   for i = 1, n_ops do
     local kind, token, res = ARGV[a], ARGV[a + 1], ARGV[a + 2]
     if res == nil then return nil end
     a = a + 3
-    local jk = KEYS[k]
+    local jk, jpos = KEYS[k], k
     k = k + 1
     local lk, pk, k_ready, k_delayed, k_wake = jk, jk, jk, jk, jk
+    local lpos, rpos = k, nil
     if res ~= '' then
       lk, pk = KEYS[k], KEYS[k + 1]
       k = k + 2
@@ -129,6 +144,7 @@ local function walk(run)
     end
     if kind == 'release' or values == 10 then
       k_ready, k_delayed, k_wake = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+      rpos = k
       k = k + 3
     end
     if k - 1 > #KEYS or a + values - 1 > #ARGV then return nil end
@@ -147,14 +163,19 @@ local function walk(run)
           ARGV[a + 5], int_value(ARGV[a + 6], 0), flag_value(ARGV[a + 7]), ARGV[a + 8], res,
           flag_value(ARGV[a + 9]), ARGV[a + 1], ARGV[a + 2])
       end
-      -- a job that ended (start and release end one when a cancel was pending)
       local r = out[i]
+      if r[1] == 'BAD_KEY' then
+        r = placed(r, jpos, k - 1)
+        out[i] = r
+      end
+      -- a job that ended (start and release end one when a cancel was pending)
       if r[1] == 'OK' and TERMINAL[r[2]] then ended = ended + 1 end
     else
       if token == '' then return nil, 'operation ' .. i .. ' lease token', token end
-      if res ~= '' and (lk ~= lock_key(res) or pk ~= parked_key(res)) then
-        return nil, 'operation ' .. i .. ' resource (its lock and parked keys are not those given)', res
-      end
+      local forged = key_check.job(jpos, jk)
+      if not forged and res ~= '' then forged = key_check.resource(KEYS, lpos, res, jk) end
+      if not forged and rpos then forged = key_check.pipeline_named(KEYS, rpos, { 'ready', 'delayed', 'wake' }) end
+      if forged then return nil, nil, nil, forged end
       local what, v = bad_values(kind, a)
       if what then return nil, 'operation ' .. i .. ' ' .. what, v end
     end
@@ -164,10 +185,16 @@ local function walk(run)
 end
 
 -- check the whole list before writing anything
-local k, a, v = walk(false)
+local k, a, v, forged = walk(false)
+if forged then return forged end
 if not k and a then return bad_arg('settle', a, v) end
 if not k or (n_lease > 0 and (k + 3 * n_pipelines - 1 > #KEYS or a + n_lease - 1 > #ARGV)) then
   return redis.error_reply('BAD_ARG settle operations do not match their keys and values')
+end
+-- each pipeline to lease: its ready, delayed and wake keys (the ready key names it)
+for p = 1, n_lease > 0 and n_pipelines or 0 do
+  forged = key_check.pipeline_named(KEYS, k + 3 * p - 3, { 'ready', 'delayed', 'wake' })
+  if forged then return forged end
 end
 for j = 1, n_lease do
   if ARGV[a + j - 1] == '' then return bad_arg('settle', 'lease token ' .. j, '') end

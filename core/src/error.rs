@@ -146,11 +146,13 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
-    /// A script call named a key that is not its queue's own where a fixed
-    /// key belongs (KEYS[2..] must be the base, KEYS[1], followed by the
-    /// key's fixed suffix): the call was refused before any write. Only a
-    /// hand-built call (or a defect) sends one.
-    #[error("script call refused before any write: KEYS[{position}] is {key}, not the queue's own key {expected}")]
+    /// A script call named a key that is not the one the script derives
+    /// from its queue's base (KEYS[1]): a fixed key (the base and its fixed
+    /// suffix), a job's key (the base, `:job:` and an id), or a key named by
+    /// the job, pipeline, resource, group or schedule the call is about. The
+    /// call (for settle: that operation) was refused before any write. Only
+    /// a hand-built call (or a defect) sends one.
+    #[error("script call refused before any write: KEYS[{position}] is {key}, not {expected}")]
     ForeignKey {
         /// The key's position in KEYS (from 1).
         position: usize,

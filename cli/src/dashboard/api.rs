@@ -19,7 +19,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use leasehold_core::{Event, JobDetail, JobPage, QueueStatus};
+use leasehold_core::{Event, JobDetail, JobPage};
 use serde::Serialize;
 
 use super::data::{job_id, EventsParams, JobsParams, QueueLock, QueueParam, QueueWorkers};
@@ -29,9 +29,20 @@ use crate::wording::{self, Moment};
 
 type Api<T> = Result<Json<T>, ApiError>;
 
-/// `GET /api/queues`.
-pub(super) async fn queues(State(app): State<Shared>) -> Api<Vec<QueueStatus>> {
-    Ok(Json(app.overview().await?))
+/// `GET /api/queues`: the status of each queue read. On a Redis Cluster
+/// with a master down, the queues of the masters that answer, and the
+/// header `x-leasehold-unreachable` naming what could not be read (one
+/// line per master or queue, joined by "; ").
+pub(super) async fn queues(State(app): State<Shared>) -> Result<Response, ApiError> {
+    let overview = app.overview().await?;
+    let mut response = Json(overview.queues).into_response();
+    if !overview.unreachable.is_empty() {
+        let lines = overview.unreachable.join("; ").replace(['\r', '\n'], " ");
+        if let Ok(v) = axum::http::HeaderValue::from_str(&lines) {
+            response.headers_mut().insert("x-leasehold-unreachable", v);
+        }
+    }
+    Ok(response)
 }
 
 /// `GET /api/jobs`.

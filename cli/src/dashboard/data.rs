@@ -3,19 +3,31 @@
 use std::time::Instant;
 
 use leasehold_core::{
-    discover_queues, Event, Inspector, JobDetail, JobFilter, JobId, JobPage, JobState, LockInfo,
-    Page, Queue, QueueStatus, Workers,
+    Event, Inspector, JobDetail, JobFilter, JobId, JobPage, JobState, LockInfo, Page, Queue,
+    QueueStatus, Workers,
 };
 use serde::{Deserialize, Serialize};
 
 use super::error::DashError;
 use super::{App, QUEUE_CACHE};
-use crate::context::{list_jobs_across, unknown_pipeline, unknown_queue};
+use crate::context::{
+    is_master_unreachable, list_jobs_across, reachable_queues, unknown_pipeline, unknown_queue,
+    unreachable_queue,
+};
 
 /// Most jobs one listing page shows.
 pub(super) const MAX_LIMIT: usize = 500;
 /// Most events the event feed shows.
 pub(super) const MAX_EVENTS: usize = 1_000;
+
+/// What the queues page, `/api/queues` and the metrics show: the queues
+/// read, and what could not be read.
+pub(crate) struct Overview {
+    /// The status of each queue read.
+    pub queues: Vec<QueueStatus>,
+    /// One line per cluster master (or queue) that did not answer.
+    pub unreachable: Vec<String>,
+}
 
 /// A request's result.
 pub(super) type Res<T> = Result<T, DashError>;
@@ -38,20 +50,31 @@ impl App {
 
     /// The queues shown: `--queue`, or those found under the prefix (cached briefly).
     pub(crate) async fn queues(&self) -> Res<Vec<String>> {
+        Ok(self.reachable_queues().await?.0)
+    }
+
+    /// The queues shown, and on a Redis Cluster with a master down (its
+    /// replica not promoted yet) one line per master whose queues could not
+    /// be listed: the queues of the masters that answer are still shown, as
+    /// `status` shows them.
+    pub(crate) async fn reachable_queues(&self) -> Res<(Vec<String>, Vec<String>)> {
         if !self.pinned.is_empty() {
-            return Ok(self.pinned.clone());
+            return Ok((self.pinned.clone(), Vec::new()));
         }
         let mut cache = self.discovered.lock().await;
-        if let Some((at, names)) = cache.as_ref() {
+        if let Some((at, names, lost)) = cache.as_ref() {
             if at.elapsed() < QUEUE_CACHE {
-                return Ok(names.clone());
+                return Ok((names.clone(), lost.clone()));
             }
         }
-        let names = discover_queues(self.base.pool(), &self.config)
+        let (names, lost) = reachable_queues(&self.base, &self.config)
             .await
             .map_err(|e| self.fail(e))?;
-        *cache = Some((Instant::now(), names.clone()));
-        Ok(names)
+        // a listing missing a master's queues is not kept: the next request asks again
+        if lost.is_empty() {
+            *cache = Some((Instant::now(), names.clone(), lost.clone()));
+        }
+        Ok((names, lost))
     }
 
     /// Checks that queue `name` is one the dashboard shows: among `--queue`,
@@ -87,18 +110,26 @@ impl App {
         }
     }
 
-    /// Every queue at a glance.
-    pub(crate) async fn overview(&self) -> Res<Vec<QueueStatus>> {
-        let mut out = Vec::new();
-        for q in self.queues().await? {
-            out.push(
-                self.inspector(&q)?
-                    .status()
-                    .await
-                    .map_err(|e| self.fail(e))?,
-            );
+    /// Every queue at a glance: the status of each queue that can be read,
+    /// and on a Redis Cluster with a master down one line per master or
+    /// queue that cannot ("master 127.0.0.1:6712 unreachable: failover in
+    /// progress? ..."), as `status` names them.
+    pub(crate) async fn overview(&self) -> Res<Overview> {
+        let (names, mut unreachable) = self.reachable_queues().await?;
+        let mut queues = Vec::with_capacity(names.len());
+        for q in &names {
+            match self.inspector(q)?.status().await {
+                Ok(s) => queues.push(s),
+                Err(e) if is_master_unreachable(&self.base, &e) => {
+                    unreachable.push(unreachable_queue(&self.base, &self.config, q, &e).await);
+                }
+                Err(e) => return Err(self.fail(e)),
+            }
         }
-        Ok(out)
+        Ok(Overview {
+            queues,
+            unreachable,
+        })
     }
 
     /// One page of jobs.
@@ -243,7 +274,7 @@ impl App {
     /// Every queue's status as Prometheus text (see `metrics`).
     pub(crate) async fn scrape(&self) -> Res<String> {
         let _one_at_a_time = self.scrape.lock().await;
-        Ok(super::metrics::encode(&self.overview().await?))
+        Ok(super::metrics::encode(&self.overview().await?.queues))
     }
 }
 

@@ -70,6 +70,10 @@ pub(crate) use actions::Token;
 /// How long the list of discovered queues is reused.
 const QUEUE_CACHE: Duration = Duration::from_secs(10);
 
+/// A discovery: when, the queues found, and one line per cluster master that
+/// did not answer.
+pub(crate) type Discovered = (Instant, Vec<String>, Vec<String>);
+
 /// What every handler shares.
 pub(crate) struct App {
     /// A client whose pool every queue client shares.
@@ -80,8 +84,9 @@ pub(crate) struct App {
     pub shown_url: String,
     /// `--queue`, if given.
     pub pinned: Vec<String>,
-    /// Discovered queues and when.
-    pub discovered: Mutex<Option<(Instant, Vec<String>)>>,
+    /// Discovered queues and when, with a line per cluster master that did
+    /// not answer (its queues are not listed).
+    pub discovered: Mutex<Option<Discovered>>,
     /// The action token, if configured.
     pub token: Option<Token>,
     /// Serialises scrapes (each reads every queue's status).

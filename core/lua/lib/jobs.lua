@@ -22,6 +22,15 @@ local function job_id_of(jk)
   return string.sub(jk, #BASE + 6)
 end
 
+-- The refusal for the job hash under `jk` whose `id` field is `id`, another
+-- job's: the data's defect, refused before anything is written; the hash is
+-- never taken for the job it names (nor for its own: which of the two is
+-- wrong is an operator's call; a lease or sweep that meets it quarantines it).
+local function id_mismatch(id, jk)
+  return { 'CORRUPT', 'field id: names another job: ' .. key_shown(id) .. ' (the key names '
+    .. key_shown(job_id_of(jk)) .. ')', 'id' }
+end
+
 -- The part of JOB_FIELDS a plain success reads (finish), and the rest, read
 -- only for an attempt whose record is written or that may be retried: every
 -- field read is a scan of the job's listpack, and most jobs end plainly.

@@ -95,6 +95,80 @@ local function forged_keys(keys, expected)
   return nil
 end
 
+-- The checks of the keys a script derives from the base beyond the fixed
+-- ones, by what they name (one table: a script's main chunk has at most 200
+-- locals, and the function library holds every script's):
+--   key_check.key(i, k, expected)          KEYS[i] is exactly `expected`
+--   key_check.job(i, k)                    KEYS[i] is a job's key of this queue
+--   key_check.pipeline_named(keys, i, what)  one pipeline's keys, named by them
+--   key_check.pipeline(keys, i, what, p)   pipeline `p`'s keys
+--   key_check.resource(keys, i, res, jk)   resource `res`'s lock and parked keys
+-- Each answers the error reply naming the key (bad_key), or nil.
+local key_check = {}
+
+-- The error reply when `k`, given as KEYS[i], is not `expected`, else nil.
+function key_check.key(i, k, expected)
+  if k ~= expected then return bad_key(i, k, expected) end
+  return nil
+end
+
+-- The error reply when `k`, given as KEYS[i], is not the key of a job of this
+-- queue (the base, ':job:' and a non-empty id: the job it names, within the
+-- queue's {hash tag}), else nil. One string comparison, no Redis command.
+function key_check.job(i, k)
+  local prefix = BASE .. ':job:'
+  if type(k) ~= 'string' or #k <= #prefix or string.sub(k, 1, #prefix) ~= prefix then
+    return bad_key(i, k, prefix .. '<job id>')
+  end
+  return nil
+end
+
+-- The error reply when KEYS[i] and the keys after it are not `what`'s keys of
+-- one pipeline of this queue (`what` a list of 'ready', 'delayed', 'wake'),
+-- else nil and the pipeline's name. For a call whose pipeline is known only
+-- once the job is read: the job's own pipeline is compared with the name
+-- afterwards. Each key names a pipeline; the one most of them name (the
+-- first key's when they are two) is the call's, and the first key naming
+-- another is the one refused. String comparisons only, no Redis command.
+function key_check.pipeline_named(keys, i, what)
+  local names = {}
+  for n = 1, #what do
+    local prefix = BASE .. ':' .. what[n] .. ':'
+    local k = keys[i + n - 1]
+    if type(k) ~= 'string' or #k <= #prefix or string.sub(k, 1, #prefix) ~= prefix then
+      return bad_key(i + n - 1, k, prefix .. '<pipeline>'), nil
+    end
+    names[n] = string.sub(k, #prefix + 1)
+  end
+  local p = names[1]
+  if #what >= 3 and names[1] ~= names[2] and names[2] == names[3] then p = names[2] end
+  for n = 1, #what do
+    if names[n] ~= p then return bad_key(i + n - 1, keys[i + n - 1], BASE .. ':' .. what[n] .. ':' .. p), nil end
+  end
+  return nil, p
+end
+
+-- The error reply when KEYS[i] and the keys after it are not `what`'s keys of
+-- pipeline `p` (as key_check.pipeline_named), else nil.
+function key_check.pipeline(keys, i, what, p)
+  for n = 1, #what do
+    local expected = BASE .. ':' .. what[n] .. ':' .. p
+    if keys[i + n - 1] ~= expected then return bad_key(i + n - 1, keys[i + n - 1], expected) end
+  end
+  return nil
+end
+
+-- The error reply when KEYS[i] and KEYS[i + 1] are not the lock and parked
+-- keys of resource `res`, or (no resource: '' or nil) both the job key `jk`,
+-- else nil.
+function key_check.resource(keys, i, res, jk)
+  local lk, pk = jk, jk
+  if res and res ~= '' then lk, pk = BASE .. ':lock:' .. res, BASE .. ':parked:' .. res end
+  if keys[i] ~= lk then return bad_key(i, keys[i], lk) end
+  if keys[i + 1] ~= pk then return bad_key(i + 1, keys[i + 1], pk) end
+  return nil
+end
+
 local function job_key(id) return BASE .. ':job:' .. id end
 local function lock_key(res) return BASE .. ':lock:' .. res end
 local function parked_key(res) return BASE .. ':parked:' .. res end

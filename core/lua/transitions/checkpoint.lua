@@ -12,10 +12,15 @@
 --- @include "lib/attempts"
 --- @include "lib/args"
 local function checkpoint(batch, jk, lk, token, step, output, next_step, ttl, lock_ttl, has_lock)
-  local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token', 'started_at')
+  local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token', 'started_at', 'resource')
   f[1] = f[1] or job_id_of(jk)
   local refusal = refusal_of(f[4], f[5], 'checkpoint', nil, token)
   if refusal then return refusal end
+  if f[1] ~= job_id_of(jk) then return id_mismatch(f[1], jk) end
+  -- the lock renewed is the job's resource's (settle named it from the resource given)
+  if has_lock and (not f[7] or f[7] == '' or lk ~= lock_key(f[7])) then
+    return { 'BAD_KEY', lk, lock_key(f[7] or '<resource>') }
+  end
   -- fast test first; the refusal (and its tables) only for a bad field
   if not (type(f[1]) == 'string' and f[1] ~= '' and (not f[6] or is_count(f[6]))) then
     local corrupt = corrupt_field({ id = f[1], started_at = f[6] }, { 'id', 'started_at' })

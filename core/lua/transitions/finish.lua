@@ -51,6 +51,13 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   end
   local refusal = refuse_job(j, 'finish', outcome, token)
   if refusal then return refusal end
+  -- a hash that names another job is not ended as either (lib/jobs)
+  if j.id ~= job_id_of(jk) then return id_mismatch(j.id, jk) end
+  -- the keys that may queue the job again are its pipeline's (settle checked
+  -- they name one pipeline: the ready key stands for the three)
+  if k_ready ~= jk and j.pipeline and k_ready ~= ready_key(j.pipeline) then
+    return { 'BAD_KEY', k_ready, ready_key(j.pipeline) }
+  end
   local corrupt = nil
   if not id_and_attempt_ok(j.id, j.attempt) then
     corrupt = corrupt_field(j, { 'id', 'attempt' })

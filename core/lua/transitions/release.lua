@@ -18,11 +18,15 @@ local function release(batch, jk, k_ready, k_wake, lk, pk, token, res)
   if refusal then return refusal end
   local now = now_ms()
   local f = redis.call('HMGET', jk, 'id', 'attempt', 'worker', 'priority', 'created_at', 'cancel_reason', 'flow',
-    'links', 'group')
+    'links', 'group', 'pipeline')
   f[1] = f[1] or job_id_of(jk)
-  local corrupt = corrupt_field({ id = f[1], attempt = f[2], priority = f[4], created_at = f[5] },
-    { 'id', 'attempt', 'priority', 'created_at' })
+  -- a hash that names another job is not released as either (lib/jobs)
+  if f[1] ~= job_id_of(jk) then return id_mismatch(f[1], jk) end
+  local corrupt = corrupt_field({ id = f[1], attempt = f[2], priority = f[4], created_at = f[5], pipeline = f[10] },
+    { 'id', 'attempt', 'priority', 'created_at', 'pipeline' })
   if corrupt then return corrupt end
+  -- the keys that queue it again are its pipeline's (settle checked they name one)
+  if k_ready ~= ready_key(f[10]) then return { 'BAD_KEY', k_ready, ready_key(f[10]) } end
   local id = f[1]
   release_lock_at(lk, pk, res, id)
   flow_release(f[7], id)

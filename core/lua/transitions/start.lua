@@ -24,6 +24,8 @@ local function start(batch, jk, lk, pk, token, step, res)
   if state == 'RUNNING' then return { 'OK', 'RUNNING' } end
   -- a job hash may leave out its id: the key names it (lib/jobs)
   f[4] = f[4] or job_id_of(jk)
+  -- a hash that names another job is not started as either (lib/jobs)
+  if f[4] ~= job_id_of(jk) then return id_mismatch(f[4], jk) end
   if not id_and_attempt_ok(f[4], f[5]) then
     local corrupt = corrupt_field({ id = f[4], attempt = f[5] }, { 'id', 'attempt' })
     if corrupt then return corrupt end

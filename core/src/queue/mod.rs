@@ -350,26 +350,7 @@ fn foreign_key(e: Error) -> Error {
     if re.code() != Some("BAD_KEY") {
         return e;
     }
-    let detail = re.detail().unwrap_or_default().trim();
-    let parsed = detail
-        .strip_prefix("KEYS[")
-        .and_then(|rest| rest.split_once("] is "))
-        .and_then(|(position, rest)| {
-            let (key, expected) = rest.rsplit_once(", not ")?;
-            Some((position.parse().ok()?, key, expected))
-        });
-    match parsed {
-        Some((position, key, expected)) => Error::ForeignKey {
-            position,
-            key: key.to_owned(),
-            expected: expected.to_owned(),
-        },
-        None => Error::ForeignKey {
-            position: 0,
-            key: detail.to_owned(),
-            expected: String::new(),
-        },
-    }
+    crate::wire::refusal::foreign_key(re.detail().unwrap_or_default())
 }
 
 /// Whether the detail of error reply `e` starts with `text`.

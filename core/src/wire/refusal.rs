@@ -1,5 +1,5 @@
 //! Refusals: the statuses a script answers instead of a move (`NOT_FOUND`,
-//! `REFUSED`, `LOST`, `TERMINAL`, `CORRUPT`, `OP_ERROR`, `BAD_ARG`), decoded
+//! `REFUSED`, `LOST`, `TERMINAL`, `CORRUPT`, `OP_ERROR`, `BAD_ARG`, `BAD_KEY`), decoded
 //! into typed errors.
 
 use crate::error::Error;
@@ -66,6 +66,9 @@ pub(crate) fn refusal(
             field: "(a field the operation reads)".into(),
             problem: format!("{script} failed on this job: {detail}"),
         }),
+        // an operation of settle given a key that is not its job's pipeline's
+        // or resource's: {'BAD_KEY', 'KEYS[<i>] is <given>, not <expected>'}
+        "BAD_KEY" => reply.text().map(|detail| foreign_key(&detail)),
         "BAD_ARG" => reply
             .text()
             .map(|what| Error::InvalidArgument(format!("{script}: bad {what}"))),
@@ -77,6 +80,31 @@ pub(crate) fn refusal(
     decoded.unwrap_or_else(|e| e)
 }
 
+/// The detail `KEYS[<i>] is <given>, not <expected>` of a `BAD_KEY` refusal
+/// (an error reply, or an operation's status) as [`Error::ForeignKey`].
+pub(crate) fn foreign_key(detail: &str) -> Error {
+    let detail = detail.trim();
+    let parsed = detail
+        .strip_prefix("KEYS[")
+        .and_then(|rest| rest.split_once("] is "))
+        .and_then(|(position, rest)| {
+            let (key, expected) = rest.rsplit_once(", not ")?;
+            Some((position.parse().ok()?, key, expected))
+        });
+    match parsed {
+        Some((position, key, expected)) => Error::ForeignKey {
+            position,
+            key: key.to_owned(),
+            expected: expected.to_owned(),
+        },
+        None => Error::ForeignKey {
+            position: 0,
+            key: detail.to_owned(),
+            expected: String::new(),
+        },
+    }
+}
+
 /// A state named in a reply, or a protocol error of `script`.
 pub(crate) fn reply_state(script: &'static str, reply: &mut Reply) -> Result<JobState, Error> {
     let text = reply.text()?;
@@ -84,4 +112,44 @@ pub(crate) fn reply_state(script: &'static str, reply: &mut Reply) -> Result<Job
         script,
         detail: format!("unknown state {text:?}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deadpool_redis::redis::Value;
+
+    /// A settle operation's `{'BAD_KEY', detail}` (a key that is not its
+    /// job's pipeline's or resource's) becomes [`Error::ForeignKey`] naming
+    /// the position, the key given and the one expected.
+    #[test]
+    fn an_operations_bad_key_is_a_foreign_key_error() {
+        let keys = QueueKeys::new("lh", "q").unwrap();
+        let detail = "KEYS[11] is lh:{q}:ready:p2, not lh:{q}:ready:p";
+        let mut reply = Reply::new(
+            "settle",
+            Value::Array(vec![Value::BulkString(detail.as_bytes().to_vec())]),
+        )
+        .unwrap();
+        match refusal(
+            &keys,
+            "settle",
+            Op::Finish,
+            "j1",
+            None,
+            "BAD_KEY",
+            &mut reply,
+        ) {
+            Error::ForeignKey {
+                position,
+                key,
+                expected,
+            } => {
+                assert_eq!(position, 11);
+                assert_eq!(key, "lh:{q}:ready:p2");
+                assert_eq!(expected, "lh:{q}:ready:p");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -216,17 +216,26 @@ fn quarantine_section(s: &QueueStatus, actions: bool) -> Markup {
 
 /// `GET /`: every queue at a glance.
 pub(crate) async fn overview(State(app): State<Shared>) -> Page {
-    let all = app.overview().await?;
+    let overview = app.overview().await?;
+    let all = &overview.queues;
     Ok(app.page(
         "Queues",
         Nav::Queues,
         html! {
             h1 { "Queues" }
             div #queues data-live {
-                @if all.is_empty() {
+                @if !overview.unreachable.is_empty() {
+                    div.unreachable {
+                        h3.warn { "Not every queue could be read (Redis Cluster): " (all.len()) " shown" }
+                        ul {
+                            @for line in &overview.unreachable { li { (line) } }
+                        }
+                    }
+                }
+                @if all.is_empty() && overview.unreachable.is_empty() {
                     p.empty { "No queues found under key prefix " code { (app.config.prefix) } " (a queue appears once it has had a job)." }
                 }
-                @for s in &all { (queue_card(s, app.token.is_some())) }
+                @for s in all { (queue_card(s, app.token.is_some())) }
             }
         },
     ))
