@@ -84,7 +84,7 @@ end
 forged = key_check.pipeline(KEYS, 13, { 'ready', 'delayed', 'wake' }, pipeline)
 if forged then return forged end
 for i = 1, n do
-  forged = key_check.key(15 + i, KEYS[15 + i], job_key(ARGV[16 + (i - 1) * 12 + 3]))
+  forged = key_check.key(15 + i, KEYS[15 + i], job_key(ARGV[16 + (i - 1) * 13 + 3]))
   if forged then return forged end
 end
 if mode == 'tick' then
