@@ -61,6 +61,15 @@ pub struct Cli {
     /// Print JSON instead of tables (`events --follow`: one object per line).
     #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
+    /// Show clock times in the host's local time zone, with their offset
+    /// (default: UTC, `...Z`). The dashboard also has a UTC/local switch.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "LEASEHOLD_LOCAL_TIME"
+    )]
+    pub local_time: bool,
     /// Who is acting, recorded with cancel, retry and resolve (default: $USER).
     #[arg(
         long,
@@ -502,6 +511,34 @@ pub enum BulkCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Delete terminal jobs of one state and their records: the ids given, or
+    /// every job of --state in the queue (of --pipeline, ended within
+    /// --since/--until).
+    Delete {
+        /// The jobs (default: every job of --state matching the options).
+        jobs: Vec<String>,
+        /// The queue.
+        #[arg(long)]
+        queue: String,
+        /// The state of the jobs deleted.
+        #[arg(long, value_enum)]
+        state: ResolveAs,
+        /// Only jobs of this pipeline.
+        #[arg(long)]
+        pipeline: Option<String>,
+        /// Only jobs that ended at or after this time (RFC 3339; a date or time without offset is UTC).
+        #[arg(long, value_parser = time::parse_instant)]
+        since: Option<jiff::Timestamp>,
+        /// Only jobs that ended before this time.
+        #[arg(long, value_parser = time::parse_instant)]
+        until: Option<jiff::Timestamp>,
+        /// Why (recorded in the queue's events; not needed with --dry-run).
+        #[arg(long, required_unless_present = "dry_run")]
+        reason: Option<String>,
+        /// Only say how many jobs it would touch.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// `quarantine` subcommands.
@@ -693,6 +730,11 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     style::init();
+    time::set_default_zone(if cli.local_time {
+        time::Zone::Local
+    } else {
+        time::Zone::Utc
+    });
     // what needs no Redis
     let generated = match &cli.command {
         Command::Completions { shell } => Some(commands::docs::completions(*shell)),

@@ -101,6 +101,20 @@ impl App {
         Ok(out)
     }
 
+    /// Jobs of `queue` that ended SUCCEEDED and FAILED this UTC day (the
+    /// daily roll-up and the minutes not folded into it yet).
+    pub(crate) async fn today(&self, queue: &str) -> Res<(u64, u64)> {
+        let h = self
+            .inspector(queue)?
+            .history_at(leasehold_core::inspect::Granularity::Day, 1)
+            .await
+            .map_err(|e| self.fail(e))?;
+        let counts = h.minutes.iter().flat_map(|m| m.pipelines.values());
+        Ok(counts.fold((0, 0), |(ok, failed), c| {
+            (ok + c.succeeded, failed + c.failed)
+        }))
+    }
+
     /// One page of jobs.
     pub(crate) async fn jobs(&self, query: &JobsQuery) -> Res<JobPage> {
         let names = self.queues_or(query.queue.as_deref()).await?;
