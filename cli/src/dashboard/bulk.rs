@@ -372,16 +372,7 @@ pub(super) async fn bulk_page(
     }
     let Some((queue, action, sel)) = p.parse()? else {
         let queues = app.queues().await?;
-        let mut pipelines = std::collections::BTreeSet::new();
-        for q in &queues {
-            pipelines.extend(
-                app.inspector(q)?
-                    .known_pipelines()
-                    .await
-                    .map_err(|e| app.fail(e))?,
-            );
-        }
-        let pipelines: Vec<String> = pipelines.into_iter().collect();
+        let pipelines = app.known_pipelines(&queues).await?;
         let body = html! {
             h1 { "Bulk actions" }
             p.note { "Each shows how many jobs it touches before it runs, then acts job by job through the same scripts as the single actions (every job gets its own event, with your name)." }

@@ -228,6 +228,13 @@ pub(super) async fn charts_page(
 ) -> Result<Response, PageError> {
     let charts = app.charts(&p).await?;
     let queues = app.queues().await?;
+    // the pipelines offered: those a name may refer to, and those with data here
+    let mut pipelines: Vec<String> = app.known_pipelines(&queues).await?;
+    for q in &charts.queues {
+        pipelines.extend(q.pipelines.iter().cloned());
+    }
+    pipelines.sort();
+    pipelines.dedup();
     let queue = given(&p.queue).unwrap_or_default();
     let pipeline = given(&p.pipeline).unwrap_or_default();
     let range = charts.range.clone();
@@ -255,7 +262,11 @@ pub(super) async fn charts_page(
                 option value="" selected[queue.is_empty()] { "all" }
                 @for name in &queues { option value=(name) selected[*name == queue] { (name) } }
             } }
-            label { "Pipeline " input type="text" name="pipeline" value=(pipeline); }
+            label { "Pipeline " select name="pipeline" {
+                option value="" selected[pipeline.is_empty()] { "all" }
+                @for name in &pipelines { option value=(name) selected[*name == pipeline] { (name) } }
+                @if !pipeline.is_empty() && !pipelines.contains(&pipeline) { option value=(pipeline) selected { (pipeline) } }
+            } }
             label { "Range " select name="range" {
                 @for (r, label) in [("1h", "last hour"), ("24h", "last 24 hours"), ("7d", "last 7 days"), ("90d", "last 90 days")] {
                     option value=(r) selected[range == r] { (label) }

@@ -101,6 +101,21 @@ impl App {
         Ok(out)
     }
 
+    /// The pipelines of `queues` a name may refer to (`known_pipelines` of
+    /// each: published by a worker, or with waiting jobs), sorted.
+    pub(crate) async fn known_pipelines(&self, queues: &[String]) -> Res<Vec<String>> {
+        let mut pipelines = std::collections::BTreeSet::new();
+        for q in queues {
+            pipelines.extend(
+                self.inspector(q)?
+                    .known_pipelines()
+                    .await
+                    .map_err(|e| self.fail(e))?,
+            );
+        }
+        Ok(pipelines.into_iter().collect())
+    }
+
     /// Jobs of `queue` that ended SUCCEEDED and FAILED this UTC day (the
     /// daily roll-up and the minutes not folded into it yet).
     pub(crate) async fn today(&self, queue: &str) -> Res<(u64, u64)> {

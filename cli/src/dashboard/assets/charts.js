@@ -19,12 +19,15 @@
     var date = p.y + "-" + two(p.mo) + "-" + two(p.d);
     var time = two(p.h) + ":" + two(p.mi);
     var zone = local ? "" : "Z";
-    if (step >= 86400) { return date; }
-    if (full || step >= 3600) { return date + " " + time + zone; }
+    var short = two(p.mo) + "-" + two(p.d);
+    if (full) { return step >= 86400 ? date : date + " " + time + zone; }
+    if (step >= 86400) { return short; }
+    if (step >= 3600) { return short + " " + time + zone; }
     return time + zone;
   }
   function timeAxis(step, local) {
     return {
+      space: step >= 3600 ? 110 : 60,
       values: function (u, splits) {
         return splits.map(function (s) { return label(s, step, local, false); });
       }
