@@ -7,9 +7,9 @@
 -- (field `sampled`), with the queue's totals `waiting` (every QUEUED job: ready
 -- and delayed jobs of the pipelines workers registered, parked behind a lock,
 -- waiting for a flow-control slot; what `leasehold status` counts, which also
--- finds the ready and delayed sets of pipelines no worker registered) and `oldest_ms` (now minus the `created_at` of the
--- oldest of them, as `status` computes it). Each hash expires STATS_TTL_S after
--- its first write.
+-- finds the ready and delayed sets of pipelines no worker registered) and
+-- `oldest_ms` (now minus the `created_at` of the oldest of them, as `status`
+-- computes it). Each hash expires STATS_TTL_S after its first write.
 -- A call counts its outcomes in a Lua table and writes one HINCRBY per distinct
 -- field at its end; the EXPIRE goes only with a field's first increment.
 -- Roll-ups: the first sample of a minute folds the minutes before it that are
@@ -96,9 +96,10 @@ end
 local function oldest_created(ids, now)
   local oldest = nil
   for _, id in ipairs(ids) do
-    local f = redis.call('HMGET', job_key(id), 'state', 'created_at')
-    local t = tonumber(f[2])
-    if f[1] == 'QUEUED' and t and (oldest == nil or t < oldest) then oldest = t end
+    -- pcall: a job key of the wrong type is the quarantine's business, not the sample's
+    local f = redis.pcall('HMGET', job_key(id), 'state', 'created_at')
+    local t = not f.err and tonumber(f[2])
+    if t and f[1] == 'QUEUED' and (oldest == nil or t < oldest) then oldest = t end
   end
   if oldest == nil then return nil end
   return math.max(0, now - oldest)
@@ -112,10 +113,15 @@ local function fold_into(rk, ttl, fields)
     if f ~= 'sampled' then
       local tail = string.match(f, '([^:]+)$')
       if tail == 'waiting' or tail == 'oldest_ms' then
-        local cur = tonumber(redis.call('HGET', rk, f))
-        if cur == nil or (tonumber(v) or 0) > cur then redis.call('HSET', rk, f, v) end
+        local cur, n = tonumber(redis.call('HGET', rk, f)), tonumber(v)
+        if n and (cur == nil or n > cur) then redis.call('HSET', rk, f, v) end
       else
-        redis.call('HINCRBY', rk, f, tonumber(v) or 0)
+        -- only what the scripts write: an integer (anything else is left
+        -- out, and a roll-up field that is not one is left as it is: pcall)
+        local n = tonumber(v)
+        if n and n == math.floor(n) and math.abs(n) < 2 ^ 53 then
+          redis.pcall('HINCRBY', rk, f, fmt(n))
+        end
       end
     end
   end
@@ -128,8 +134,8 @@ local function roll_up(minute)
   local last = tonumber(redis.call('GET', mark)) or (minute - 1)
   local from = math.max(last + 1, minute - ROLL_MAX_MINUTES)
   for m = from, minute - 1 do
-    local fields = redis.call('HGETALL', BASE .. ':stats:' .. fmt(m))
-    if #fields > 0 then
+    local fields = redis.pcall('HGETALL', BASE .. ':stats:' .. fmt(m))
+    if not fields.err and #fields > 0 then
       fold_into(BASE .. ':stats:h:' .. fmt(math.floor(m / 60)), HOUR_TTL_S, fields)
       fold_into(BASE .. ':stats:d:' .. fmt(math.floor(m / 1440)), DAY_TTL_S, fields)
     end

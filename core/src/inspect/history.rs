@@ -128,11 +128,11 @@ fn apply(minute: &mut Minute, field: &str, value: &str) {
     };
     let c = minute.pipelines.entry(pipeline.to_owned()).or_default();
     match what {
-        "succeeded" => c.succeeded += count,
-        "failed" => c.failed += count,
-        "cancelled" => c.cancelled += count,
-        "retried" => c.retried += count,
-        "stale" => c.stale += count,
+        "succeeded" => c.succeeded = c.succeeded.saturating_add(count),
+        "failed" => c.failed = c.failed.saturating_add(count),
+        "cancelled" => c.cancelled = c.cancelled.saturating_add(count),
+        "retried" => c.retried = c.retried.saturating_add(count),
+        "stale" => c.stale = c.stale.saturating_add(count),
         "waiting" => c.waiting = larger(c.waiting, Some(count)),
         "oldest_ms" => c.oldest_ms = larger(c.oldest_ms, Some(n.max(0))),
         _ => {}
