@@ -258,7 +258,8 @@ pub enum Command {
     Quarantine(QuarantineCommand),
     /// Act on many jobs at once: retry the FAILED jobs of a pipeline, cancel the
     /// QUEUED jobs of a pipeline or a backfill range, resolve STALE jobs with one
-    /// reason. Says how many jobs it touches first (--dry-run: only that).
+    /// reason, delete terminal jobs of one state. Says how many jobs it touches
+    /// first (--dry-run: only that).
     #[command(subcommand)]
     Bulk(BulkCommand),
     /// Groups of jobs (a backfill, or any set with a completion job): status and progress.
