@@ -1,11 +1,14 @@
 //! Bulk actions, shared by `leasehold bulk` and the dashboard: retry the FAILED
 //! jobs of a pipeline (optionally of one error kind, or ended within a time
 //! range), cancel the QUEUED jobs of a pipeline or of a backfill range (input
-//! windows starting within it), resolve a set of STALE jobs with one reason.
+//! windows starting within it), resolve a set of STALE jobs with one reason,
+//! delete terminal jobs of one state. The dashboard's lists select jobs for
+//! these by id (checked rows) or by the list's filter (pipeline, resource,
+//! worker).
 //!
 //! [`select`] reads which jobs an action would touch (the dry run shows that
 //! count); [`run`] applies it job by job through the same scripts as the single
-//! actions (`Queue::retry`, `cancel`, `resolve`: each job gets its own event and
+//! actions (`Queue::retry`, `cancel`, `resolve`, `delete_job`: each job gets its own event and
 //! attempt record, with the actor), in batches of [`BATCH`], calling back after
 //! each batch. A job whose state changed in between is refused by its script,
 //! counted and listed, and the rest go on.
@@ -28,16 +31,24 @@ pub(crate) enum BulkAction {
     Cancel,
     /// Resolve STALE jobs as this terminal state.
     Resolve(JobState),
+    /// Delete terminal jobs in this state (SUCCEEDED, FAILED or CANCELLED).
+    Delete(JobState),
 }
 
 impl BulkAction {
-    /// `retry`, `cancel` or `resolve`.
+    /// `retry`, `cancel`, `resolve` or `delete`.
     pub(crate) fn name(self) -> &'static str {
         match self {
             BulkAction::Retry(_) => "retry",
             BulkAction::Cancel => "cancel",
             BulkAction::Resolve(_) => "resolve",
+            BulkAction::Delete(_) => "delete",
         }
+    }
+
+    /// Whether a run needs a reason (all but retry).
+    pub(crate) fn needs_reason(self) -> bool {
+        !matches!(self, BulkAction::Retry(_))
     }
 
     /// The state of the jobs it touches.
@@ -46,6 +57,7 @@ impl BulkAction {
             BulkAction::Retry(_) => JobState::Failed,
             BulkAction::Cancel => JobState::Queued,
             BulkAction::Resolve(_) => JobState::Stale,
+            BulkAction::Delete(state) => state,
         }
     }
 }
@@ -55,6 +67,10 @@ impl BulkAction {
 pub(crate) struct Selection {
     /// Only jobs of this pipeline.
     pub pipeline: Option<String>,
+    /// Only jobs of this resource (a list's filter).
+    pub resource: Option<String>,
+    /// Only jobs last leased by this worker (a list's filter).
+    pub worker: Option<String>,
     /// Retry: only jobs whose last attempt failed with this error kind.
     pub error_kind: Option<String>,
     /// Only jobs whose last change (for FAILED jobs: their end) is at or after this (ms).
@@ -116,6 +132,7 @@ pub(crate) async fn select(
             window_to: sel.window_to.clone(),
             state: Some(state),
             pipeline: sel.pipeline.clone(),
+            resource: sel.resource.clone(),
             ..Default::default()
         };
         inspector.search_jobs(&search, all).await?
@@ -123,8 +140,8 @@ pub(crate) async fn select(
         let filter = JobFilter {
             state: Some(state),
             pipeline: sel.pipeline.clone(),
-            resource: None,
-            worker: None,
+            resource: sel.resource.clone(),
+            worker: sel.worker.clone(),
         };
         inspector.list_jobs(&filter, all).await?
     };
@@ -208,6 +225,7 @@ pub(crate) async fn run(
                 BulkAction::Retry(mode) => q.retry(id, mode, by, &reason).await.map(|_| ()),
                 BulkAction::Cancel => q.cancel(id, &reason, by).await.map(|_| ()),
                 BulkAction::Resolve(state) => q.resolve(id, state, by, &reason).await,
+                BulkAction::Delete(_) => q.delete_job(id, by, &reason).await.map(|_| ()),
             };
             match result {
                 Ok(()) => report.done += 1,

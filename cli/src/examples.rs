@@ -46,6 +46,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("bulk retry", "leasehold bulk retry --queue orders --pipeline orders_sync --error-kind timeout --dry-run\n  leasehold bulk retry --queue orders --since 2026-05-06T00:00:00Z --reason \"sink back\""),
     ("bulk cancel", "leasehold bulk cancel --queue orders --from 2026-05-01 --to 2026-05-08 --reason \"wrong range\" --dry-run\n  leasehold bulk cancel --queue orders --pipeline orders_sync --reason \"superseded\""),
     ("bulk resolve", "leasehold bulk resolve --queue orders --as failed --reason \"partial writes checked\" --dry-run\n  leasehold bulk resolve 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 01J0Z3KQ9W4XH8Y5T2M6N7P8R1 --queue orders --as succeeded --reason \"loaded, verified\""),
+    ("bulk delete", "leasehold bulk delete --queue orders --state cancelled --until 2026-05-01 --dry-run\n  leasehold bulk delete --queue orders --state failed --pipeline orders_sync --reason \"test runs\""),
     ("purge", "leasehold purge --keep-count 100000 --keep-age 30d\n  leasehold purge --queue orders --batch 50000"),
     ("completions", "leasehold completions bash > ~/.local/share/bash-completion/completions/leasehold\n  leasehold completions zsh > ~/.zfunc/_leasehold\n  leasehold completions fish > ~/.config/fish/completions/leasehold.fish"),
     ("man", "leasehold man > leasehold.1 && man ./leasehold.1\n  leasehold man --dir /usr/local/share/man/man1"),

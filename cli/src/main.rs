@@ -40,6 +40,11 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     style::init();
+    time::set_default_zone(if cli.local_time {
+        time::Zone::Local
+    } else {
+        time::Zone::Utc
+    });
     // what needs no Redis
     let generated = match &cli.command {
         Command::Completions { shell } => Some(commands::docs::completions(*shell)),

@@ -97,10 +97,87 @@ pub(crate) fn render(template: &str, w: &Window) -> String {
         .replace("{to_ms}", &w.to.as_millisecond().to_string())
 }
 
-/// A time in ms as RFC 3339 UTC with milliseconds.
+/// The clock times are shown in: UTC unless the operator chose local time
+/// (`--local-time` or `LEASEHOLD_LOCAL_TIME=true`; in the dashboard also its
+/// UTC/local switch, a cookie).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Zone {
+    /// UTC, `2026-05-06T00:00:00.000Z`.
+    #[default]
+    Utc,
+    /// The host's zone (`$TZ`, else `/etc/localtime`), with its offset.
+    Local,
+}
+
+impl Zone {
+    /// `utc` or `local`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Zone::Utc => "utc",
+            Zone::Local => "local",
+        }
+    }
+}
+
+static DEFAULT_ZONE: std::sync::OnceLock<Zone> = std::sync::OnceLock::new();
+
+tokio::task_local! {
+    static ZONE: Zone;
+}
+
+/// Sets the process's zone (once, at start).
+pub(crate) fn set_default_zone(zone: Zone) {
+    let _ = DEFAULT_ZONE.set(zone);
+}
+
+/// The process's zone, whatever a request chose.
+pub(crate) fn default_zone() -> Zone {
+    DEFAULT_ZONE.get().copied().unwrap_or_default()
+}
+
+/// The zone in effect: the request's (dashboard), else the process's.
+pub(crate) fn zone() -> Zone {
+    ZONE.try_with(|z| *z).unwrap_or_else(|_| default_zone())
+}
+
+/// Runs `f` with times shown in `zone`.
+pub(crate) async fn in_zone<F: std::future::Future>(zone: Zone, f: F) -> F::Output {
+    ZONE.scope(zone, f).await
+}
+
+/// The host's time zone: `$TZ` (an IANA name), else the name `/etc/localtime`
+/// links to, from the bundled database; UTC when neither names one.
+fn local_zone() -> TimeZone {
+    static LOCAL: std::sync::OnceLock<TimeZone> = std::sync::OnceLock::new();
+    LOCAL
+        .get_or_init(|| {
+            let from_env = std::env::var("TZ")
+                .ok()
+                .map(|s| s.trim_start_matches(':').to_owned());
+            let from_link = std::fs::read_link("/etc/localtime").ok().and_then(|p| {
+                let p = p.to_string_lossy().into_owned();
+                p.split_once("zoneinfo/").map(|(_, name)| name.to_owned())
+            });
+            from_env
+                .into_iter()
+                .chain(from_link)
+                .find_map(|name| TimeZone::get(&name).ok())
+                .unwrap_or(TimeZone::UTC)
+        })
+        .clone()
+}
+
+/// A time in ms as RFC 3339 with milliseconds: UTC (`Z`), or local time with
+/// its offset when the operator chose local time ([`zone`]).
 pub(crate) fn stamp(ms: i64) -> String {
     match Timestamp::from_millisecond(ms) {
-        Ok(ts) => ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        Ok(ts) => match zone() {
+            Zone::Utc => ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+            Zone::Local => ts
+                .to_zoned_datetime(local_zone())
+                .strftime("%Y-%m-%dT%H:%M:%S%.3f%:z")
+                .to_string(),
+        },
         Err(_) => format!("{ms}ms"),
     }
 }

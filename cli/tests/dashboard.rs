@@ -270,7 +270,7 @@ async fn json_api_and_pages_show_what_the_scripts_recorded() {
     let home = page(&c, &dash.url("/")).await;
     for needle in [
         "orders",
-        "STALE: 1 job(s) need a decision",
+        "STALE: 1 job needs a decision",
         s.stale.as_str(),
         "w1 (1/4 busy)",
         "shop:a",

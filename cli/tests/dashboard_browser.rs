@@ -7,7 +7,10 @@
 //! queue overview (refreshing itself when a job is enqueued), the job list, the
 //! running job's timeline, workers, locks, events, groups and a group, the
 //! schedules, the charts (drawn by uPlot), the search, the bulk forms and a
-//! bulk confirm page, and the login page. A form whose CSRF value was tampered
+//! bulk confirm page, and the login page; the overview's table of every
+//! queue, the charts' waiting line in UTC and over 7 days in local time, and
+//! a list with a row checked, its bulk confirm page and the bulk delete it
+//! runs through the session. A form whose CSRF value was tampered
 //! with is refused (403, nothing done); the long job is cancelled through the
 //! page's form (reason, click: no token typed), recorded as the name given at
 //! login; the page shows CANCELLED by itself; Redis agrees; logging out ends
@@ -381,6 +384,23 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
         t.starts_with("updated")
     })
     .await;
+    // the table of every queue, like asynqmon's, agrees with the tiles
+    let cell =
+        |state: &str| format!("#overview-table tr[data-queue=orders] td[data-state={state}]");
+    wait_text(&b, &cell("QUEUED"), "1 QUEUED", |t| t == "1").await;
+    assert_eq!(text(&b, &cell("SUCCEEDED")).await, "2");
+    assert_eq!(
+        text(
+            &b,
+            "#overview-table tr[data-queue=orders] td.processed-today"
+        )
+        .await,
+        "2"
+    );
+    assert_eq!(
+        text(&b, "#overview-table tr[data-queue=orders] td.paused").await,
+        "no"
+    );
     shot(&b, &shots, "overview").await;
 
     // the job list
@@ -597,6 +617,112 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
     )
     .await;
     assert_eq!(found, "2");
+    // the queue's waiting line (every QUEUED job: the report job), in UTC
+    b.find(Locator::Css("section.chart[data-kind=waiting] canvas"))
+        .await
+        .expect("the waiting chart");
+    assert_eq!(
+        text(&b, "#waiting-now tr[data-queue=orders] td.waiting-now").await,
+        "1"
+    );
+    let read_at = text(&b, "#waiting-now tr[data-queue=orders] td:last-child").await;
+    assert!(read_at.ends_with('Z'), "{read_at}");
+    // 7 days per hour, in local time: the switch comes back to the page
+    b.goto(&dash.url("/charts?queue=orders&range=7d"))
+        .await
+        .unwrap();
+    b.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#charts canvas"))
+        .await
+        .unwrap();
+    b.find(Locator::Css("#tz-switch a.tz-choice[href*='zone=local']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("html[data-tz=local] #charts canvas"))
+        .await
+        .expect("the charts in local time");
+    assert!(b
+        .current_url()
+        .await
+        .unwrap()
+        .as_str()
+        .ends_with("range=7d"));
+    shot(&b, &shots, "charts-7d-local").await;
+    b.find(Locator::Css("#tz-switch a.tz-choice[href*='zone=utc']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("html[data-tz=utc] #charts"))
+        .await
+        .expect("back in UTC");
+
+    // act on a row checked in a list: the confirm page, then the delete
+    b.goto(&dash.url("/jobs?queue=orders&state=SUCCEEDED"))
+        .await
+        .unwrap();
+    assert_eq!(
+        b.find(Locator::Css("#matching"))
+            .await
+            .unwrap()
+            .attr("data-count")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("2")
+    );
+    let gone = &fast[0];
+    b.find(Locator::Css(&format!("input.pick[value='{gone}']")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&b, "#checked-count", "1 row checked", |t| {
+        t.contains("1 row checked")
+    })
+    .await;
+    shot(&b, &shots, "jobs-selected").await;
+    b.find(Locator::Css("#bulk-select button[data-action=delete]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let count = text(&b, "#bulk-count").await;
+    assert!(count.contains("delete 1 SUCCEEDED job"), "{count}");
+    shot(&b, &shots, "bulk-confirm-selected").await;
+    b.find(Locator::Css("form.bulk-confirm textarea[name=reason]"))
+        .await
+        .unwrap()
+        .send_keys("test run")
+        .await
+        .unwrap();
+    b.find(Locator::Css("form.bulk-confirm button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let done = text(&b, "#bulk-done").await;
+    assert!(
+        done.contains("1 of 1 job") && done.contains("dashboard:e2e"),
+        "{done}"
+    );
+    assert!(q.job(gone).await.unwrap().is_none(), "deleted");
+    assert!(
+        q.job(&fast[1]).await.unwrap().is_some(),
+        "not checked, kept"
+    );
     // the search finds the job by its resource, with its window column
     b.goto(&dash.url("/search?q=shop:gamma")).await.unwrap();
     let row = text(&b, &format!("#search-results tr[data-job='{slow}']")).await;

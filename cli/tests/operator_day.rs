@@ -226,7 +226,7 @@ async fn counters_search_bulk_metrics_and_the_session() {
         .unwrap();
     assert!(
         page.contains("/static/uplot.min.js")
-            && page.contains("data-src=\"/api/history?queue=day&amp;range=hour\""),
+            && page.contains("data-src=\"/api/history?queue=day&amp;range=1h\""),
         "{page}"
     );
     assert!(page.contains("<td class=\"processed\">3</td>"), "{page}");

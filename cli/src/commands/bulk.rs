@@ -1,4 +1,4 @@
-//! `bulk retry|cancel|resolve`: one action on many jobs of a queue (see
+//! `bulk retry|cancel|resolve|delete`: one action on many jobs of a queue (see
 //! `crate::bulk`): the count first (all of `--dry-run`), then the action in
 //! batches with a count line on stderr after each, then what was done.
 
@@ -93,12 +93,38 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
                 dry_run,
             )
         }
+        BulkCommand::Delete {
+            jobs,
+            queue,
+            state,
+            pipeline,
+            since,
+            until,
+            reason,
+            dry_run,
+        } => {
+            let ids = jobs
+                .iter()
+                .map(|j| job_id(j))
+                .collect::<Outcome<Vec<_>>>()?;
+            let sel = Selection {
+                pipeline,
+                since: since.map(|t| t.as_millisecond()),
+                until: until.map(|t| t.as_millisecond()),
+                ids,
+                ..Default::default()
+            };
+            (
+                queue,
+                BulkAction::Delete(state.state()),
+                sel,
+                reason.unwrap_or_default(),
+                dry_run,
+            )
+        }
     };
     // a dry run changes nothing, so it records no reason
-    if !dry_run
-        && matches!(action, BulkAction::Cancel | BulkAction::Resolve(_))
-        && reason.trim().is_empty()
-    {
+    if !dry_run && action.needs_reason() && reason.trim().is_empty() {
         return Err(Failure::Usage("--reason must not be empty".into()));
     }
     let inspector: Inspector = ctx.inspector(&queue)?;
@@ -160,6 +186,7 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
         BulkAction::Retry(_) => "bulk retry:",
         BulkAction::Cancel => "bulk cancel:",
         BulkAction::Resolve(_) => "bulk resolve:",
+        BulkAction::Delete(_) => "bulk delete:",
     };
     let progress = Progress::lines(ctx.json, n as u64, verb, "jobs");
     let report = bulk::run(

@@ -114,9 +114,9 @@ pub(crate) async fn purge(ctx: &Ctx, queue: Option<String>, batch: usize) -> Out
     }
     for (q, n) in &out {
         outln!(
-            "{q}: purged {n} terminal {} beyond retention (keep {} jobs, at most {} old)",
+            "{q}: purged {n} terminal {} beyond retention (keep {}, at most {} old)",
             if *n == 1 { "job" } else { "jobs" },
-            retention.keep_count,
+            crate::wording::jobs(usize::try_from(retention.keep_count).unwrap_or(usize::MAX)),
             human_duration(retention.keep_age)
         );
     }

@@ -1,6 +1,9 @@
 //! `/bulk`: bulk actions from the dashboard (see `crate::bulk`). `GET /bulk`
-//! shows the three forms; with `action` and `queue` it is the confirm page: how
-//! many jobs the action would touch (a dry run) and the form that runs it.
+//! shows the forms (queues and pipelines chosen among the known ones); with
+//! `action` and `queue` it is the confirm page: how many jobs the action would
+//! touch (a dry run) and the form that runs it. The job lists send here the
+//! rows checked (`id`, repeated) or their filter (`pipeline`, `resource`,
+//! `worker`, `state`) with the action chosen under the list.
 //! `POST /bulk` (session with CSRF value, or the token) selects again and runs
 //! it in batches through the same scripts as the single actions, each job
 //! recorded with `by` = `dashboard:<operator>`. `POST /api/bulk` takes the same
@@ -28,9 +31,15 @@ use crate::time::parse_instant;
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(super) struct BulkParams {
     queue: Option<String>,
-    /// `retry`, `cancel` or `resolve`.
+    /// `retry`, `cancel`, `resolve` or `delete`.
     action: Option<String>,
     pipeline: Option<String>,
+    /// A list's filter: only jobs of this resource.
+    resource: Option<String>,
+    /// A list's filter: only jobs last leased by this worker.
+    worker: Option<String>,
+    /// Delete: the state of the jobs deleted (SUCCEEDED, FAILED or CANCELLED).
+    state: Option<String>,
     error_kind: Option<String>,
     /// Ended at or after (RFC 3339).
     since: Option<String>,
@@ -42,6 +51,9 @@ pub(super) struct BulkParams {
     to: Option<String>,
     /// Job ids, separated by spaces, commas or new lines.
     ids: Option<String>,
+    /// `rows`: the ids are a list's checked rows, so none checked is an
+    /// error (not "every job").
+    picked: Option<String>,
     /// Resolve: `failed`, `cancelled` or `succeeded`.
     #[serde(rename = "as")]
     outcome: Option<String>,
@@ -113,9 +125,24 @@ impl BulkParams {
                     )))
                 }
             }),
+            "delete" => BulkAction::Delete(
+                match given(&self.state)
+                    .map(|s| s.to_ascii_uppercase())
+                    .as_deref()
+                {
+                    Some("FAILED") => leasehold_core::JobState::Failed,
+                    Some("CANCELLED") => leasehold_core::JobState::Cancelled,
+                    Some("SUCCEEDED") => leasehold_core::JobState::Succeeded,
+                    other => {
+                        return Err(DashError::BadRequest(format!(
+                            "delete needs state = SUCCEEDED, FAILED or CANCELLED (got {other:?})"
+                        )))
+                    }
+                },
+            ),
             other => {
                 return Err(DashError::BadRequest(format!(
-                    "bulk action {other:?} is not retry, cancel or resolve"
+                    "bulk action {other:?} is not retry, cancel, resolve or delete"
                 )))
             }
         };
@@ -127,8 +154,15 @@ impl BulkParams {
             .filter(|s| !s.is_empty())
             .map(job_id)
             .collect::<Res<Vec<JobId>>>()?;
+        if ids.is_empty() && given(&self.picked).is_some() {
+            return Err(DashError::BadRequest(
+                "no rows were checked: check the jobs to act on, or use the action for every job matching the filter".into(),
+            ));
+        }
         let sel = Selection {
             pipeline: given(&self.pipeline),
+            resource: given(&self.resource),
+            worker: given(&self.worker),
             error_kind: given(&self.error_kind),
             since: instant("since", &self.since)?,
             until: instant("until", &self.until)?,
@@ -140,12 +174,14 @@ impl BulkParams {
         };
         if action == BulkAction::Cancel
             && sel.pipeline.is_none()
+            && sel.resource.is_none()
+            && sel.worker.is_none()
             && sel.window_from.is_none()
             && sel.window_to.is_none()
             && sel.ids.is_empty()
         {
             return Err(DashError::BadRequest(
-                "bulk cancel needs a pipeline, a range (from, to) or ids".into(),
+                "bulk cancel needs a pipeline, a resource, a range (from, to) or ids".into(),
             ));
         }
         Ok(Some((queue, action, sel)))
@@ -166,12 +202,16 @@ impl BulkParams {
             ("queue", &self.queue),
             ("action", &self.action),
             ("pipeline", &self.pipeline),
+            ("resource", &self.resource),
+            ("worker", &self.worker),
+            ("state", &self.state),
             ("error_kind", &self.error_kind),
             ("since", &self.since),
             ("until", &self.until),
             ("from", &self.from),
             ("to", &self.to),
             ("ids", &self.ids),
+            ("picked", &self.picked),
             ("as", &self.outcome),
             ("mode", &self.mode),
         ];
@@ -190,7 +230,7 @@ fn reason_of(action: BulkAction, p: &BulkParams) -> Res<String> {
             "the reason is longer than 2000 characters".into(),
         ));
     }
-    if reason.is_empty() && !matches!(action, BulkAction::Retry(_)) {
+    if reason.is_empty() && action.needs_reason() {
         return Err(DashError::BadRequest(format!(
             "a bulk {} needs a reason",
             action.name()
@@ -250,10 +290,12 @@ fn forms(queues: &[String], pipelines: &[String]) -> Markup {
         } }
     };
     let pipeline = html! {
-        label { "Pipeline " input type="text" name="pipeline" list="bulk-pipelines" placeholder="any"; }
+        label { "Pipeline " select name="pipeline" {
+            option value="" { "any" }
+            @for p in pipelines { option value=(p) { (p) } }
+        } }
     };
     html! {
-        datalist #bulk-pipelines { @for p in pipelines { option value=(p) {} } }
         section.card {
             h2 { "Retry FAILED jobs" }
             form.bulk-retry method="get" action="/bulk" {
@@ -289,26 +331,48 @@ fn forms(queues: &[String], pipelines: &[String]) -> Markup {
                 button type="submit" { "Preview" }
             }
         }
+        section.card {
+            h2 { "Delete terminal jobs" }
+            form.bulk-delete method="get" action="/bulk" {
+                input type="hidden" name="action" value="delete";
+                (queue)
+                (pipeline)
+                label { "State " select name="state" { option value="FAILED" { "FAILED" } option value="CANCELLED" { "CANCELLED" } option value="SUCCEEDED" { "SUCCEEDED" } } }
+                label { "Ended since " input type="text" name="since" placeholder="2026-05-06T00:00Z"; }
+                label { "until " input type="text" name="until"; }
+                button type="submit" { "Preview" }
+            }
+        }
+        p.note { "Or pick jobs in a list: " a href="/jobs" { "Jobs" } " has a checkbox per row and an action for every job matching its filter." }
     }
+}
+
+/// The values of every `id` field of a query string (the rows checked in a list).
+fn checked_ids(raw: Option<&str>) -> Vec<String> {
+    serde_urlencoded::from_str::<Vec<(String, String)>>(raw.unwrap_or(""))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| k == "id")
+        .map(|(_, v)| v)
+        .filter(|v| !v.trim().is_empty())
+        .collect()
 }
 
 /// `GET /bulk`: the forms, or the confirm page of the action asked for.
 pub(super) async fn bulk_page(
     State(app): State<Shared>,
-    Query(p): Query<BulkParams>,
+    Query(mut p): Query<BulkParams>,
+    axum::extract::RawQuery(raw): axum::extract::RawQuery,
 ) -> Result<Response, PageError> {
+    let checked = checked_ids(raw.as_deref());
+    if !checked.is_empty() {
+        let mut all = given(&p.ids).into_iter().collect::<Vec<_>>();
+        all.extend(checked);
+        p.ids = Some(all.join(" "));
+    }
     let Some((queue, action, sel)) = p.parse()? else {
         let queues = app.queues().await?;
-        let mut pipelines = std::collections::BTreeSet::new();
-        for q in &queues {
-            pipelines.extend(
-                app.inspector(q)?
-                    .known_pipelines()
-                    .await
-                    .map_err(|e| app.fail(e))?,
-            );
-        }
-        let pipelines: Vec<String> = pipelines.into_iter().collect();
+        let pipelines = app.known_pipelines(&queues).await?;
         let body = html! {
             h1 { "Bulk actions" }
             p.note { "Each shows how many jobs it touches before it runs, then acts job by job through the same scripts as the single actions (every job gets its own event, with your name)." }
@@ -350,6 +414,9 @@ pub(super) async fn bulk_page(
                 }
             }
         }
+        @if !sel.ids.is_empty() && n < sel.ids.len() {
+            p.note #bulk-not-matched { (crate::wording::jobs(sel.ids.len() - n)) " of those chosen " (if sel.ids.len() - n == 1 { "is" } else { "are" }) " no longer " (state.as_str()) " (or left out): not touched." }
+        }
         @if n > 0 {
             ul.bulk-jobs {
                 @for id in plan.jobs.iter().take(50) { li { a.mono href=(job_url(&queue, id.as_str())) { (id) } } }
@@ -358,7 +425,7 @@ pub(super) async fn bulk_page(
             @if enabled {
                 form.bulk-confirm method="post" action="/bulk" {
                     (p.hidden())
-                    label { "Reason " textarea name="reason" rows="2" maxlength="2000" required[!matches!(action, BulkAction::Retry(_))] {} }
+                    label { "Reason " textarea name="reason" rows="2" maxlength="2000" required[action.needs_reason()] {} }
                     (auth_fields())
                     button type="submit" { (action.name()) " " (crate::wording::jobs(n)) }
                 }

@@ -132,6 +132,35 @@ impl App {
         })
     }
 
+    /// The pipelines of `queues` a name may refer to (`known_pipelines` of
+    /// each: published by a worker, or with waiting jobs), sorted.
+    pub(crate) async fn known_pipelines(&self, queues: &[String]) -> Res<Vec<String>> {
+        let mut pipelines = std::collections::BTreeSet::new();
+        for q in queues {
+            pipelines.extend(
+                self.inspector(q)?
+                    .known_pipelines()
+                    .await
+                    .map_err(|e| self.fail(e))?,
+            );
+        }
+        Ok(pipelines.into_iter().collect())
+    }
+
+    /// Jobs of `queue` that ended SUCCEEDED and FAILED this UTC day (the
+    /// daily roll-up and the minutes not folded into it yet).
+    pub(crate) async fn today(&self, queue: &str) -> Res<(u64, u64)> {
+        let h = self
+            .inspector(queue)?
+            .history_at(leasehold_core::inspect::Granularity::Day, 1)
+            .await
+            .map_err(|e| self.fail(e))?;
+        let counts = h.minutes.iter().flat_map(|m| m.pipelines.values());
+        Ok(counts.fold((0, 0), |(ok, failed), c| {
+            (ok + c.succeeded, failed + c.failed)
+        }))
+    }
+
     /// One page of jobs.
     pub(crate) async fn jobs(&self, query: &JobsQuery) -> Res<JobPage> {
         let names = self.queues_or(query.queue.as_deref()).await?;

@@ -124,7 +124,7 @@ pub(super) fn layout(
     };
     html! {
         (DOCTYPE)
-        html lang="en" {
+        html lang="en" data-tz=(crate::time::zone().as_str()) {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
@@ -164,6 +164,12 @@ pub(super) fn layout(
                         }
                     } @else if actions_enabled == Some(true) {
                         a.login #login-link href="/login" { "Log in" }
+                    }
+                    span.tz #tz-switch title="the clock every time on these pages is shown in" {
+                        @let zone = crate::time::zone();
+                        a.tz-choice.active[zone == crate::time::Zone::Utc] href="/settings/time?zone=utc" { "UTC" }
+                        " · "
+                        a.tz-choice.active[zone == crate::time::Zone::Local] href="/settings/time?zone=local" { "local" }
                     }
                     label.live-toggle {
                         input #live-toggle type="checkbox" checked;

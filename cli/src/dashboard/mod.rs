@@ -171,7 +171,8 @@ async fn guard(State(app): State<Shared>, req: Request, next: Next) -> Response 
                 .into_response();
         }
     }
-    let mut resp = next.run(req).await;
+    let zone = zone_chosen(req.headers());
+    let mut resp = crate::time::in_zone(zone, next.run(req)).await;
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,
@@ -192,6 +193,69 @@ async fn guard(State(app): State<Shared>, req: Request, next: Next) -> Response 
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     if !h.contains_key(header::CACHE_CONTROL) {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    resp
+}
+
+/// The cookie holding the operator's choice of clock: `utc` or `local`.
+pub(crate) const ZONE_COOKIE: &str = "leasehold_tz";
+
+/// The zone a request's cookie chose, else the dashboard's default.
+/// (The live refresh fetches without cookies and names the page's zone in
+/// `X-Leasehold-Tz`.)
+fn zone_chosen(headers: &axum::http::HeaderMap) -> crate::time::Zone {
+    let named = headers
+        .get("x-leasehold-tz")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let chosen = named.or_else(|| {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|kv| kv.trim().split_once('='))
+            .find(|(k, _)| *k == ZONE_COOKIE)
+            .map(|(_, v)| v.trim().to_owned())
+    });
+    match chosen.as_deref() {
+        Some("local") => crate::time::Zone::Local,
+        Some("utc") => crate::time::Zone::Utc,
+        _ => crate::time::default_zone(),
+    }
+}
+
+/// `?zone=utc|local&back=/path` of `GET /settings/time`.
+#[derive(Debug, Default, serde::Deserialize)]
+struct ZoneParams {
+    zone: Option<String>,
+    back: Option<String>,
+}
+
+/// `GET /settings/time?zone=utc|local`: remembers the operator's clock in a
+/// cookie (a display preference: it changes nothing in Redis) and goes back
+/// to the page it came from (a path on this dashboard only).
+async fn time_setting(axum::extract::Query(p): axum::extract::Query<ZoneParams>) -> Response {
+    let zone = match p.zone.as_deref() {
+        Some("local") => "local",
+        Some("utc") => "utc",
+        other => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("zone {other:?} is not utc or local\n"),
+            )
+                .into_response()
+        }
+    };
+    let back = p
+        .back
+        .filter(|b| b.starts_with('/') && !b.starts_with("//") && !b.contains('\\'))
+        .unwrap_or_else(|| "/".into());
+    let mut resp = axum::response::Redirect::to(&back).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{ZONE_COOKIE}={zone}; Path=/; SameSite=Strict; Max-Age=31536000"
+    )) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     resp
 }
@@ -289,6 +353,7 @@ pub(crate) fn router(app: Shared) -> Router {
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/login", get(session::login_get).post(session::login_post))
         .route("/logout", post(session::logout))
+        .route("/settings/time", get(time_setting))
         .route("/charts", get(charts::charts_page))
         .route("/api/history", get(charts::history_api))
         .route("/search", get(search::search_page))

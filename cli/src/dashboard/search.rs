@@ -170,7 +170,7 @@ pub(super) async fn search_page(
                 div #search-results {
                     p.summary { (crate::wording::jobs(page.jobs.len())) @if page.has_more { " (more match: narrow the search)" } "." }
                     @if page.truncated { p.note.warn { "A criterion matched more than " (SEARCH_CAP) " index entries: narrow it." } }
-                    @if !page.jobs.is_empty() { (super::pages::jobs_table(page, now)) }
+                    @if !page.jobs.is_empty() { (super::pages::jobs_table(page, now, false)) }
                 }
             }
         }

@@ -43,6 +43,15 @@ pub(crate) struct Cli {
     /// Print JSON instead of tables (`events --follow`: one object per line).
     #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
+    /// Show clock times in the host's local time zone, with their offset
+    /// (default: UTC, `...Z`). The dashboard also has a UTC/local switch.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "LEASEHOLD_LOCAL_TIME"
+    )]
+    pub local_time: bool,
     /// Who is acting, recorded with cancel, retry and resolve (default: $USER).
     #[arg(
         long,
@@ -231,7 +240,8 @@ pub(crate) enum Command {
     Quarantine(QuarantineCommand),
     /// Act on many jobs at once: retry the FAILED jobs of a pipeline, cancel the
     /// QUEUED jobs of a pipeline or a backfill range, resolve STALE jobs with one
-    /// reason. Says how many jobs it touches first (--dry-run: only that).
+    /// reason, delete terminal jobs of one state. Says how many jobs it touches
+    /// first (--dry-run: only that).
     #[command(subcommand)]
     Bulk(BulkCommand),
     /// Groups of jobs (a backfill, or any set with a completion job): status and progress.

@@ -211,6 +211,34 @@ pub(crate) enum BulkCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Delete terminal jobs of one state and their records: the ids given, or
+    /// every job of --state in the queue (of --pipeline, ended within
+    /// --since/--until).
+    Delete {
+        /// The jobs (default: every job of --state matching the options).
+        jobs: Vec<String>,
+        /// The queue.
+        #[arg(long)]
+        queue: String,
+        /// The state of the jobs deleted.
+        #[arg(long, value_enum)]
+        state: ResolveAs,
+        /// Only jobs of this pipeline.
+        #[arg(long)]
+        pipeline: Option<String>,
+        /// Only jobs that ended at or after this time (RFC 3339; a date or time without offset is UTC).
+        #[arg(long, value_parser = time::parse_instant)]
+        since: Option<jiff::Timestamp>,
+        /// Only jobs that ended before this time.
+        #[arg(long, value_parser = time::parse_instant)]
+        until: Option<jiff::Timestamp>,
+        /// Why (recorded in the queue's events; not needed with --dry-run).
+        #[arg(long, required_unless_present = "dry_run")]
+        reason: Option<String>,
+        /// Only say how many jobs it would touch.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// `quarantine` subcommands.

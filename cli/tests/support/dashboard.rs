@@ -23,6 +23,16 @@ impl Dashboard {
     /// with `LEASEHOLD_DASHBOARD_TOKEN` set to `token_env` if given, and waits
     /// for the line naming the address it serves.
     pub(crate) async fn start(url: &str, args: &[&str], token_env: Option<&str>) -> Dashboard {
+        Dashboard::start_with_env(url, args, token_env, &[]).await
+    }
+
+    /// [`Dashboard::start`] with environment variables `env` set.
+    pub(crate) async fn start_with_env(
+        url: &str,
+        args: &[&str],
+        token_env: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Dashboard {
         let mut all = vec!["dashboard"];
         if !args.contains(&"--bind") {
             all.extend(["--bind", "127.0.0.1:0"]);
@@ -31,6 +41,9 @@ impl Dashboard {
         let mut cmd = command(url, &all);
         if let Some(t) = token_env {
             cmd.env("LEASEHOLD_DASHBOARD_TOKEN", t);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
         }
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn leasehold dashboard");

@@ -72,7 +72,7 @@ pub use discover::{
 pub use events::Event;
 pub use follower::EventFollower;
 pub use groups::{GroupChild, GroupInfo, GroupView};
-pub use history::{History, Minute, MinuteCounts, HISTORY_MAX_MINUTES};
+pub use history::{Granularity, History, Minute, MinuteCounts, HISTORY_MAX_MINUTES};
 pub use inspector::Inspector;
 pub use search::{JobSearch, SEARCH_CAP};
 pub use verdicts::{retryable, verdicts, Cleanup, Verdicts};

@@ -75,6 +75,18 @@ impl QueueKeys {
     pub fn stats(&self, minute: i64) -> String {
         format!("{}:stats:{minute}", self.base)
     }
+    /// Hash: the roll-up of one hour (`ms / 3600000`) of [`QueueKeys::stats`] (lib/stats).
+    pub fn stats_hour(&self, hour: i64) -> String {
+        format!("{}:stats:h:{hour}", self.base)
+    }
+    /// Hash: the roll-up of one UTC day (`ms / 86400000`) of [`QueueKeys::stats`] (lib/stats).
+    pub fn stats_day(&self, day: i64) -> String {
+        format!("{}:stats:d:{day}", self.base)
+    }
+    /// String: the last minute folded into the roll-ups (lib/stats).
+    pub fn stats_rolled(&self) -> String {
+        format!("{}:stats:rolled", self.base)
+    }
     /// Sorted set (lex, every score 0): the search index of jobs (lib/search).
     pub fn search(&self) -> String {
         format!("{}:search", self.base)

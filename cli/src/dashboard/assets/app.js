@@ -55,8 +55,42 @@
     s.className = bad ? "bad" : "";
   }
 
+  // the page's clock (UTC unless the operator chose local), 24-hour
+  function local() {
+    return document.documentElement.getAttribute("data-tz") === "local";
+  }
+
   function stamp() {
-    return new Date().toLocaleTimeString();
+    var d = new Date();
+    var two = function (n) { return (n < 10 ? "0" : "") + n; };
+    if (local()) {
+      return two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+    }
+    return two(d.getUTCHours()) + ":" + two(d.getUTCMinutes()) + ":" + two(d.getUTCSeconds()) + "Z";
+  }
+
+  // a list's checkboxes: "check every row" and the count beside the buttons
+  function bindPicks() {
+    document.addEventListener("change", function (ev) {
+      var t = ev.target;
+      if (!t || t.type !== "checkbox") { return; }
+      if (t.id === "pick-all") {
+        qsa(document, "input.pick").forEach(function (c) { c.checked = t.checked; });
+      }
+      if (t.id === "pick-all" || t.classList.contains("pick")) {
+        var n = qsa(document, "input.pick:checked").length;
+        var label = document.getElementById("checked-count");
+        if (label) { label.textContent = "With the " + n + (n === 1 ? " row" : " rows") + " checked: "; }
+      }
+    });
+  }
+
+  // the UTC/local switch comes back to this page
+  function bindZoneSwitch() {
+    qsa(document, "a.tz-choice").forEach(function (a) {
+      var base = a.getAttribute("href").split("&back=")[0];
+      a.setAttribute("href", base + "&back=" + encodeURIComponent(window.location.pathname + window.location.search));
+    });
   }
 
   var busy = false;
@@ -68,7 +102,7 @@
     var regions = qsa(document, "[data-live]");
     if (!errorPage && regions.length === 0) { return; }
     busy = true;
-    fetch(window.location.href, { headers: { "Accept": "text/html" }, cache: "no-store", credentials: "omit" })
+    fetch(window.location.href, { headers: { "Accept": "text/html", "X-Leasehold-Tz": local() ? "local" : "utc" }, cache: "no-store", credentials: "omit" })
       .then(function (resp) {
         return resp.text().then(function (text) { return { resp: resp, text: text }; });
       })
@@ -102,6 +136,8 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     rememberOperator();
+    bindZoneSwitch();
+    bindPicks();
     setInterval(tick, PERIOD_MS);
   });
 })();

@@ -112,7 +112,7 @@ fn queue_card(s: &QueueStatus, actions: bool) -> Markup {
                 (locks_table(&s.locks.iter().map(|l| (q, l)).collect::<Vec<_>>(), false))
             }
             @if c.stale > 0 {
-                h3.warn { "STALE: " (c.stale) " job(s) need a decision" }
+                h3.warn { "STALE: " (crate::wording::jobs(usize::try_from(c.stale).unwrap_or(usize::MAX))) (if c.stale == 1 { " needs" } else { " need" }) " a decision" }
                 table.grid.stale {
                     thead { tr { th { "Job" } th { "Pipeline" } th { "Step cut off" } th { "Last done" } th { "Worker" } th { "STALE for" } th { "Lock" } } }
                     tbody {
@@ -181,7 +181,7 @@ fn quarantine_section(s: &QueueStatus, actions: bool) -> Markup {
     };
     html! {
         @if c.quarantined > 0 {
-            h3.warn.quarantine { "Quarantined: " (c.quarantined) " unreadable job(s)" }
+            h3.warn.quarantine { "Quarantined: " (crate::wording::count(usize::try_from(c.quarantined).unwrap_or(usize::MAX), "unreadable job", "unreadable jobs")) }
             table.grid.quarantine {
                 thead { tr { th { "Job" } th { "Field" } th { "Problem" } th { "Found in" } th { "Since" }
                     @if actions { th { "Act" } } } }
@@ -215,9 +215,77 @@ fn quarantine_section(s: &QueueStatus, actions: bool) -> Markup {
 }
 
 /// `GET /`: every queue at a glance.
+/// The table of every queue, like asynqmon's: counts per state (each links to
+/// its list), jobs processed (ended SUCCEEDED) and failed this UTC day, the
+/// oldest waiting job's age, and whether it or a pipeline of it is paused.
+fn overview_table(all: &[QueueStatus], today: &[(u64, u64)]) -> Markup {
+    let states = [
+        JobState::Queued,
+        JobState::Leased,
+        JobState::Running,
+        JobState::Stale,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+    html! {
+        table.grid.overview #overview-table {
+            thead { tr {
+                th { "Queue" }
+                @for st in &states { th { (st.as_str()) } }
+                th title="jobs that ended SUCCEEDED since 00:00 UTC" { "Processed today" }
+                th title="jobs that ended FAILED since 00:00 UTC" { "Failed today" }
+                th { "Oldest waiting" }
+                th { "Paused" }
+            } }
+            tbody {
+                @for (s, (ok, failed)) in all.iter().zip(today) {
+                    @let c = &s.counts;
+                    @let q = s.queue.as_str();
+                    tr data-queue=(q) {
+                        td { a href=(jobs_url(q, "")) { (q) } }
+                        @for st in &states {
+                            @let n = match st {
+                                JobState::Queued => c.queued,
+                                JobState::Leased => c.leased,
+                                JobState::Running => c.running,
+                                JobState::Stale => c.stale,
+                                JobState::Succeeded => c.succeeded,
+                                JobState::Failed => c.failed,
+                                _ => c.cancelled,
+                            };
+                            td.n data-state=(st.as_str()) { a href=(jobs_url(q, st.as_str())) { (n) } }
+                        }
+                        td.n.processed-today { (ok) }
+                        td.n.failed-today { (failed) }
+                        td.oldest { @match &s.oldest_waiting { Some(o) => (human(o.age_ms)), None => "-" } }
+                        td.paused {
+                            @if s.pauses.is_empty() { "no" } @else {
+                                @for p in &s.pauses {
+                                    span.pill.warn { @match &p.scope {
+                                        leasehold_core::PauseScope::Queue => "queue",
+                                        leasehold_core::PauseScope::Pipeline(name) => { (name) },
+                                    } } " "
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if all.iter().any(|s| s.counts.terminal_sampled < s.counts.terminal) {
+            p.note { "SUCCEEDED, FAILED and CANCELLED count among the newest terminal jobs kept (see each queue below); processed and failed today count from the per-minute counters." }
+        }
+    }
+}
+
 pub(crate) async fn overview(State(app): State<Shared>) -> Page {
     let overview = app.overview().await?;
     let all = &overview.queues;
+    let mut today = Vec::with_capacity(all.len());
+    for s in all {
+        today.push(app.today(&s.queue).await?);
+    }
     Ok(app.page(
         "Queues",
         Nav::Queues,
@@ -234,6 +302,8 @@ pub(crate) async fn overview(State(app): State<Shared>) -> Page {
                 }
                 @if all.is_empty() && overview.unreachable.is_empty() {
                     p.empty { "No queues found under key prefix " code { (app.config.prefix) } " (a queue appears once it has had a job)." }
+                } @else {
+                    (overview_table(all, &today))
                 }
                 @for s in all { (queue_card(s, app.token.is_some())) }
             }
