@@ -246,7 +246,12 @@ async fn jobs_start_in_their_lease_call_by_default() {
     // call gathered into its `more` field (five words each)
     let mut all: Vec<[String; 4]> = Vec::new();
     for (_, f) in &events {
-        all.push([field(f, "op"), field(f, "job"), field(f, "from"), field(f, "to")]);
+        all.push([
+            field(f, "op"),
+            field(f, "job"),
+            field(f, "from"),
+            field(f, "to"),
+        ]);
         let more = field(f, "more");
         let words: Vec<&str> = more.split_whitespace().collect();
         assert_eq!(words.len() % 5, 0, "more: {more:?}");

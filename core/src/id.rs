@@ -137,7 +137,17 @@ mod tests {
         assert_eq!(base62_22(62), "0000000000000000000010");
         assert_eq!(base62_22(u128::MAX), "7n42DGM5Tflk9n8mt7Fhc7");
         // text order is number order
-        let mut nums = [0u128, 1, 61, 62, 3843, 1 << 64, u128::MAX / 3, u128::MAX - 1, u128::MAX];
+        let mut nums = [
+            0u128,
+            1,
+            61,
+            62,
+            3843,
+            1 << 64,
+            u128::MAX / 3,
+            u128::MAX - 1,
+            u128::MAX,
+        ];
         nums.sort_unstable();
         let texts: Vec<String> = nums.iter().map(|&n| base62_22(n)).collect();
         let mut sorted = texts.clone();

@@ -357,7 +357,10 @@ mod tests {
             ("from", "RUNNING"),
             ("to", "SUCCEEDED"),
             ("by", "w-1"),
-            ("more", "start j2 1 QUEUED RUNNING finish j2 2 RUNNING SUCCEEDED"),
+            (
+                "more",
+                "start j2 1 QUEUED RUNNING finish j2 2 RUNNING SUCCEEDED",
+            ),
         ]
         .iter()
         .flat_map(|(k, v)| [k.to_string(), v.to_string()])
@@ -380,9 +383,33 @@ mod tests {
         assert_eq!(
             seen,
             [
-                ("finish", "j1", 1, Some(JobState::Running), JobState::Succeeded, "w-1", "7-3"),
-                ("start", "j2", 1, Some(JobState::Queued), JobState::Running, "w-1", "7-3"),
-                ("finish", "j2", 2, Some(JobState::Running), JobState::Succeeded, "w-1", "7-3"),
+                (
+                    "finish",
+                    "j1",
+                    1,
+                    Some(JobState::Running),
+                    JobState::Succeeded,
+                    "w-1",
+                    "7-3"
+                ),
+                (
+                    "start",
+                    "j2",
+                    1,
+                    Some(JobState::Queued),
+                    JobState::Running,
+                    "w-1",
+                    "7-3"
+                ),
+                (
+                    "finish",
+                    "j2",
+                    2,
+                    Some(JobState::Running),
+                    JobState::Succeeded,
+                    "w-1",
+                    "7-3"
+                ),
             ]
         );
         assert!(events.iter().all(|e| e.at == 7 && e.reason.is_empty()));
@@ -395,5 +422,4 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
-
 }
