@@ -254,7 +254,7 @@ async fn jobs_start_in_their_lease_call_by_default() {
         ]);
         let more = field(f, "more");
         let words: Vec<&str> = more.split_whitespace().collect();
-        assert_eq!(words.len() % 5, 0, "more: {more:?}");
+        assert!(words.len().is_multiple_of(5), "more: {more:?}");
         for w in words.chunks(5) {
             all.push([w[0].into(), w[1].into(), w[3].into(), w[4].into()]);
         }

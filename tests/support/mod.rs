@@ -61,7 +61,10 @@ pub(crate) fn events(srv: &RedisServer, q: &Queue) -> Vec<BTreeMap<String, Strin
         let by = first.get("by").cloned().unwrap_or_default();
         out.push(first);
         let words: Vec<&str> = more.split_whitespace().collect();
-        assert_eq!(words.len() % 5, 0, "an events entry's more: {more:?}");
+        assert!(
+            words.len().is_multiple_of(5),
+            "an events entry's more: {more:?}"
+        );
         for w in words.chunks(5) {
             out.push(
                 [

@@ -131,7 +131,7 @@ pub(super) fn parse_entry(
         field: format!("more (entry {})", first.id),
         problem,
     };
-    if words.len() % 5 != 0 {
+    if !words.len().is_multiple_of(5) {
         return Err(corrupt(format!(
             "{} words, not five per event",
             words.len()
@@ -366,50 +366,21 @@ mod tests {
         .flat_map(|(k, v)| [k.to_string(), v.to_string()])
         .collect();
         let events = parse_entry("q", "p:{q}:events", "7-3".into(), flat.clone()).unwrap();
-        let seen: Vec<(&str, &str, u32, Option<JobState>, JobState, &str, &str)> = events
+        let seen: Vec<String> = events
             .iter()
             .map(|e| {
-                (
-                    e.op.as_str(),
-                    e.job.as_str(),
-                    e.attempt,
-                    e.from,
-                    e.to,
-                    e.by.as_str(),
-                    e.id.as_str(),
+                format!(
+                    "{} {} {} {:?}->{:?} by {} in {}",
+                    e.op, e.job, e.attempt, e.from, e.to, e.by, e.id
                 )
             })
             .collect();
         assert_eq!(
             seen,
             [
-                (
-                    "finish",
-                    "j1",
-                    1,
-                    Some(JobState::Running),
-                    JobState::Succeeded,
-                    "w-1",
-                    "7-3"
-                ),
-                (
-                    "start",
-                    "j2",
-                    1,
-                    Some(JobState::Queued),
-                    JobState::Running,
-                    "w-1",
-                    "7-3"
-                ),
-                (
-                    "finish",
-                    "j2",
-                    2,
-                    Some(JobState::Running),
-                    JobState::Succeeded,
-                    "w-1",
-                    "7-3"
-                ),
+                "finish j1 1 Some(Running)->Succeeded by w-1 in 7-3",
+                "start j2 1 Some(Queued)->Running by w-1 in 7-3",
+                "finish j2 2 Some(Running)->Succeeded by w-1 in 7-3",
             ]
         );
         assert!(events.iter().all(|e| e.at == 7 && e.reason.is_empty()));
