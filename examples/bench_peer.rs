@@ -17,6 +17,14 @@
 //!   which the runtime persists in Redis with a checkpoint after every step (the
 //!   peers call `updateProgress`/`HSET` after each of their 4 "steps").
 //!
+//! Not in the peers' protocol (none of the peers has per-resource locks in its
+//! open-source edition), a workload like this project's users':
+//! * `w3`: a 4-step pipeline whose steps each return a 1 KB output (a JSON
+//!   string of 1,024 bytes, checkpointed after every step, the next step's
+//!   input), every job holding the lock of one resource drawn from 100
+//!   (`r0`..`r99`, job `n` takes `r{n % 100}`);
+//! * `w3n`: the same without the resource lock (what the lock costs).
+//!
 //! Every job goes to queue `bench`; completion is counted by the queue's
 //! terminal-jobs index: `PEER_EXT_DONE="ZCARD leasehold:{bench}:done"`. The
 //! default retention (100,000 terminal jobs, 7 days) keeps every job of a
@@ -132,6 +140,71 @@ impl W2 {
     }
 }
 
+/// The job input of `w3` and `w3n`: the resource (`r{r}`) is `i % 100`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+struct Res {
+    i: u64,
+    r: u64,
+}
+
+/// Resources `w3` draws its jobs' locks from.
+const W3_RESOURCES: u64 = 100;
+
+/// A step output of `w3`: 1,024 bytes of JSON (a string of 1,022 characters).
+fn kb_output(step: u8) -> String {
+    let mut s = String::with_capacity(1022);
+    while s.len() < 1022 {
+        s.push(char::from(b'a' + (s.len() as u8 + step) % 26));
+    }
+    s
+}
+
+/// W3: four steps with 1 KB outputs, each job holding the lock of its resource.
+struct W3;
+
+#[pipeline(name = "w3", queue = "bench", max_attempts = 1, resource = "r{r}")]
+impl W3 {
+    #[step]
+    async fn s1(&self, _ctx: &StepContext, _input: &Res) -> Result<String, StepError> {
+        Ok(kb_output(1))
+    }
+    #[step]
+    async fn s2(&self, _ctx: &StepContext, _prev: String) -> Result<String, StepError> {
+        Ok(kb_output(2))
+    }
+    #[step]
+    async fn s3(&self, _ctx: &StepContext, _prev: String) -> Result<String, StepError> {
+        Ok(kb_output(3))
+    }
+    #[step]
+    async fn s4(&self, _ctx: &StepContext, _prev: String) -> Result<String, StepError> {
+        Ok(kb_output(4))
+    }
+}
+
+/// W3 without the resource lock.
+struct W3n;
+
+#[pipeline(name = "w3n", queue = "bench", max_attempts = 1)]
+impl W3n {
+    #[step]
+    async fn s1(&self, _ctx: &StepContext, _input: &Res) -> Result<String, StepError> {
+        Ok(kb_output(1))
+    }
+    #[step]
+    async fn s2(&self, _ctx: &StepContext, _prev: String) -> Result<String, StepError> {
+        Ok(kb_output(2))
+    }
+    #[step]
+    async fn s3(&self, _ctx: &StepContext, _prev: String) -> Result<String, StepError> {
+        Ok(kb_output(3))
+    }
+    #[step]
+    async fn s4(&self, _ctx: &StepContext, _prev: String) -> Result<String, StepError> {
+        Ok(kb_output(4))
+    }
+}
+
 /// Pickup-latency probe: one step returning µs since the enqueue call.
 struct Lat;
 
@@ -202,6 +275,8 @@ async fn enqueue(args: &[String]) -> Result<(), BoxError> {
         ("hold", "bulk") => bulk::<Hold>(&client, n).await?,
         ("one", "bulk") => bulk::<One>(&client, n).await?,
         ("lim", "bulk") => bulk::<Lim>(&client, n).await?,
+        ("w3", _) => bulk_res::<W3>(&client, n).await?,
+        ("w3n", _) => bulk_res::<W3n>(&client, n).await?,
         ("w1", _) => single::<W1>(&client, n).await?,
         ("w2", _) => single::<W2>(&client, n).await?,
         ("hold", _) => single::<Hold>(&client, n).await?,
@@ -244,6 +319,27 @@ async fn bulk<P: leasehold::pipeline::Pipeline<Input = Item>>(
     Ok(())
 }
 
+/// Bulk enqueue of `w3`/`w3n` jobs (chunks of 1,000), job `i` on resource `r{i % 100}`.
+async fn bulk_res<P: leasehold::pipeline::Pipeline<Input = Res>>(
+    client: &Client,
+    n: u64,
+) -> Result<(), BoxError> {
+    let chunk = 1000u64;
+    let mut i = 0;
+    while i < n {
+        let end = (i + chunk).min(n);
+        let items: Vec<Res> = (i..end)
+            .map(|i| Res {
+                i,
+                r: i % W3_RESOURCES,
+            })
+            .collect();
+        client.enqueue_many::<P>(&items).await?;
+        i = end;
+    }
+    Ok(())
+}
+
 async fn worker(args: &[String]) -> Result<(), BoxError> {
     let concurrency: usize = arg(args, "--concurrency", "10").parse()?;
     let workload = arg(args, "--workload", "w1");
@@ -266,6 +362,8 @@ async fn worker(args: &[String]) -> Result<(), BoxError> {
         "hold" => builder.pipeline(Hold),
         "one" => builder.pipeline(One),
         "lim" => builder.pipeline(Lim),
+        "w3" => builder.pipeline(W3),
+        "w3n" => builder.pipeline(W3n),
         other => return Err(format!("unknown workload {other}").into()),
     };
     let worker = builder.build().await?;

@@ -175,8 +175,9 @@ impl Stubborn {
 fn state_and_deadline(srv: &RedisServer, client: &Client, id: &JobId) -> (String, Option<i64>) {
     let queue = client.queue_for::<Stubborn>().expect("queue");
     let key = queue.keys().job(id.as_str());
-    let (state, deadline): (Option<String>, Option<String>) =
-        get(srv, &["HMGET", &key, "state", "lease_deadline"]);
+    let state: Option<String> = get(srv, &["HGET", &key, "state"]);
+    // the deadline is the lease index's score (the job hash keeps none)
+    let deadline: Option<String> = get(srv, &["ZSCORE", &queue.keys().leases(), id.as_str()]);
     (
         state.unwrap_or_default(),
         deadline.and_then(|d| d.parse().ok()),

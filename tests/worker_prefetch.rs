@@ -243,18 +243,28 @@ async fn jobs_start_in_their_lease_call_by_default() {
             .map(|(_, v)| v.clone())
             .unwrap_or_default()
     };
+    // every event as (op, job, from, to): an entry's own, then those a settle
+    // call gathered into its `more` field (five words each)
+    let mut all: Vec<[String; 4]> = Vec::new();
+    for (_, f) in &events {
+        all.push([
+            field(f, "op"),
+            field(f, "job"),
+            field(f, "from"),
+            field(f, "to"),
+        ]);
+        let more = field(f, "more");
+        let words: Vec<&str> = more.split_whitespace().collect();
+        assert!(words.len().is_multiple_of(5), "more: {more:?}");
+        for w in words.chunks(5) {
+            all.push([w[0].into(), w[1].into(), w[3].into(), w[4].into()]);
+        }
+    }
     for id in &ids {
-        let moves: Vec<String> = events
+        let moves: Vec<String> = all
             .iter()
-            .filter(|(_, f)| field(f, "job") == id.as_str())
-            .map(|(_, f)| {
-                format!(
-                    "{} {}->{}",
-                    field(f, "op"),
-                    field(f, "from"),
-                    field(f, "to")
-                )
-            })
+            .filter(|[_, job, _, _]| job == id.as_str())
+            .map(|[op, _, from, to]| format!("{op} {from}->{to}"))
             .collect();
         assert_eq!(
             moves,

@@ -746,11 +746,9 @@ async fn a_dead_workers_jobs_are_swept_stale_then_retried_or_resolved() {
         .shows(&["no live workers"]);
 
     // its leases would expire in 30 s: force them now, in the index the sweeper
-    // reads (`<base>:leases`, scored by deadline) and in the job's
-    // `lease_deadline`, which `show` reads (renewals write both)
+    // and `show` read (`<base>:leases`, scored by deadline)
     for id in [&retried, &resolved] {
         srv.cmd(&["ZADD", &format!("{base}:leases"), "XX", "0", id.as_str()]);
-        srv.cmd(&["HSET", &format!("{base}:job:{id}"), "lease_deadline", "0"]);
     }
     let v = cli(&url, &["status", "--json"]).await.ok().json();
     assert_eq!(v[0]["expired_leases"], json!(2), "{v:#}");

@@ -63,7 +63,6 @@ end
 -- lease: the same members and scores, a fraction of the calls
 local index = {}
 for _, r in ipairs(renewed) do
-  redis.call('HSET', r[1], 'lease_deadline', deadline)
   index[#index + 1] = deadline
   index[#index + 1] = r[3]
   if r[2] then redis.call('SET', r[2], r[3], 'PX', lock_ttl) end

@@ -341,25 +341,40 @@ async fn events(queue: &Queue) -> Vec<Event> {
             .arg("+"),
     )
     .await;
-    raw.into_iter()
-        .map(|(id, flat)| {
-            let f: HashMap<String, String> = flat
-                .chunks(2)
-                .map(|c| (c[0].clone(), c[1].clone()))
-                .collect();
-            let get = |k: &str| f.get(k).cloned().unwrap_or_default();
-            Event {
-                id,
-                op: get("op"),
-                job: get("job"),
-                attempt: get("attempt").parse().unwrap_or(0),
-                from: get("from"),
-                to: get("to"),
+    let mut out = Vec::new();
+    for (id, flat) in raw {
+        let f: HashMap<String, String> = flat
+            .chunks(2)
+            .map(|c| (c[0].clone(), c[1].clone()))
+            .collect();
+        let get = |k: &str| f.get(k).cloned().unwrap_or_default();
+        out.push(Event {
+            id: id.clone(),
+            op: get("op"),
+            job: get("job"),
+            attempt: get("attempt").parse().unwrap_or(0),
+            from: get("from"),
+            to: get("to"),
+            by: get("by"),
+            reason: get("reason"),
+        });
+        // a settle call's further happy-path events: five words each in `more`
+        let more = get("more");
+        let words: Vec<&str> = more.split_whitespace().collect();
+        for w in words.chunks(5) {
+            out.push(Event {
+                id: id.clone(),
+                op: w[0].to_owned(),
+                job: w[1].to_owned(),
+                attempt: w[2].parse().unwrap_or(0),
+                from: w[3].to_owned(),
+                to: w[4].to_owned(),
                 by: get("by"),
-                reason: get("reason"),
-            }
-        })
-        .collect()
+                reason: String::new(),
+            });
+        }
+    }
+    out
 }
 
 async fn events_of(queue: &Queue, job: &JobId) -> Vec<Event> {

@@ -402,21 +402,27 @@ async fn a_lease_starts_the_jobs_of_its_run_slots_in_the_same_call() {
     let events: Vec<(String, Vec<(String, String)>)> =
         leasehold_core::redis::from_redis_value(srv.cmd(&["XRANGE", &q.keys().events(), "-", "+"]))
             .unwrap();
+    // an entry's own event, then those the call gathered into `more` (five words each)
     let moves: Vec<String> = events
         .iter()
-        .map(|(_, f)| {
+        .flat_map(|(_, f)| {
             let get = |n: &str| {
                 f.iter()
                     .find(|(k, _)| k == n)
                     .map_or("", |(_, v)| v.as_str())
             };
-            format!(
+            let mut out = vec![format!(
                 "{} {} {}->{}",
                 get("op"),
                 get("job"),
                 get("from"),
                 get("to")
-            )
+            )];
+            let words: Vec<&str> = get("more").split_whitespace().collect();
+            for w in words.chunks(5) {
+                out.push(format!("{} {} {}->{}", w[0], w[1], w[3], w[4]));
+            }
+            out
         })
         .filter(|m| !m.starts_with("enqueue"))
         .collect();

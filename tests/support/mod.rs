@@ -49,13 +49,39 @@ pub(crate) fn zmembers(srv: &RedisServer, key: &str) -> Vec<String> {
 /// Every event of the queue's stream, as field maps, oldest first.
 pub(crate) fn events(srv: &RedisServer, q: &Queue) -> Vec<BTreeMap<String, String>> {
     let raw: Vec<(String, Vec<String>)> = get(srv, &["XRANGE", &q.keys().events(), "-", "+"]);
-    raw.into_iter()
-        .map(|(_, flat)| {
-            flat.chunks(2)
-                .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
-                .collect()
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (_, flat) in raw {
+        let mut first: BTreeMap<String, String> = flat
+            .chunks(2)
+            .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
+            .collect();
+        // a settle call's happy-path events after the first: five words each
+        // in `more`, with the entry's `by` (docs/redis-keys.md, Events)
+        let more = first.remove("more").unwrap_or_default();
+        let by = first.get("by").cloned().unwrap_or_default();
+        out.push(first);
+        let words: Vec<&str> = more.split_whitespace().collect();
+        assert!(
+            words.len().is_multiple_of(5),
+            "an events entry's more: {more:?}"
+        );
+        for w in words.chunks(5) {
+            out.push(
+                [
+                    ("op", w[0]),
+                    ("job", w[1]),
+                    ("attempt", w[2]),
+                    ("from", w[3]),
+                    ("to", w[4]),
+                    ("by", by.as_str()),
+                ]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            );
+        }
+    }
+    out
 }
 
 /// `calls=` of one command in `INFO commandstats` (0 when never called).

@@ -32,13 +32,18 @@ local function checkpoint(batch, jk, lk, token, step, output, next_step, ttl, lo
   if holder and holder ~= f[1] then return { 'LOST', f[4] } end
   local steps = f[2] or ''
   local deadline = fmt(now + ttl)
-  if string.find(',' .. steps, ',' .. step .. '@', 1, true) then
-    redis.call('HSET', jk, 'lease_deadline', deadline)
-  else
+  -- (the lease deadline is the lease index's score only: relet below)
+  if not string.find(',' .. steps, ',' .. step .. '@', 1, true) then
     if steps ~= '' then steps = steps .. ',' end
     steps = steps .. step_entry(step, now, f[6])
-    redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
-      'lease_deadline', deadline, 'updated_at', now_s())
+    -- an output is written only when the step returned something: an absent
+    -- one is JSON null (lease replies 'null' for it)
+    if output == 'null' then
+      redis.call('HSET', jk, 'last_step', step, 'step', next_step, 'steps', steps, 'updated_at', now_s())
+    else
+      redis.call('HSET', jk, 'last_step', step, 'out:' .. step, output, 'step', next_step, 'steps', steps,
+        'updated_at', now_s())
+    end
   end
   relet(batch.ix, deadline, f[1])
   if has_lock then redis.call('SET', lk, f[1], 'PX', lock_ttl) end

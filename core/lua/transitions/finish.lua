@@ -98,7 +98,8 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
       j.steps = steps .. step_entry(last_step, now, j.started_at)
       steps_changed = true
       set('last_step', last_step)
-      set('out:' .. last_step, last_output)
+      -- written only when the step returned something (absent: JSON null)
+      if last_output ~= 'null' then set('out:' .. last_step, last_output) end
     end
   end
   if cleanup then j.cleanup_needed = '1' end
@@ -128,7 +129,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   unlease(batch.ix, id)
   -- the step field goes with the lease: an absent step is none (lib/jobs)
   if plain then
-    redis.call('HDEL', jk, 'token', 'lease_deadline', 'step')
+    redis.call('HDEL', jk, 'token', 'step')
   else
     redis.call('HDEL', jk, 'step', unpack(ATTEMPT_FIELDS))
   end

@@ -132,7 +132,8 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
     local why, field = job_problem(f, served[p])
     local last_out = ''
     if not why and f[6] and f[6] ~= '' then
-      last_out = redis.call('HGET', jk, 'out:' .. f[6]) or ''
+      -- a completed step without an output field returned nothing (JSON null)
+      last_out = redis.call('HGET', jk, 'out:' .. f[6]) or 'null'
       if not is_utf8(last_out) then why, field = 'not UTF-8', 'out:' .. f[6] end
     end
     local gates = nil
@@ -235,13 +236,12 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       local first = (t <= start_n and last == '') and first_steps[pis[t]] or ''
       if first ~= '' then
         redis.call('HSET', jk, 'state', 'RUNNING', 'token', token, 'fence', fmt(fence), 'worker', worker,
-          'lease_deadline', deadline, 'leased_at', now_text, 'started_at', now_text, 'updated_at', now_text,
-          'step', first)
+          'leased_at', now_text, 'started_at', now_text, 'updated_at', now_text, 'step', first)
         emit(batch.events, 'start', id, f[3], 'QUEUED', 'RUNNING', worker, '')
         if f[9] then group_count(batch.events, f[9], id, 'RUNNING', now) end
       else
         redis.call('HSET', jk, 'state', 'LEASED', 'token', token, 'fence', fmt(fence), 'worker', worker,
-          'lease_deadline', deadline, 'leased_at', now_text, 'updated_at', now_text)
+          'leased_at', now_text, 'updated_at', now_text)
         emit(batch.events, 'lease', id, f[3], 'QUEUED', 'LEASED', worker, '')
         if f[9] then group_count(batch.events, f[9], id, 'LEASED', now) end
       end

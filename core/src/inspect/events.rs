@@ -1,5 +1,11 @@
 //! Events of a queue's stream: the [`Event`] type, parsing of stream entries,
 //! and the inspector's reads of the stream (a job's events, the latest events).
+//!
+//! One stream entry holds one event, or, written by a `settle` call, every
+//! happy-path event of that call (no reason, one `by`): the first in the usual
+//! fields, the others in the field `more` as five space-separated words each,
+//! `<op> <job> <attempt> <from> <to>` (`core/lua/lib/events.lua`).
+//! [`parse_entry`] expands an entry into its events, in the order they happened.
 
 use std::collections::HashMap;
 
@@ -22,7 +28,8 @@ const CLOCK_SLACK_MS: i64 = 5_000;
 pub struct Event {
     /// Queue.
     pub queue: String,
-    /// Stream entry id (`<ms>-<seq>`).
+    /// Stream entry id (`<ms>-<seq>`); the events one `settle` call
+    /// gathered into one entry share it.
     pub id: String,
     /// When (ms, from the entry id).
     pub at: Millis,
@@ -101,6 +108,63 @@ pub(super) fn parse_event(queue: &str, key: &str, id: String, flat: Vec<String>)
     })
 }
 
+/// The events of stream entry `id` of `queue`'s stream `key`, from its flat
+/// field list: the one in its fields, then those of its `more` field (the
+/// entry's `by`, no reason), in the order they happened.
+pub(super) fn parse_entry(
+    queue: &str,
+    key: &str,
+    id: String,
+    mut flat: Vec<String>,
+) -> Result<Vec<Event>> {
+    let more = flat
+        .chunks(2)
+        .position(|kv| kv[0] == "more")
+        .map(|i| flat.drain(2 * i..(2 * i + 2).min(flat.len())).nth(1));
+    let first = parse_event(queue, key, id, flat)?;
+    let Some(Some(more)) = more else {
+        return Ok(vec![first]);
+    };
+    let words: Vec<&str> = more.split(' ').collect();
+    let corrupt = |problem: String| Error::Corrupt {
+        key: key.to_owned(),
+        field: format!("more (entry {})", first.id),
+        problem,
+    };
+    if !words.len().is_multiple_of(5) {
+        return Err(corrupt(format!(
+            "{} words, not five per event",
+            words.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(1 + words.len() / 5);
+    for w in words.chunks(5) {
+        let state = |s: &str| -> Result<JobState> {
+            s.parse()
+                .map_err(|e| corrupt(format!("{e} (event of job {:?})", w[1])))
+        };
+        out.push(Event {
+            queue: first.queue.clone(),
+            id: first.id.clone(),
+            at: first.at,
+            op: w[0].to_owned(),
+            job: JobId::parse(w[1]).map_err(|e| corrupt(e.to_string()))?,
+            attempt: w[2]
+                .parse()
+                .map_err(|_| corrupt(format!("attempt {:?} is not a number", w[2])))?,
+            from: match w[3] {
+                "" => None,
+                s => Some(state(s)?),
+            },
+            to: state(w[4])?,
+            by: first.by.clone(),
+            reason: String::new(),
+        });
+    }
+    out.insert(0, first);
+    Ok(out)
+}
+
 /// Stream entries as `XRANGE` and friends return them: id and flat field list.
 pub(super) type RawEntries = Vec<(String, Vec<String>)>;
 
@@ -155,15 +219,25 @@ impl Inspector {
                 }
                 end = format!("({entry}");
                 // cheap filter before parsing the whole entry
-                if !flat
-                    .chunks(2)
-                    .any(|kv| kv[0] == "job" && kv.get(1).map(String::as_str) == Some(id.as_str()))
-                {
+                if !flat.chunks(2).any(|kv| {
+                    let v = kv.get(1).map(String::as_str).unwrap_or_default();
+                    (kv[0] == "job" && v == id.as_str())
+                        || (kv[0] == "more" && v.split(' ').any(|w| w == id.as_str()))
+                }) {
                     continue;
                 }
-                let event = parse_event(self.queue().name(), &key, entry, flat)?;
-                let first = event.op == "enqueue";
-                out.push(event);
+                // newest first: an entry's events go in reversed
+                let mut first = false;
+                for event in parse_entry(self.queue().name(), &key, entry, flat)?
+                    .into_iter()
+                    .rev()
+                {
+                    if event.job != *id {
+                        continue;
+                    }
+                    first |= event.op == "enqueue";
+                    out.push(event);
+                }
                 if first {
                     break 'pages;
                 }
@@ -176,8 +250,10 @@ impl Inspector {
         Ok(out)
     }
 
-    /// Up to `count` events, oldest first: those after stream entry `since`
-    /// (exclusive), or, without `since`, the last `count` events.
+    /// Events, oldest first: those of up to `count` stream entries after entry
+    /// `since` (exclusive; an entry's events come whole, so there may be more
+    /// than `count`, and the last one's id is the next `since`), or, without
+    /// `since`, the last `count` events.
     pub async fn events(&self, since: Option<&str>, count: usize) -> Result<Vec<Event>> {
         let mut conn = self.conn().await?;
         let key = self.keys().events();
@@ -210,9 +286,14 @@ impl Inspector {
                 raw
             }
         };
-        raw.into_iter()
-            .map(|(id, flat)| parse_event(self.queue().name(), &key, id, flat))
-            .collect()
+        let mut out = Vec::with_capacity(raw.len());
+        for (id, flat) in raw {
+            out.extend(parse_entry(self.queue().name(), &key, id, flat)?);
+        }
+        if since.is_none() && out.len() > count.max(1) {
+            out.drain(..out.len() - count.max(1));
+        }
+        Ok(out)
     }
 }
 
@@ -263,6 +344,52 @@ mod tests {
                 assert_eq!(key, "p:{q}:events");
                 assert_eq!(field, "attempt (entry 1-0)");
             }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_entry_of_a_settle_call_expands_into_its_events_in_order() {
+        let flat: Vec<String> = [
+            ("op", "finish"),
+            ("job", "j1"),
+            ("attempt", "1"),
+            ("from", "RUNNING"),
+            ("to", "SUCCEEDED"),
+            ("by", "w-1"),
+            (
+                "more",
+                "start j2 1 QUEUED RUNNING finish j2 2 RUNNING SUCCEEDED",
+            ),
+        ]
+        .iter()
+        .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+        .collect();
+        let events = parse_entry("q", "p:{q}:events", "7-3".into(), flat.clone()).unwrap();
+        let seen: Vec<String> = events
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {} {:?}->{:?} by {} in {}",
+                    e.op, e.job, e.attempt, e.from, e.to, e.by, e.id
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                "finish j1 1 Some(Running)->Succeeded by w-1 in 7-3",
+                "start j2 1 Some(Queued)->Running by w-1 in 7-3",
+                "finish j2 2 Some(Running)->Succeeded by w-1 in 7-3",
+            ]
+        );
+        assert!(events.iter().all(|e| e.at == 7 && e.reason.is_empty()));
+        // a `more` that is not five words per event is a typed error naming it
+        let mut bad = flat;
+        let last = bad.len() - 1;
+        bad[last] = "start j2 1 QUEUED".into();
+        match parse_entry("q", "p:{q}:events", "7-3".into(), bad) {
+            Err(Error::Corrupt { field, .. }) => assert_eq!(field, "more (entry 7-3)"),
             other => panic!("{other:?}"),
         }
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use deadpool_redis::redis;
 
 use super::conn::timed;
-use super::events::{parse_event, RawEntries};
+use super::events::{parse_entry, RawEntries};
 use super::Event;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
@@ -194,7 +194,7 @@ impl EventFollower {
             };
             for (id, flat) in entries {
                 stream.2 = id.clone();
-                out.push(parse_event(&stream.0, &key, id, flat)?);
+                out.extend(parse_entry(&stream.0, &key, id, flat)?);
             }
         }
         out.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));

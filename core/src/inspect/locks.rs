@@ -147,9 +147,9 @@ impl Inspector {
         Ok(out)
     }
 
-    /// Sets each held lock's `holder_lease_ms` from its holder's
-    /// `lease_deadline` (one pipeline) and Redis `TIME`. A deadline that is
-    /// missing or not a number leaves it `None`.
+    /// Sets each held lock's `holder_lease_ms` from its holder's lease
+    /// deadline (its score in the lease index, one `ZMSCORE`) and Redis
+    /// `TIME`. A holder without a lease leaves it `None`.
     async fn holder_leases(&self, conn: &mut RedisConn, locks: &mut [LockInfo]) -> Result<()> {
         let held: Vec<usize> = (0..locks.len())
             .filter(|&i| locks[i].holder.is_some())
@@ -157,15 +157,14 @@ impl Inspector {
         if held.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
+        let mut cmd = redis::cmd("ZMSCORE");
+        cmd.arg(self.keys().leases());
         for &i in &held {
             if let Some(h) = &locks[i].holder {
-                pipe.cmd("HGET")
-                    .arg(self.keys().job(h.as_str()))
-                    .arg("lease_deadline");
+                cmd.arg(h.as_str());
             }
         }
-        let deadlines: Vec<Option<String>> = self.timed(pipe.query_async(conn)).await?;
+        let deadlines: Vec<Option<String>> = self.timed(cmd.query_async(conn)).await?;
         let now = self.now_on(conn).await?;
         for (&i, deadline) in held.iter().zip(deadlines) {
             locks[i].holder_lease_ms = deadline

@@ -43,6 +43,11 @@ const SUMMARY_FIELDS: [&str; 20] = [
     "input",
 ];
 
+/// The place of `lease_deadline` in [`SUMMARY_FIELDS`]: always the lease
+/// index's score (a job hash written before the deadline left it may still
+/// hold an old one, never read).
+const LEASE_DEADLINE: usize = 13;
+
 /// Characters of the input a summary shows when the job has no input key.
 const INPUT_CHARS: usize = 60;
 
@@ -257,10 +262,19 @@ impl Inspector {
             }
             let rows: Vec<RedisResult<Vec<Option<Vec<u8>>>>> =
                 self.timed(pipe.query_async(conn)).await?;
+            // the lease deadlines: the lease index's scores (the job hash keeps none)
+            let deadlines: Vec<Option<String>> = self
+                .timed(
+                    redis::cmd("ZMSCORE")
+                        .arg(self.keys().leases())
+                        .arg(chunk)
+                        .query_async(conn),
+                )
+                .await?;
             let mut chunk_out = Vec::with_capacity(chunk.len());
-            for (id, reply) in chunk.iter().zip(rows) {
+            for ((id, reply), deadline) in chunk.iter().zip(rows).zip(deadlines) {
                 let key = self.keys().job(id);
-                let values = match texts(&key, &SUMMARY_FIELDS, reply) {
+                let mut values = match texts(&key, &SUMMARY_FIELDS, reply) {
                     Ok(values) => values,
                     Err(u) => {
                         bad.push(u);
@@ -270,6 +284,7 @@ impl Inspector {
                 if values.iter().all(Option::is_none) {
                     continue; // purged (or a stale index entry)
                 }
+                values[LEASE_DEADLINE] = deadline;
                 let row = Fields::new(
                     &key,
                     Selected {

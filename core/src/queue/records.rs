@@ -87,12 +87,25 @@ impl Queue {
     pub async fn job(&self, id: &JobId) -> Result<Option<Job>> {
         let key = self.keys.job(id.as_str());
         let mut conn = self.conn().await?;
-        let map: HashMap<String, Vec<u8>> = self
-            .timed(conn.hgetall(&key))
+        // the hash and its lease deadline (the lease index's score: the hash
+        // keeps none) read together
+        let (mut map, deadline): (HashMap<String, Vec<u8>>, Option<String>) = self
+            .timed(
+                redis::pipe()
+                    .atomic()
+                    .hgetall(&key)
+                    .zscore(self.keys.leases(), id.as_str())
+                    .query_async(&mut conn),
+            )
             .await
             .map_err(|e| e.naming_key(&key, "hash"))?;
         if map.is_empty() {
             return Ok(None);
+        }
+        // a hash written before the deadline left it may hold an old one: the index decides
+        map.remove("lease_deadline");
+        if let Some(d) = deadline {
+            map.insert("lease_deadline".into(), d.into_bytes());
         }
         // the attempt records live in the queue's attempts hash, `<id>:<n>` for n = 1..attempt
         let attempt: u32 = map

@@ -209,7 +209,9 @@ pub struct Job {
     pub step: Option<String>,
     /// The last completed step (a resumed attempt continues after it).
     pub last_step: Option<String>,
-    /// Outputs of completed steps, by step name.
+    /// Outputs of completed steps, by step name (JSON null for a completed
+    /// step of the current attempt, or the last one, that returned nothing:
+    /// no output is stored for those).
     pub outputs: BTreeMap<String, serde_json::Value>,
     /// The cancel request, if one was made.
     pub cancel: Option<CancelRequest>,
@@ -297,7 +299,9 @@ impl Job {
     /// id and the queue are then the ones `key` names (`<prefix>:{<queue>}:job:<id>`),
     /// `not_before` is `created_at`, and the input key, resource, step and last
     /// step are none, the priority 0, `max_attempts` 1, the STALE lock policy hold and
-    /// `cleanup_needed` false; an empty value reads the same.
+    /// `cleanup_needed` false; an empty value reads the same. The lease
+    /// deadline is the lease index's score, not a field of the hash: the
+    /// caller adds it to `map` as `lease_deadline` ([`Queue::job`](crate::Queue::job) does).
     /// Attempt records live in the queue's attempts hash and are added by
     /// [`Queue::job`](crate::Queue::job), with the one of a plain success (see
     /// [`Job::final_attempt_from_hash`]); `attempt:<n>` fields of the hash itself
@@ -355,6 +359,15 @@ impl Job {
             None => return Err(f.corrupt("id", "missing")),
         };
         let created_at = f.parsed_required("created_at")?;
+        let steps = f.steps("steps", f.parsed("started_at")?)?;
+        let last_step = f.non_empty("last_step")?;
+        // a completed step's output is written only when it returned something:
+        // one without it returned JSON null
+        for step in steps.iter().map(|s| &s.step).chain(last_step.as_ref()) {
+            outputs
+                .entry(step.clone())
+                .or_insert(serde_json::Value::Null);
+        }
         Ok(Job {
             id: JobId::parse(id).map_err(|e| f.corrupt("id", e.to_string()))?,
             queue: match f.non_empty("queue")? {
@@ -375,7 +388,7 @@ impl Job {
             attempt: f.parsed_required("attempt")?,
             state,
             step: f.non_empty("step")?,
-            last_step: f.non_empty("last_step")?,
+            last_step,
             outputs,
             cancel,
             cleanup_needed: f.text("cleanup_needed")? == Some("1"),
@@ -384,7 +397,7 @@ impl Job {
             fence: f.parsed("fence")?,
             leased_at: f.parsed("leased_at")?,
             started_at: f.parsed("started_at")?,
-            steps: f.steps("steps", f.parsed("started_at")?)?,
+            steps,
             stale_at: f.parsed("stale_at")?,
             previous: f
                 .non_empty("previous")?
