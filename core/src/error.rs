@@ -213,11 +213,15 @@ impl Error {
     /// which key holds the wrong kind of value.
     pub fn naming_key(self, key: &str, expected: &str) -> Error {
         match &self {
-            Error::Redis(e) if e.code() == Some("WRONGTYPE") => Error::Corrupt {
-                key: key.to_owned(),
-                field: "(key)".into(),
-                problem: format!("the key holds the wrong kind of value (not a {expected})"),
-            },
+            Error::Redis(e)
+                if e.code() == Some("WRONGTYPE") || batch_failed_with(e, &["wrongtype"]) =>
+            {
+                Error::Corrupt {
+                    key: key.to_owned(),
+                    field: "(key)".into(),
+                    problem: format!("the key holds the wrong kind of value (not a {expected})"),
+                }
+            }
             _ => self,
         }
     }
@@ -262,6 +266,9 @@ impl Error {
                     || e.is_connection_refusal()
                     || e.is_timeout()
                     || matches!(e.code(), Some("CLUSTERDOWN" | "TRYAGAIN" | "MASTERDOWN"))
+                    // a pipeline or transaction held while a slot moved or a
+                    // master failed over
+                    || batch_failed_with(e, &["tryagain", "clusterdown", "masterdown"])
             }
             _ => false,
         }
@@ -291,4 +298,14 @@ impl Error {
             _ => None,
         }
     }
+}
+
+/// Whether `e` is the failure of a pipeline or transaction (`Pipeline failure:
+/// [...]`, `Transaction aborted: [...]`) one of whose commands failed with an
+/// error whose text holds one of `markers` (lowercase): the client reports
+/// the commands' own errors only inside that text.
+fn batch_failed_with(e: &RedisError, markers: &[&str]) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    (text.contains("pipeline failure") || text.contains("transaction aborted"))
+        && markers.iter().any(|m| text.contains(m))
 }

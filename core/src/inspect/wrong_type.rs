@@ -19,6 +19,8 @@ fn is_wrong_type(e: &Error) -> bool {
             .clone()
             .into_server_errors()
             .is_some_and(|errors| errors.iter().any(|(_, s)| s.code() == "WRONGTYPE"))
+        // a pipeline's failure (`Pipeline failure: [(Index 0, error: "WRONGTYPE" ...)]`)
+        || re.to_string().contains("\"WRONGTYPE\"")
 }
 
 impl Inspector {

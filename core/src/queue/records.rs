@@ -88,11 +88,12 @@ impl Queue {
         let key = self.keys.job(id.as_str());
         let mut conn = self.conn().await?;
         // the hash and its lease deadline (the lease index's score: the hash
-        // keeps none) read together
+        // keeps none) in one round trip; not a transaction, which a cluster
+        // client cannot follow to a slot's new owner (a MOVED inside MULTI
+        // aborts it): a renewal between the two reads only moves the deadline
         let (mut map, deadline): (HashMap<String, Vec<u8>>, Option<String>) = self
             .timed(
                 redis::pipe()
-                    .atomic()
                     .hgetall(&key)
                     .zscore(self.keys.leases(), id.as_str())
                     .query_async(&mut conn),
