@@ -13,7 +13,7 @@
 //!   and RUNNING both recorded); leases ahead of free run slots (prefetch)
 //!   only when the worker is told to, and then starts none in the lease;
 //! - hands each call's replies to the waiting job tasks and spawns a task per
-//!   leased job (see `attempt.rs`);
+//!   leased job (see `attempt/`);
 //! - backs off after a failed call;
 //! - with nothing to do and free slots, blocks on the queue's wake lists (see
 //!   `waiter.rs`) until work arrives or a delayed job comes due;

@@ -10,7 +10,7 @@
 //! stalled connection, a registration, a sweep) delays it: at the earliest
 //! local deadline it fires the job's cancellation token with a `Lost` reason,
 //! and the step's cancel grace and hard stop follow (`step.rs`); the attempt
-//! then ends without writing anything more (`attempt.rs`), and the worker goes
+//! then ends without writing anything more (`attempt/`), and the worker goes
 //! on with its other jobs.
 
 use std::sync::Arc;

@@ -15,85 +15,30 @@
 //! - runs the pipeline's cleanup hook after a failed or cancelled attempt.
 //!
 //! Every holder operation goes through the lease group's `Settler` and is
-//! retried on transient Redis failures while the lease may still be ours.
+//! retried on transient Redis failures while the lease may still be ours
+//! (`holder_call.rs`). How an attempt ends (at a boundary, stopped, finished,
+//! abandoned, its cleanup hook) is in `ending.rs`.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use futures_util::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, info_span, warn, Instrument};
 
-use super::active::ActiveJob;
-use super::runner::{AnyInput, Runner};
-use super::settler::Settler;
-use super::shared::Shared;
-use super::step::{run_step, StepRun};
-use super::watchdog;
-use crate::error::Error;
-use crate::lease::{Finished, Lease, Outcome, Started};
+mod ending;
+
+use crate::lease::{Lease, Outcome, Started};
 use crate::metrics::StepLabels;
 use crate::pipeline::StopWhy;
-use crate::pipeline::{CleanupContext, CleanupReason, StepContext, StepError, StepSpec};
+use crate::pipeline::{CleanupReason, StepContext, StepError, StepSpec};
 use crate::queue::Queue;
 use crate::record::AttemptError;
-
-/// A holder operation that could not be completed.
-enum Gone {
-    /// The lease is lost: the job moved on without us. Write nothing more.
-    Lost,
-}
-
-/// Calls a holder operation, retrying transient Redis failures while the lease
-/// may still be ours; sends nothing once the lease is lost (a renewal or a
-/// refusal said so, or its local deadline passed: see `watchdog.rs`).
-async fn holder_call<T, F, Fut>(active: &ActiveJob, what: &str, mut op: F) -> Result<T, Gone>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, Error>>,
-{
-    let mut backoff = Duration::from_millis(50);
-    // checked here, synchronously, not only by the watchdog's timer: a worker
-    // that wakes from a freeze runs this before the watchdog has looked
-    if !active.is_lost() && active.expired_locally(Instant::now()) {
-        watchdog::expire(active, Instant::now());
-    }
-    if let Some(StopWhy::Lost(reason)) = active.why() {
-        // the lease is gone or past its local deadline: a write now would be
-        // refused at best (stale token), and could hang on a cut-off connection
-        warn!(%reason, "{what} not sent: the lease is lost; the attempt writes nothing more");
-        return Err(Gone::Lost);
-    }
-    if what == "finish" || what == "release" {
-        active.mark_ending();
-    }
-    loop {
-        match op().await {
-            Ok(v) => return Ok(v),
-            Err(e) if e.is_lease_lost() => {
-                warn!(error = %e, "{what}: the lease is gone; stopping this attempt without writing");
-                active.stop(StopWhy::Lost(e.to_string()));
-                return Err(Gone::Lost);
-            }
-            Err(e) => {
-                if active.is_lost() || active.expired_locally(Instant::now()) {
-                    warn!(error = %e, "{what}: Redis unreachable past the lease deadline; giving up on this attempt");
-                    active.stop(StopWhy::Lost(format!(
-                        "cut off from Redis past the lease deadline: {e}"
-                    )));
-                    return Err(Gone::Lost);
-                }
-                warn!(error = %e, retry_in = ?backoff, "{what} failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-            }
-        }
-    }
-}
-
-/// How long an abandoned attempt waits for its one try to record why.
-const ABANDON_RECORD_WAIT: Duration = Duration::from_secs(10);
+use crate::worker::active::ActiveJob;
+use crate::worker::holder_call::{holder_call, Gone};
+use crate::worker::runner::{AnyInput, Runner};
+use crate::worker::settler::Settler;
+use crate::worker::shared::Shared;
+use crate::worker::step::{run_step, StepRun};
 
 /// A number in 0..1 for jitter.
 fn unit_random() -> f64 {
@@ -326,19 +271,6 @@ impl Attempt<'_> {
         self.active.hold_run_slot(run_permit);
     }
 
-    /// Ends the attempt FAILED, with no retry.
-    async fn fail_permanently(&self, error: StepError) {
-        self.finish(
-            Outcome::Failed {
-                error: attempt_error(&error),
-                backoff: Duration::ZERO,
-                cleanup_needed: false,
-            },
-            None,
-        )
-        .await;
-    }
-
     /// Runs the steps from `start_index` on until the attempt ends.
     async fn run_steps(&self, input: &AnyInput, start_index: usize) {
         let steps = self.runner.steps();
@@ -381,91 +313,6 @@ impl Attempt<'_> {
             }
         }
         self.finish(Outcome::Succeeded, None).await;
-    }
-
-    /// At a step boundary: ends the attempt if it was told to stop (cancel,
-    /// lost lease) or the worker is shutting down; true when it ended.
-    async fn stopped_at_boundary(
-        &self,
-        input: &AnyInput,
-        last_completed: Option<&'static str>,
-    ) -> bool {
-        if let Some(why) = self.active.why() {
-            self.end_stopped(input, why, last_completed, false).await;
-            return true;
-        }
-        if self.shared.stop_at_boundary.is_cancelled() {
-            let reason = match last_completed {
-                Some(step) => {
-                    format!("worker shutting down: stopped at the step boundary after {step}")
-                }
-                None => "worker shutting down: stopped before the first step".to_owned(),
-            };
-            self.finish(
-                Outcome::Interrupted {
-                    reason,
-                    cleanup_needed: false,
-                },
-                None,
-            )
-            .await;
-            return true;
-        }
-        false
-    }
-
-    /// Gives up the attempt before `step` began, its lease past the local
-    /// deadline: nothing of the step runs. The lease is assumed lost from now
-    /// on; one token-compared `finish` (interrupted, so the job gets a new
-    /// attempt that resumes after `last_completed`) records why, if Redis
-    /// still holds the lease for this attempt; otherwise Redis refuses it and
-    /// writes nothing (the sweeper's STALE record stands), which is logged.
-    async fn abandon_before(&self, step: &'static str, last_completed: Option<&'static str>) {
-        let active = self.active;
-        let now = Instant::now();
-        let since = now.saturating_duration_since(active.confirmed_at());
-        let reason = format!(
-            "abandoned before step {step} began: the lease was past its local deadline \
-             ({} ms since its last confirmation, TTL {} ms); no step ran in this attempt{}",
-            since.as_millis(),
-            active.lease.ttl.as_millis(),
-            match last_completed {
-                Some(s) => format!(" after {s}"),
-                None => String::new(),
-            }
-        );
-        if !active.is_lost() {
-            watchdog::expire(active, now);
-        }
-        self.shared
-            .metrics
-            .steps_abandoned
-            .get_or_create(&active.labels())
-            .inc();
-        let outcome = Outcome::Interrupted {
-            reason: reason.clone(),
-            cleanup_needed: false,
-        };
-        let lease = &active.lease;
-        active.mark_ending();
-        let sent = self.settler.finish(lease, &outcome, None, None);
-        match tokio::time::timeout(ABANDON_RECORD_WAIT, sent).await {
-            Ok(Ok(Finished::Retrying { attempt, .. })) => {
-                active.count("RUNNING", "FAILED");
-                active.count("FAILED", "QUEUED");
-                warn!(step, next_attempt = attempt, %reason, "attempt abandoned and recorded; a new attempt is queued");
-            }
-            Ok(Ok(Finished::Ended(state))) => {
-                active.count("RUNNING", state.as_str());
-                warn!(step, %state, %reason, "attempt abandoned and recorded");
-            }
-            Ok(Err(e)) => {
-                warn!(step, error = %e, %reason, "attempt abandoned; Redis no longer holds the lease for it, so nothing was written");
-            }
-            Err(_) => {
-                warn!(step, %reason, "attempt abandoned; its record could not be written in time, so the sweeper decides");
-            }
-        }
     }
 
     /// Runs step `index` (started at `started`) in its span and records its
@@ -583,121 +430,5 @@ impl Attempt<'_> {
         .await;
         self.run_cleanup(input, CleanupReason::Failed(error), last_completed, false)
             .await;
-    }
-
-    /// Ends an attempt that was told to stop: cancelled, lost, or shut down.
-    async fn end_stopped(
-        &self,
-        input: &AnyInput,
-        why: StopWhy,
-        last_completed: Option<&'static str>,
-        cut: bool,
-    ) {
-        match why {
-            StopWhy::Lost(reason) => {
-                warn!(%reason, "lease lost: stopped the attempt and wrote nothing more");
-            }
-            StopWhy::Shutdown => {
-                let reason = match last_completed {
-                    Some(step) => {
-                        format!(
-                            "worker shut down past its grace period; last completed step {step}"
-                        )
-                    }
-                    None => "worker shut down past its grace period before any step completed"
-                        .to_owned(),
-                };
-                self.finish(
-                    Outcome::Interrupted {
-                        reason: reason.clone(),
-                        cleanup_needed: cut,
-                    },
-                    None,
-                )
-                .await;
-                if cut {
-                    // a step was cut mid-way and the attempt ended FAILED (kind `interrupted`):
-                    // the cleanup hook is told, as after any failed attempt
-                    let error = StepError::retryable(reason).with_kind("interrupted");
-                    self.run_cleanup(input, CleanupReason::Failed(error), last_completed, cut)
-                        .await;
-                }
-            }
-            StopWhy::Cancel(reason) => {
-                info!(%reason, cut, "cancel honoured");
-                self.finish(
-                    Outcome::Cancelled {
-                        reason: reason.clone(),
-                        cleanup_needed: cut,
-                    },
-                    None,
-                )
-                .await;
-                self.run_cleanup(
-                    input,
-                    CleanupReason::Cancelled { reason },
-                    last_completed,
-                    cut,
-                )
-                .await;
-            }
-        }
-    }
-
-    /// The attempt's final operation: ends it with `outcome`, after
-    /// checkpointing `last_step` (name and output) when given.
-    async fn finish(&self, outcome: Outcome, last_step: Option<(&'static str, String)>) {
-        let active = self.active;
-        let lease = &active.lease;
-        // the lease slot goes with the first try: the call carrying it can lease the next job
-        let slot = std::sync::Mutex::new(active.take_lease_slot());
-        match holder_call(active, "finish", || {
-            let slot = slot.lock().ok().and_then(|mut s| s.take());
-            self.settler
-                .finish(lease, &outcome, last_step.clone(), slot)
-        })
-        .await
-        {
-            Ok(Finished::Ended(state)) => {
-                active.count("RUNNING", state.as_str());
-                info!(%state, "attempt ended")
-            }
-            Ok(Finished::Retrying {
-                attempt,
-                not_before,
-            }) => {
-                active.count("RUNNING", "FAILED");
-                active.count("FAILED", "QUEUED");
-                info!(
-                    next_attempt = attempt,
-                    not_before = %crate::record::utc(not_before),
-                    "attempt failed; a new attempt is queued"
-                )
-            }
-            Err(Gone::Lost) => {}
-        }
-    }
-
-    /// Runs the pipeline's cleanup hook for this attempt, for 300 s at most.
-    async fn run_cleanup(
-        &self,
-        input: &AnyInput,
-        reason: CleanupReason,
-        last_completed: Option<&'static str>,
-        cut: bool,
-    ) {
-        let ctx = CleanupContext {
-            job: self.active.lease.job.clone(),
-            attempt: self.active.lease.attempt,
-            reason,
-            last_completed_step: last_completed,
-            cut_mid_step: cut,
-        };
-        let hook = AssertUnwindSafe(self.runner.cleanup(&ctx, input)).catch_unwind();
-        match tokio::time::timeout(Duration::from_secs(300), hook).await {
-            Ok(Ok(())) => debug!("cleanup hook ran"),
-            Ok(Err(_)) => warn!("cleanup hook panicked"),
-            Err(_) => warn!("cleanup hook did not finish within 300 s"),
-        }
     }
 }
