@@ -1,7 +1,8 @@
 //! `leasehold worker --pipelines FILE` as a real process: a malformed file is
 //! refused with its line and column before anything connects (Redis stays
 //! empty: no worker starts half-configured); a good file's pipeline runs its
-//! scripts, and `show` has their exit, progress and log tails.
+//! scripts, and `show` has their exit, progress and log tails; the worker's
+//! log times follow the operator's time convention (UTC unless local).
 
 mod support;
 
@@ -201,4 +202,72 @@ run = ["python3", "load.py"]
         .unwrap()
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// The first log line of `leasehold [--local-time] worker` in zone `tz`
+/// (the banner before it skipped).
+async fn first_log_line(url: &str, local: bool, tz: &str, file: &std::path::Path) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let mut args = vec!["worker", "--pipelines", file.to_str().unwrap()];
+    if local {
+        args.insert(0, "--local-time");
+    }
+    let mut cmd = command(url, &args);
+    cmd.env("TZ", tz).env_remove("LEASEHOLD_LOCAL_TIME");
+    cmd.stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    // the first line that starts with a time (a banner comes before the log)
+    let line = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let line = strip_colours(&line);
+            if line.starts_with(|c: char| c.is_ascii_digit()) {
+                return line;
+            }
+        }
+        String::new()
+    })
+    .await
+    .expect("the worker logs within the deadline");
+    // SAFETY: the worker is this test's own child
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
+    let _ = tokio::time::timeout(WAIT, child.wait()).await;
+    line
+}
+
+/// `line` without its terminal colour sequences (`ESC [ ... m`).
+fn strip_colours(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_log_times_are_utc_unless_the_operator_chose_local_time() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pipelines.toml");
+    std::fs::write(
+        &file,
+        "[[pipeline]]\nname = \"tick\"\nqueue = \"logs\"\n\n[[pipeline.step]]\nname = \"one\"\nrun = [\"true\"]\n",
+    )
+    .unwrap();
+    let utc = first_log_line(&srv.url(), false, "Asia/Seoul", &file).await;
+    let stamp = utc.split_whitespace().next().unwrap_or_default();
+    assert!(stamp.ends_with('Z') && stamp.len() == 24, "{utc:?}");
+    let local = first_log_line(&srv.url(), true, "Asia/Seoul", &file).await;
+    let stamp = local.split_whitespace().next().unwrap_or_default();
+    assert!(stamp.ends_with("+09:00"), "{local:?}");
 }

@@ -29,6 +29,16 @@ pub(crate) fn describe(args: &WorkerArgs) -> Outcome<String> {
     Ok(out)
 }
 
+/// The worker's log timestamps in the operator's time convention: UTC
+/// unless `--local-time` (or `LEASEHOLD_LOCAL_TIME`) chose the host's zone.
+struct LogClock;
+
+impl tracing_subscriber::fmt::time::FormatTime for LogClock {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        w.write_str(&crate::time::stamp(jiff::Timestamp::now().as_millisecond()))
+    }
+}
+
 /// `worker`.
 pub(crate) async fn run(ctx: &Ctx, args: WorkerArgs) -> Outcome {
     let pipelines = crate::pipelines_file::load(&args.pipelines).map_err(Failure::Usage)?;
@@ -38,6 +48,7 @@ pub(crate) async fn run(ctx: &Ctx, args: WorkerArgs) -> Outcome {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_timer(LogClock)
         .try_init();
     let mut builder = Worker::builder(ctx.url.clone())
         .config(ctx.config.clone())
