@@ -221,6 +221,26 @@ mod tests {
     }
 
     #[test]
+    fn a_published_schema_is_checked_only_with_the_validate_feature() {
+        let mut spec = contract(None).spec().clone();
+        spec.input_schema = Some(serde_json::json!({"type": "object"}));
+        let c = Contract::new(spec).unwrap();
+        let one = |input: &str| JsonJob::new(input, EnqueueOptions::new());
+        let built = jobs_from_json(Terms::Published(&c), &[one("{}")]).unwrap();
+        assert_eq!(built.input_checked(), cfg!(feature = "validate"));
+        let wrong = jobs_from_json(Terms::Published(&c), &[one("{}"), one("3")]);
+        if cfg!(feature = "validate") {
+            assert_eq!(wrong.unwrap_err().index, 1);
+        } else {
+            let note = wrong.unwrap().unchecked.unwrap();
+            assert!(
+                note.contains("without leasehold's `validate` feature"),
+                "{note}"
+            );
+        }
+    }
+
+    #[test]
     fn unregistered_jobs_say_they_were_not_checked() {
         let mut o = EnqueueOptions::new();
         o.group = Some("g".into());
