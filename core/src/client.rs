@@ -4,10 +4,11 @@ use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
 
 use crate::config::QueueConfig;
-use crate::contract::{unregistered_job, Contract, EnqueueOptions};
+use crate::contract::{Contract, EnqueueOptions};
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
+use crate::json_jobs::{jobs_from_json, JsonJob, Terms};
 use crate::pipeline::{queue_of, Pipeline, PipelineSpec};
 use crate::queue::{connect_pool, Enqueued, Queue};
 
@@ -148,8 +149,9 @@ impl Client {
     /// Enqueues a job of `pipeline` with `input` (JSON text) from outside
     /// Rust's types: the pipeline's published contract is applied (input
     /// checked against its schema, resource and input key from its templates,
-    /// its policies, its queue). A pipeline no worker registered is refused
-    /// unless `options.unregistered` says so and names the queue.
+    /// its policies, its queue; see [`jobs_from_json`]). A pipeline no worker
+    /// registered is refused unless `options.unregistered` says so and names
+    /// the queue.
     pub async fn enqueue_json(
         &self,
         pipeline: &str,
@@ -171,25 +173,23 @@ impl Client {
         inputs: &[&str],
         options: &EnqueueOptions,
     ) -> Result<Vec<Enqueued>> {
-        let (queue, jobs) = if options.unregistered {
+        let asked: Vec<JsonJob> = inputs
+            .iter()
+            .map(|input| JsonJob::new(*input, options.clone()))
+            .collect();
+        let (queue, built) = if options.unregistered {
             let Some(q) = options.queue.as_deref() else {
                 return Err(Error::InvalidArgument(format!(
                     "an enqueue for unregistered pipeline {pipeline} needs its queue"
                 )));
             };
-            let jobs = inputs
-                .iter()
-                .map(|input| unregistered_job(pipeline, input, options))
-                .collect::<Result<Vec<_>>>()?;
-            (self.queue(q)?, jobs)
+            let built = jobs_from_json(Terms::Unregistered(pipeline), &asked);
+            (self.queue(q)?, built)
         } else {
             let (queue, contract) = self.contract(pipeline, options.queue.as_deref()).await?;
-            let jobs = inputs
-                .iter()
-                .map(|input| contract.job(input, options))
-                .collect::<Result<Vec<_>>>()?;
-            (queue, jobs)
+            (queue, jobs_from_json(Terms::Published(&contract), &asked))
         };
+        let jobs = built.map_err(|bad| Error::from(bad.problem))?.jobs;
         queue.enqueue_bulk(jobs).await
     }
 

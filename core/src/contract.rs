@@ -1,6 +1,7 @@
 //! The enqueue contract: what a pipeline's published spec ([`PipelineSpec`])
 //! makes every enqueue path apply when it cannot run the pipeline's Rust code
-//! (the CLI, the HTTP endpoint, [`crate::Client::enqueue_json`]): the input is
+//! (the CLI, the HTTP endpoint, [`crate::Client::enqueue_json`], all through
+//! [`crate::json_jobs::jobs_from_json`]): the input is
 //! checked against the input type's JSON Schema (the error names the JSON path
 //! of the offending value), the resource and input key are computed from the
 //! pipeline's templates, and the job gets the pipeline's max attempts and STALE
@@ -10,6 +11,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::group::{Dependency, ParentFailure};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
 use crate::pipeline::spec::PipelineSpec;
@@ -40,6 +42,13 @@ pub struct EnqueueOptions {
     /// Enqueue for a pipeline no worker registered: `queue` must be given,
     /// and `resource` / `input_key` are taken as given.
     pub unregistered: bool,
+    /// The group the job joins (see `Queue::create_group`).
+    pub group: Option<String>,
+    /// Parents the job waits for (jobs or groups) until they SUCCEEDED.
+    pub depends_on: Vec<Dependency>,
+    /// What a parent ending FAILED or CANCELLED does to the job (cancel it
+    /// when `None`).
+    pub on_parent_failure: Option<ParentFailure>,
 }
 
 impl EnqueueOptions {
@@ -252,6 +261,15 @@ fn apply(mut job: NewJob, options: &EnqueueOptions) -> NewJob {
     }
     if let Some(id) = &options.id {
         job = job.id(id.clone());
+    }
+    if let Some(g) = &options.group {
+        job = job.group(g);
+    }
+    for parent in &options.depends_on {
+        job = job.depends_on(parent.clone());
+    }
+    if let Some(policy) = options.on_parent_failure {
+        job = job.on_parent_failure(policy);
     }
     job.rerun(options.rerun)
 }

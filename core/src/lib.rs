@@ -31,6 +31,7 @@ pub mod group;
 pub mod id;
 pub mod inspect;
 pub mod job_spec;
+pub mod json_jobs;
 pub mod lease;
 mod lease_clock;
 pub mod metrics;
@@ -74,6 +75,7 @@ pub use inspect::{
 };
 pub use inspect::{GroupChild, GroupInfo, GroupView};
 pub use job_spec::{NewGroup, NewJob};
+pub use json_jobs::{jobs_from_json, BadJob, JobProblem, JsonJob, JsonJobs, Terms};
 pub use keys::QueueKeys;
 pub use lease::{
     Cancelled, Finished, FlowWaits, Lease, Leased, Outcome, Renewal, RetryMode, Started,

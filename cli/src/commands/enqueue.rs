@@ -3,10 +3,9 @@
 //! and input-key templates, policies); re-running a window that succeeded is
 //! an explicit `--rerun`.
 
-use leasehold_core::contract::unregistered_job;
 use leasehold_core::{
-    Client, Contract, Dependency, EnqueueOptions, EnqueueStatus, Enqueued, NewGroup, NewJob,
-    ParentFailure, Queue,
+    jobs_from_json, BadJob, Client, Contract, Dependency, EnqueueOptions, EnqueueStatus, Enqueued,
+    JsonJob, NewGroup, ParentFailure, Queue, Terms,
 };
 use serde_json::json;
 
@@ -20,7 +19,8 @@ use crate::time;
 /// Jobs per `enqueue_bulk` call of a backfill (one progress update each).
 const ENQUEUE_CHUNK: usize = 500;
 
-/// The options `args` give.
+/// The options `args` give (the group among them; the parents are
+/// [`dependencies`]).
 fn options(args: &EnqueueArgs) -> Outcome<EnqueueOptions> {
     if args.max_attempts == Some(0) {
         return Err(Failure::Usage("--max-attempts must be at least 1".into()));
@@ -32,6 +32,11 @@ fn options(args: &EnqueueArgs) -> Outcome<EnqueueOptions> {
     o.delay = args.delay;
     o.max_attempts = args.max_attempts;
     o.unregistered = args.unregistered;
+    o.group = args.group.clone();
+    o.on_parent_failure = Some(match args.on_parent_failure {
+        ParentFailureArg::Cancel => ParentFailure::Cancel,
+        ParentFailureArg::Run => ParentFailure::Run,
+    });
     Ok(o)
 }
 
@@ -44,20 +49,6 @@ fn dependencies(args: &EnqueueArgs) -> Outcome<Vec<Dependency>> {
                 .map_err(|e| Failure::Usage(format!("--depends-on {d:?}: {e}")))
         })
         .collect()
-}
-
-/// Gives `job` the group and parents of `args`.
-fn linked(mut job: NewJob, args: &EnqueueArgs, deps: &[Dependency]) -> NewJob {
-    if let Some(g) = &args.group {
-        job = job.group(g);
-    }
-    for d in deps {
-        job = job.depends_on(d.clone());
-    }
-    job.on_parent_failure(match args.on_parent_failure {
-        ParentFailureArg::Cancel => ParentFailure::Cancel,
-        ParentFailureArg::Run => ParentFailure::Run,
-    })
 }
 
 /// Creates `--group` in `q` when it does not exist yet (no completion job:
@@ -92,13 +83,18 @@ enum Target {
 }
 
 impl Target {
-    fn job(&self, ctx: &Ctx, pipeline: &str, input: &str, o: &EnqueueOptions) -> Outcome<NewJob> {
+    /// The terms [`jobs_from_json`] builds the jobs of `pipeline` under.
+    fn terms<'t>(&'t self, pipeline: &'t str) -> Terms<'t> {
         match self {
-            Target::Registered(c) => c.job(input, o),
-            Target::Unregistered => unregistered_job(pipeline, input, o),
+            Target::Registered(c) => Terms::Published(c),
+            Target::Unregistered => Terms::Unregistered(pipeline),
         }
-        .map_err(|e| ctx.fail(e))
     }
+}
+
+/// A job that could not be built, as the CLI says it.
+fn bad_job(ctx: &Ctx, bad: BadJob) -> Failure {
+    ctx.fail(bad.problem.into())
 }
 
 /// Counts of what a backfill did.
@@ -166,7 +162,7 @@ fn said(done: &Enqueued, q: &Queue) -> String {
 
 /// `enqueue`.
 pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
-    let o = options(&args)?;
+    let mut o = options(&args)?;
     let client = Client::from_queue(ctx.base.clone());
     let (q, target) = if args.unregistered {
         let name = args.queue.clone().unwrap_or_default();
@@ -185,19 +181,18 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
         }
         (q, Target::Registered(Box::new(contract)))
     };
-    // whether the inputs are checked against a published input schema
-    let input_checked = match &target {
-        Target::Registered(c) => c.unchecked_note().is_none(),
-        Target::Unregistered => false,
-    };
-    let deps = dependencies(&args)?;
+    o.depends_on = dependencies(&args)?;
     ensure_group(ctx, &q, &args).await?;
     let Some(template) = &args.input_template else {
-        let mut o = o;
         o.resource = args.resource.clone();
         o.input_key = args.input_key.clone();
         let input = args.input.clone().unwrap_or_default();
-        let job = linked(target.job(ctx, &args.pipeline, &input, &o)?, &args, &deps);
+        let built = jobs_from_json(target.terms(&args.pipeline), &[JsonJob::new(input, o)])
+            .map_err(|bad| bad_job(ctx, bad))?;
+        let input_checked = built.input_checked();
+        let Some(job) = built.into_first() else {
+            return Err(Failure::Other("no job was built".into()));
+        };
         let done = q.enqueue(job).await.map_err(|e| ctx.fail(e))?;
         seal_group(ctx, &q, &args).await?;
         if ctx.json {
@@ -216,19 +211,30 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
     let step = args.step.ok_or_else(missing)?;
     let windows = time::windows(from, to, step).map_err(Failure::Usage)?;
     // every window is built and checked before anything is written
-    let mut jobs = Vec::with_capacity(windows.len());
-    for w in &windows {
-        let mut o = o.clone();
-        o.input_key = args
-            .input_key_template
-            .as_deref()
-            .map(|t| time::render(t, w));
-        o.resource = args.resource.as_deref().map(|r| time::render(r, w));
-        let job = target
-            .job(ctx, &args.pipeline, &time::render(template, w), &o)
-            .map_err(|f| f.context(&format!("window {} to {}", w.from, w.to)))?;
-        jobs.push(linked(job, &args, &deps));
-    }
+    let asked: Vec<JsonJob> = windows
+        .iter()
+        .map(|w| {
+            let mut o = o.clone();
+            o.input_key = args
+                .input_key_template
+                .as_deref()
+                .map(|t| time::render(t, w));
+            o.resource = args.resource.as_deref().map(|r| time::render(r, w));
+            JsonJob::new(time::render(template, w), o)
+        })
+        .collect();
+    let built = jobs_from_json(target.terms(&args.pipeline), &asked).map_err(|bad| {
+        let window = windows
+            .get(bad.index)
+            .map(|w| format!("window {} to {}", w.from, w.to));
+        let failure = bad_job(ctx, bad);
+        match window {
+            Some(w) => failure.context(&w),
+            None => failure,
+        }
+    })?;
+    let input_checked = built.input_checked();
+    let jobs = built.jobs;
     if jobs.iter().any(|j| j.input_key.is_none()) {
         eprintln!(
             "note: the windows have no input key (the pipeline has no input-key template and no --input-key-template was given): running this again enqueues them again"

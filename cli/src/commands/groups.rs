@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use leasehold_core::{
-    Client, EnqueueOptions, GroupInfo, GroupPolicy, GroupStatus, GroupView, NewGroup, Queue,
-    RetryMode,
+    jobs_from_json, Client, EnqueueOptions, GroupInfo, GroupPolicy, GroupStatus, GroupView,
+    JsonJob, NewGroup, Queue, RetryMode, Terms,
 };
 use serde_json::json;
 
@@ -291,14 +291,22 @@ pub(crate) async fn create(ctx: &Ctx, args: CreateArgs) -> Outcome {
         let client = Client::from_queue(ctx.base.clone());
         let mut o = EnqueueOptions::new();
         o.queue = Some(args.queue.clone());
-        let job = match client.contract(pipeline, Some(&args.queue)).await {
-            Ok((_, contract)) => contract.job(input, &o).map_err(|e| ctx.fail(e))?,
+        let contract = match client.contract(pipeline, Some(&args.queue)).await {
+            Ok((_, contract)) => Some(contract),
             Err(leasehold_core::Error::UnregisteredPipeline { .. }) => {
                 o.unregistered = true;
-                leasehold_core::contract::unregistered_job(pipeline, input, &o)
-                    .map_err(|e| ctx.fail(e))?
+                None
             }
             Err(e) => return Err(ctx.fail(e)),
+        };
+        let terms = match &contract {
+            Some(c) => Terms::Published(c),
+            None => Terms::Unregistered(pipeline),
+        };
+        let built = jobs_from_json(terms, &[JsonJob::new(input, o)])
+            .map_err(|bad| ctx.fail(bad.problem.into()))?;
+        let Some(job) = built.into_first() else {
+            return Err(Failure::Other("no completion job was built".into()));
         };
         group = group.completion(job);
     }

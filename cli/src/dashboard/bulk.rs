@@ -12,20 +12,28 @@
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::{Form, Json};
+use axum::routing::{get, post};
+use axum::{Form, Json, Router};
 use leasehold_core::{JobId, RetryMode};
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::actions::{authorise, by};
-use super::data::{job_id, Res};
-use super::error::{ApiError, DashError, PageError};
-use super::html::{auth_fields, job_url, Nav};
-use super::Shared;
+use super::auth::{authorise, by};
+use super::data::job_id;
+use super::error::{ApiError, DashError, PageError, Res, DISABLED};
+use super::html::{auth_fields, job_url, path_segment, Nav};
+use super::state::Shared;
 use crate::bulk::{self, BulkAction, Plan, Selection};
 use crate::context::unknown_pipeline;
 use crate::time::parse_instant;
+
+/// The routes of bulk actions.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/bulk", get(bulk_page).post(bulk_form))
+        .route("/api/bulk", post(bulk_api))
+}
 
 /// The fields of a bulk action (query string, form or JSON).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -239,7 +247,7 @@ fn reason_of(action: BulkAction, p: &BulkParams) -> Res<String> {
     Ok(reason)
 }
 
-impl super::App {
+impl super::state::App {
     /// The jobs `action` would touch; 404 for an unknown queue, or pipeline
     /// when none match (naming the known ones).
     async fn bulk_plan(&self, queue: &str, action: BulkAction, sel: &Selection) -> Res<Plan> {
@@ -359,7 +367,7 @@ fn checked_ids(raw: Option<&str>) -> Vec<String> {
 }
 
 /// `GET /bulk`: the forms, or the confirm page of the action asked for.
-pub(super) async fn bulk_page(
+async fn bulk_page(
     State(app): State<Shared>,
     Query(mut p): Query<BulkParams>,
     axum::extract::RawQuery(raw): axum::extract::RawQuery,
@@ -430,7 +438,7 @@ pub(super) async fn bulk_page(
                     button type="submit" { (action.name()) " " (crate::wording::jobs(n)) }
                 }
             } @else {
-                p.note { (super::error::DISABLED) }
+                p.note { (DISABLED) }
             }
         }
         p { a href="/bulk" { "back" } }
@@ -439,7 +447,7 @@ pub(super) async fn bulk_page(
 }
 
 /// `POST /bulk` (form): runs the action.
-pub(super) async fn bulk_form(
+async fn bulk_form(
     State(app): State<Shared>,
     headers: HeaderMap,
     Form(p): Form<BulkParams>,
@@ -460,13 +468,13 @@ pub(super) async fn bulk_form(
             h2 { "Refused (their state changed)" }
             ul { @for (id, why) in &report.refused { li { a.mono href=(job_url(&queue, id.as_str())) { (id) } ": " (why) } } }
         }
-        p { a href="/bulk" { "More bulk actions" } " · " a href=(format!("/events?queue={}", super::html::path_segment(&queue))) { "Events" } }
+        p { a href="/bulk" { "More bulk actions" } " · " a href=(format!("/events?queue={}", path_segment(&queue))) { "Events" } }
     };
     Ok(app.page("Bulk done", Nav::Bulk, body).into_response())
 }
 
 /// `POST /api/bulk` (JSON, the same fields; `dry_run`).
-pub(super) async fn bulk_api(
+async fn bulk_api(
     State(app): State<Shared>,
     headers: HeaderMap,
     Json(p): Json<BulkParams>,

@@ -15,15 +15,26 @@
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::routing::get;
+use axum::{Json, Router};
 use leasehold_core::inspect::{Granularity, History};
 use maud::html;
 use serde::{Deserialize, Serialize};
 
-use super::data::Res;
-use super::error::{ApiError, DashError, PageError};
+use super::error::{ApiError, DashError, PageError, Res};
 use super::html::{query, Nav};
-use super::Shared;
+use super::state::Shared;
+
+/// The routes of the charts: the page, its JSON, and its static files.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/charts", get(charts_page))
+        .route("/api/history", get(history_api))
+        .route("/static/uplot.min.js", get(uplot_js))
+        .route("/static/uplot.min.css", get(uplot_css))
+        .route("/static/uplot.LICENSE", get(uplot_license))
+        .route("/static/charts.js", get(charts_js))
+}
 
 const UPLOT_JS: &str = include_str!("assets/uplot/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("assets/uplot/uPlot.min.css");
@@ -183,7 +194,7 @@ fn columns(h: &History, pipeline: Option<&str>, now: &leasehold_core::QueueStatu
     }
 }
 
-impl super::App {
+impl super::state::App {
     /// The charts asked for.
     async fn charts(&self, p: &ChartParams) -> Res<Charts> {
         let (range, granularity, points) = p.range()?;
@@ -214,7 +225,7 @@ impl super::App {
 }
 
 /// `GET /api/history?queue&pipeline&range=1h|24h|7d|90d`.
-pub(super) async fn history_api(
+async fn history_api(
     State(app): State<Shared>,
     Query(p): Query<ChartParams>,
 ) -> Result<Json<Charts>, ApiError> {
@@ -222,7 +233,7 @@ pub(super) async fn history_api(
 }
 
 /// `GET /charts`.
-pub(super) async fn charts_page(
+async fn charts_page(
     State(app): State<Shared>,
     Query(p): Query<ChartParams>,
 ) -> Result<Response, PageError> {
@@ -333,21 +344,21 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 }
 
 /// `/static/uplot.min.js`.
-pub(super) async fn uplot_js() -> Response {
+async fn uplot_js() -> Response {
     asset("text/javascript; charset=utf-8", UPLOT_JS)
 }
 
 /// `/static/uplot.min.css`.
-pub(super) async fn uplot_css() -> Response {
+async fn uplot_css() -> Response {
     asset("text/css; charset=utf-8", UPLOT_CSS)
 }
 
 /// `/static/uplot.LICENSE`.
-pub(super) async fn uplot_license() -> Response {
+async fn uplot_license() -> Response {
     asset("text/plain; charset=utf-8", UPLOT_LICENSE)
 }
 
 /// `/static/charts.js`.
-pub(super) async fn charts_js() -> Response {
+async fn charts_js() -> Response {
     asset("text/javascript; charset=utf-8", CHARTS_JS)
 }

@@ -8,8 +8,8 @@ use leasehold_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::error::DashError;
-use super::{App, QUEUE_CACHE};
+use super::error::{DashError, Res};
+use super::state::{App, QUEUE_CACHE};
 use crate::context::{
     is_master_unreachable, list_jobs_across, reachable_queues, unknown_pipeline, unknown_queue,
     unreachable_queue,
@@ -29,9 +29,6 @@ pub(crate) struct Overview {
     pub unreachable: Vec<String>,
 }
 
-/// A request's result.
-pub(super) type Res<T> = Result<T, DashError>;
-
 impl App {
     /// `e` as a request failure, naming the (redacted) Redis URL.
     pub(crate) fn fail(&self, e: leasehold_core::Error) -> DashError {
@@ -46,6 +43,14 @@ impl App {
     /// The inspector of queue `name`.
     pub(crate) fn inspector(&self, name: &str) -> Res<Inspector> {
         Ok(Inspector::new(self.queue(name)?))
+    }
+
+    /// Redis `TIME` (ms).
+    pub(crate) async fn now(&self) -> Res<leasehold_core::Millis> {
+        Inspector::new(self.base.clone())
+            .now()
+            .await
+            .map_err(|e| self.fail(e))
     }
 
     /// The queues shown: `--queue`, or those found under the prefix (cached briefly).
@@ -298,12 +303,6 @@ impl App {
         events.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| b.id.cmp(&a.id)));
         events.truncate(limit);
         Ok(events)
-    }
-
-    /// Every queue's status as Prometheus text (see `metrics`).
-    pub(crate) async fn scrape(&self) -> Res<String> {
-        let _one_at_a_time = self.scrape.lock().await;
-        Ok(super::metrics::encode(&self.overview().await?.queues))
     }
 }
 

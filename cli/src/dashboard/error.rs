@@ -1,13 +1,15 @@
-//! Failures of dashboard requests, as an HTML page or as JSON.
+//! Failures of dashboard requests: why ([`DashError`]), answered as JSON
+//! ([`ApiError`]) or as a page ([`PageError`], drawn by `html`).
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use leasehold_core::Error;
-use maud::{html, Markup};
 use serde_json::json;
 
-use super::html::{layout, Nav};
 use crate::failure::{classify, Failure};
+
+/// A handler's result.
+pub(crate) type Res<T> = Result<T, DashError>;
 
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,13 +108,15 @@ impl DashError {
         }
     }
 
-    fn log(&self) {
+    /// Logs what the operator of the dashboard must see (Redis down, a bug).
+    pub(super) fn log(&self) {
         if matches!(self, DashError::Internal(_) | DashError::Unavailable(_)) {
             eprintln!("leasehold dashboard: {}", self.message());
         }
     }
 
-    fn finish(&self, mut resp: Response) -> Response {
+    /// `resp` with this failure's status and headers.
+    pub(super) fn finish(&self, mut resp: Response) -> Response {
         *resp.status_mut() = self.status();
         if let DashError::Unauthorized(_) = self {
             resp.headers_mut().insert(
@@ -158,43 +162,4 @@ impl From<DashError> for PageError {
     fn from(e: DashError) -> Self {
         PageError(e)
     }
-}
-
-impl IntoResponse for PageError {
-    fn into_response(self) -> Response {
-        self.0.log();
-        let page = error_page(&self.0);
-        self.0.finish(page.into_response())
-    }
-}
-
-/// The page for a failed request.
-pub(super) fn error_page(e: &DashError) -> Markup {
-    let hint = match e {
-        DashError::Unavailable(_) => Some(
-            "The dashboard keeps running and shows data again as soon as Redis answers; this page retries by itself.",
-        ),
-        DashError::Unauthorized(_) => Some("Log in with the dashboard token (or go back, type it into the form) and submit again."),
-        DashError::Csrf(_) => Some("Go back, reload the page (its forms carry this session's check value) and submit again."),
-        _ => None,
-    };
-    layout(
-        e.title(),
-        Nav::None,
-        None,
-        "",
-        html! {
-            section.error data-status=(e.status().as_u16()) {
-                h1 { (e.status().as_u16()) " " (e.title()) }
-                p.message { (e.message()) }
-                @if let Some(h) = hint { p { (h) } }
-                p { a href="/" { "Queues" } " · " a href="/jobs" { "Jobs" } }
-            }
-        },
-    )
-}
-
-/// Any other path: 404.
-pub(super) async fn not_found() -> Response {
-    PageError(DashError::NotFound("no such page".into())).into_response()
 }

@@ -6,14 +6,23 @@
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::{Form, Json};
+use axum::routing::post;
+use axum::{Form, Json, Router};
 use leasehold_core::{PauseChange, PauseScope};
 use serde::{Deserialize, Serialize};
 
-use super::actions::{authorise, by};
-use super::data::Res;
-use super::error::{ApiError, DashError, PageError};
-use super::{App, Shared};
+use super::auth::{authorise, by};
+use super::error::{ApiError, DashError, PageError, Res};
+use super::state::{App, Shared};
+
+/// The routes of pausing and resuming.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/queues/{queue}/pause", post(pause_form))
+        .route("/queues/{queue}/resume", post(resume_form))
+        .route("/api/queues/{queue}/pause", post(pause_api))
+        .route("/api/queues/{queue}/resume", post(resume_api))
+}
 
 /// The fields of a pause or resume, from a form or a JSON body.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -89,7 +98,7 @@ async fn apply(
 }
 
 /// `POST /api/queues/{queue}/pause` `{"pipeline"?, "reason", "operator"}`.
-pub(super) async fn pause_api(
+async fn pause_api(
     State(app): State<Shared>,
     Path(queue): Path<String>,
     headers: HeaderMap,
@@ -100,7 +109,7 @@ pub(super) async fn pause_api(
 }
 
 /// `POST /api/queues/{queue}/resume` `{"pipeline"?, "reason", "operator"}`.
-pub(super) async fn resume_api(
+async fn resume_api(
     State(app): State<Shared>,
     Path(queue): Path<String>,
     headers: HeaderMap,
@@ -111,7 +120,7 @@ pub(super) async fn resume_api(
 }
 
 /// `POST /queues/{queue}/pause` (form): back to the queues page with a notice.
-pub(super) async fn pause_form(
+async fn pause_form(
     State(app): State<Shared>,
     Path(queue): Path<String>,
     headers: HeaderMap,
@@ -122,7 +131,7 @@ pub(super) async fn pause_form(
 }
 
 /// `POST /queues/{queue}/resume` (form).
-pub(super) async fn resume_form(
+async fn resume_form(
     State(app): State<Shared>,
     Path(queue): Path<String>,
     headers: HeaderMap,

@@ -8,20 +8,35 @@
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::{Form, Json};
-use leasehold_core::contract::unregistered_job;
+use axum::routing::{get, post};
+use axum::{Form, Json, Router};
 use leasehold_core::{
-    Contract, EnqueueOptions, GroupInfo, GroupPolicy, GroupStatus, GroupView, NewGroup, RetryMode,
+    jobs_from_json, Contract, EnqueueOptions, GroupInfo, GroupPolicy, GroupStatus, GroupView,
+    JsonJob, NewGroup, RetryMode, Terms,
 };
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::actions::{authorise, by, ActionBody};
-use super::data::Res;
-use super::error::{ApiError, DashError, PageError};
+use super::auth::{authorise, by, ActionBody};
+use super::error::{ApiError, DashError, PageError, Res};
 use super::html::{auth_fields, badge, job_url, path_segment, Nav};
-use super::{App, Shared};
+use super::state::{App, Shared};
+
+/// The routes of groups: the pages, their JSON, and the actions.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/groups", get(groups_page))
+        .route("/groups/{queue}/{name}", get(group_page))
+        .route("/groups/{queue}/{name}/cancel", post(cancel_form))
+        .route("/groups/{queue}/{name}/retry", post(retry_form))
+        .route("/api/groups", get(groups_api))
+        .route("/api/groups/{queue}", post(create_api))
+        .route("/api/groups/{queue}/{name}", get(group_api))
+        .route("/api/groups/{queue}/{name}/seal", post(seal_api))
+        .route("/api/groups/{queue}/{name}/cancel", post(cancel_api))
+        .route("/api/groups/{queue}/{name}/retry", post(retry_api))
+}
 
 fn group_url(queue: &str, name: &str) -> String {
     format!("/groups/{}/{}", path_segment(queue), path_segment(name))
@@ -98,7 +113,7 @@ fn counts_table(rows: &[GroupInfo]) -> Markup {
 }
 
 /// `GET /groups`.
-pub(super) async fn groups_page(State(app): State<Shared>) -> Result<Markup, PageError> {
+async fn groups_page(State(app): State<Shared>) -> Result<Markup, PageError> {
     let all = app.all_groups().await?;
     Ok(app.page(
         "Groups",
@@ -114,7 +129,7 @@ pub(super) async fn groups_page(State(app): State<Shared>) -> Result<Markup, Pag
 }
 
 /// `GET /groups/{queue}/{name}`.
-pub(super) async fn group_page(
+async fn group_page(
     State(app): State<Shared>,
     Path((queue, name)): Path<(String, String)>,
 ) -> Result<Markup, PageError> {
@@ -179,12 +194,12 @@ pub(super) async fn group_page(
 }
 
 /// `GET /api/groups`.
-pub(super) async fn groups_api(State(app): State<Shared>) -> Result<Json<Value>, ApiError> {
+async fn groups_api(State(app): State<Shared>) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!(app.all_groups().await?)))
 }
 
 /// `GET /api/groups/{queue}/{name}`.
-pub(super) async fn group_api(
+async fn group_api(
     State(app): State<Shared>,
     Path((queue, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
@@ -224,7 +239,7 @@ pub(super) struct CreateBody {
 /// key from its templates, its max attempts, STALE lock policy and flow
 /// gates), as an enqueue of that pipeline is; a pipeline no worker registered
 /// in the queue is refused unless `"unregistered": true`.
-pub(super) async fn create_api(
+async fn create_api(
     State(app): State<Shared>,
     Path(queue): Path<String>,
     headers: HeaderMap,
@@ -251,14 +266,11 @@ pub(super) async fn create_api(
             .to_string();
         let mut options = EnqueueOptions::new();
         options.queue = Some(queue.clone());
-        let job = match q.pipeline_spec(p).await.map_err(|e| app.fail(e))? {
-            Some(spec) => {
-                let contract = Contract::new(spec).map_err(|e| app.fail(e))?;
-                contract.job(&input, &options).map_err(|e| app.fail(e))?
-            }
+        let contract = match q.pipeline_spec(p).await.map_err(|e| app.fail(e))? {
+            Some(spec) => Some(Contract::new(spec).map_err(|e| app.fail(e))?),
             None if body.unregistered => {
                 options.unregistered = true;
-                unregistered_job(p, &input, &options).map_err(|e| app.fail(e))?
+                None
             }
             None => {
                 return Err(DashError::NotFound(format!(
@@ -268,6 +280,15 @@ pub(super) async fn create_api(
                 ))
                 .into())
             }
+        };
+        let terms = match &contract {
+            Some(c) => Terms::Published(c),
+            None => Terms::Unregistered(p),
+        };
+        let built = jobs_from_json(terms, &[JsonJob::new(input, options)])
+            .map_err(|bad| app.fail(bad.problem.into()))?;
+        let Some(job) = built.into_first() else {
+            return Err(DashError::Internal("no completion job was built".into()).into());
         };
         group = group.completion(job);
     }
@@ -281,7 +302,7 @@ pub(super) async fn create_api(
 }
 
 /// `POST /api/groups/{queue}/{name}/seal`.
-pub(super) async fn seal_api(
+async fn seal_api(
     State(app): State<Shared>,
     Path((queue, name)): Path<(String, String)>,
     headers: HeaderMap,
@@ -339,7 +360,7 @@ async fn retry(app: &App, queue: &str, name: &str, h: &HeaderMap, b: &ActionBody
 }
 
 /// `POST /api/groups/{queue}/{name}/cancel` `{"reason", "operator"}`.
-pub(super) async fn cancel_api(
+async fn cancel_api(
     State(app): State<Shared>,
     Path((queue, name)): Path<(String, String)>,
     headers: HeaderMap,
@@ -350,7 +371,7 @@ pub(super) async fn cancel_api(
 }
 
 /// `POST /api/groups/{queue}/{name}/retry` `{"mode", "reason", "operator"}`.
-pub(super) async fn retry_api(
+async fn retry_api(
     State(app): State<Shared>,
     Path((queue, name)): Path<(String, String)>,
     headers: HeaderMap,
@@ -361,7 +382,7 @@ pub(super) async fn retry_api(
 }
 
 /// `POST /groups/{queue}/{name}/cancel` (form), back to the group's page.
-pub(super) async fn cancel_form(
+async fn cancel_form(
     State(app): State<Shared>,
     Path((queue, name)): Path<(String, String)>,
     headers: HeaderMap,
@@ -372,7 +393,7 @@ pub(super) async fn cancel_form(
 }
 
 /// `POST /groups/{queue}/{name}/retry` (form), back to the group's page.
-pub(super) async fn retry_form(
+async fn retry_form(
     State(app): State<Shared>,
     Path((queue, name)): Path<(String, String)>,
     headers: HeaderMap,

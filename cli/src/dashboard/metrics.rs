@@ -21,18 +21,55 @@
 
 use std::sync::atomic::AtomicU64;
 
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
 use leasehold_core::metrics::{PipelineLabels, QueueLabels, StateLabels};
 use leasehold_core::{JobState, QueueStatus};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::error::Res;
+use super::state::{App, Shared};
+
+/// The route of the metrics.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new().route("/metrics", get(metrics))
+}
+
+/// `GET /metrics`: Prometheus text; `leasehold_jobs{queue,state}` read from Redis now.
+async fn metrics(State(app): State<Shared>) -> Response {
+    match app.scrape().await {
+        Ok(text) => (
+            [(header::CONTENT_TYPE, leasehold_core::metrics::CONTENT_TYPE)],
+            text,
+        )
+            .into_response(),
+        Err(e) => {
+            let status = e.status();
+            eprintln!("leasehold dashboard: /metrics: {}", e.message());
+            (status, format!("# {}\n", e.message().replace('\n', " "))).into_response()
+        }
+    }
+}
+
+impl App {
+    /// Every queue's status as Prometheus text, one scrape at a time.
+    async fn scrape(&self) -> Res<String> {
+        let _one_at_a_time = self.scrape.lock().await;
+        Ok(encode(&self.overview().await?.queues))
+    }
+}
+
 fn gauge(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// The OpenMetrics text of `statuses`.
-pub(super) fn encode(statuses: &[QueueStatus]) -> String {
+fn encode(statuses: &[QueueStatus]) -> String {
     let jobs = Family::<StateLabels, Gauge>::default();
     let terminal = Family::<QueueLabels, Gauge>::default();
     let waiting = Family::<PipelineLabels, Gauge>::default();

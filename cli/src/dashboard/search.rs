@@ -9,17 +9,26 @@
 
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Json;
+use axum::routing::get;
+use axum::{Json, Router};
 use leasehold_core::inspect::{JobSearch, SEARCH_CAP};
 use leasehold_core::{JobId, JobPage, JobState, Page};
 use maud::html;
 use serde::Deserialize;
 
-use super::data::{Res, MAX_LIMIT};
-use super::error::{ApiError, DashError, PageError};
+use super::data::MAX_LIMIT;
+use super::error::{ApiError, DashError, PageError, Res};
 use super::html::{job_url, Nav};
-use super::Shared;
+use super::jobs::jobs_table;
+use super::state::Shared;
 use crate::context::{search_jobs_across, unknown_pipeline};
+
+/// The routes of the search.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/search", get(search_page))
+        .route("/api/search", get(search_api))
+}
 
 /// `?q&queue&input_key&resource&window&id_prefix&state&pipeline&limit`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -83,7 +92,7 @@ impl SearchParams {
     }
 }
 
-impl super::App {
+impl super::state::App {
     async fn search(&self, p: &SearchParams) -> Res<JobPage> {
         let search = p.search()?;
         let names = match given(&p.queue) {
@@ -120,7 +129,7 @@ impl super::App {
 }
 
 /// `GET /api/search`.
-pub(super) async fn search_api(
+async fn search_api(
     State(app): State<Shared>,
     Query(p): Query<SearchParams>,
 ) -> Result<Json<JobPage>, ApiError> {
@@ -128,7 +137,7 @@ pub(super) async fn search_api(
 }
 
 /// `GET /search`.
-pub(super) async fn search_page(
+async fn search_page(
     State(app): State<Shared>,
     Query(p): Query<SearchParams>,
 ) -> Result<Response, PageError> {
@@ -170,7 +179,7 @@ pub(super) async fn search_page(
                 div #search-results {
                     p.summary { (crate::wording::jobs(page.jobs.len())) @if page.has_more { " (more match: narrow the search)" } "." }
                     @if page.truncated { p.note.warn { "A criterion matched more than " (SEARCH_CAP) " index entries: narrow it." } }
-                    @if !page.jobs.is_empty() { (super::pages::jobs_table(page, now, false)) }
+                    @if !page.jobs.is_empty() { (jobs_table(page, now, false)) }
                 }
             }
         }

@@ -1,56 +1,41 @@
 //! The dashboard session: an operator logs in once with the dashboard token and
-//! a name (`/login`), and gets a cookie naming a random session id (32 random
-//! bytes, hex) that this process keeps in memory with the operator's name, a
-//! CSRF value and an expiry (`--session-hours`, 8 by default). The cookie is
-//! `HttpOnly`, `SameSite=Strict`, `Path=/`, with `Max-Age`, and `Secure` as
-//! `--cookie-secure` says (`auto`: when the request came through an https proxy,
-//! `X-Forwarded-Proto: https`, or the dashboard is bound to a non-loopback
-//! address). `POST /logout` forgets the session. Restarting the dashboard
-//! forgets every session (operators log in again); several dashboard processes
+//! a name (`/login`, see `login`), and gets a cookie naming a random session
+//! id (32 random bytes, hex) that this process keeps in memory with the
+//! operator's name, a CSRF value and an expiry (`--session-hours`, 8 by
+//! default). The cookie is `HttpOnly`, `SameSite=Strict`, `Path=/`, with
+//! `Max-Age`, and `Secure` as `--cookie-secure` says (`auto`: when the request
+//! came through an https proxy, `X-Forwarded-Proto: https`, or the dashboard
+//! is bound to a non-loopback address). Restarting the dashboard forgets
+//! every session (operators log in again); several dashboard processes
 //! behind one name need sticky sessions.
 //!
-//! CSRF: every state-changing request that carries the session cookie and no
-//! `Authorization: Bearer` must carry the session's CSRF value (synchronizer
-//! token: the `csrf` field every form renders, or an `X-CSRF-Token` header),
-//! checked here, in constant time, before any handler runs; without it the
-//! answer is 403 and nothing is done. The API keeps the bearer token
-//! (`Authorization: Bearer`), which needs no session and no CSRF value.
-//!
-//! The request's session is handed to the handlers and the page layout as a
-//! task-local [`current`]: who is logged in, the CSRF value the forms render,
-//! and whether this request's CSRF value was checked (then it may act, recorded
-//! as `dashboard:<operator>` with the name given at login).
+//! Also the [`Token`] the dashboard was started with. The request's session
+//! is handed to the handlers and the page layout as a task-local
+//! [`current`] (set by `auth`'s layer): who is logged in, the CSRF value the
+//! forms render, and whether this request's CSRF value was checked.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::extract::{Form, Query, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Redirect, Response};
-use maud::html;
-
-use crate::grammar::CookieSecure;
-use serde::Deserialize;
+use axum::http::{header, HeaderMap, HeaderValue};
 use subtle::ConstantTimeEq;
 
-use super::error::{ApiError, DashError, PageError};
-use super::Shared;
+use super::error::DashError;
+use crate::grammar::CookieSecure;
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "leasehold_session";
 /// Most sessions kept; the oldest goes when a login would exceed it.
 const MAX_SESSIONS: usize = 10_000;
-/// Largest form body read for its CSRF field.
-const MAX_FORM: usize = 256 * 1024;
 
 /// One logged-in operator.
 #[derive(Debug, Clone)]
-struct Session {
-    operator: String,
-    csrf: String,
+pub(super) struct Session {
+    /// The name given at login.
+    pub operator: String,
+    /// The session's CSRF value.
+    pub csrf: String,
     expires: Instant,
 }
 
@@ -75,12 +60,41 @@ pub(crate) struct Current {
 }
 
 tokio::task_local! {
-    static CURRENT: Current;
+    /// The session of the request being handled.
+    pub(super) static CURRENT: Current;
 }
 
 /// The session of the request being handled (none outside a request).
 pub(crate) fn current() -> Current {
     CURRENT.try_with(Current::clone).unwrap_or_default()
+}
+
+/// The secret that enables actions.
+pub(crate) struct Token(Vec<u8>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(****)")
+    }
+}
+
+impl Token {
+    /// Checks a configured token: not empty, no spaces or control characters.
+    pub(crate) fn new(token: &str) -> Result<Token, String> {
+        if token.is_empty() {
+            return Err("the dashboard token must not be empty".into());
+        }
+        if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("the dashboard token must not contain spaces or control characters".into());
+        }
+        Ok(Token(token.as_bytes().to_vec()))
+    }
+
+    /// Whether `given` is the token, in time independent of where they differ.
+    /// (The length may leak; the content does not.)
+    pub(crate) fn matches(&self, given: &str) -> bool {
+        bool::from(self.0.as_slice().ct_eq(given.as_bytes()))
+    }
 }
 
 /// `n` random bytes as hex.
@@ -102,13 +116,18 @@ impl Sessions {
         }
     }
 
+    /// How long a session lasts.
+    pub(super) fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
         // a panic while holding the map cannot leave it inconsistent (single inserts/removes)
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A new session of `operator`: its id.
-    fn create(&self, operator: &str) -> Result<String, DashError> {
+    pub(super) fn create(&self, operator: &str) -> Result<String, DashError> {
         let id = random_hex(32)?;
         let session = Session {
             operator: operator.to_owned(),
@@ -132,7 +151,7 @@ impl Sessions {
     }
 
     /// The live session `id`.
-    fn get(&self, id: &str) -> Option<Session> {
+    pub(super) fn get(&self, id: &str) -> Option<Session> {
         let mut map = self.lock();
         match map.get(id) {
             Some(s) if s.expires > Instant::now() => Some(s.clone()),
@@ -144,7 +163,7 @@ impl Sessions {
         }
     }
 
-    fn remove(&self, id: &str) {
+    pub(super) fn remove(&self, id: &str) {
         self.lock().remove(id);
     }
 
@@ -164,7 +183,7 @@ impl Sessions {
     }
 
     /// The `Set-Cookie` value for session `id` (`None`: clear the cookie).
-    fn cookie(&self, headers: &HeaderMap, id: Option<&str>) -> HeaderValue {
+    pub(super) fn cookie(&self, headers: &HeaderMap, id: Option<&str>) -> HeaderValue {
         let secure = if self.secure(headers) { "; Secure" } else { "" };
         let text = match id {
             Some(id) => format!(
@@ -179,7 +198,7 @@ impl Sessions {
 }
 
 /// The session id in the request's `Cookie` headers.
-fn cookie_id(headers: &HeaderMap) -> Option<String> {
+pub(super) fn cookie_id(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -191,168 +210,22 @@ fn cookie_id(headers: &HeaderMap) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-fn has_bearer(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::AUTHORIZATION)
-}
-
-fn is_form(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.trim()
-                .to_ascii_lowercase()
-                .starts_with("application/x-www-form-urlencoded")
-        })
-}
-
-fn refuse(path: &str, why: &str) -> Response {
-    let e = DashError::Csrf(format!("{why}: nothing was done"));
-    if path.starts_with("/api/") {
-        ApiError(e).into_response()
-    } else {
-        PageError(e).into_response()
-    }
-}
-
-/// Finds the request's session, checks the CSRF value of a state-changing
-/// request that carries it, and runs the rest of the request with [`current`] set.
-pub(crate) async fn layer(State(app): State<Shared>, req: Request, next: Next) -> Response {
-    let session = cookie_id(req.headers()).and_then(|id| app.sessions.get(&id));
-    let Some(session) = session else {
-        return CURRENT.scope(Current::default(), next.run(req)).await;
-    };
-    let mut current = Current {
-        operator: Some(session.operator.clone()),
-        csrf: Some(session.csrf.clone()),
-        checked: false,
-    };
-    let mut req = req;
-    let changes_state = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    if changes_state && !has_bearer(req.headers()) && req.uri().path() != "/login" {
-        let path = req.uri().path().to_owned();
-        let mut given = req
-            .headers()
-            .get("x-csrf-token")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        if given.is_none() && is_form(req.headers()) {
-            let (parts, body) = req.into_parts();
-            let Ok(bytes) = axum::body::to_bytes(body, MAX_FORM).await else {
-                return refuse(&path, "the form is too large to check");
-            };
-            let pairs: Vec<(String, String)> =
-                serde_urlencoded::from_bytes(&bytes).unwrap_or_default();
-            given = pairs.into_iter().find(|(k, _)| k == "csrf").map(|(_, v)| v);
-            req = Request::from_parts(parts, Body::from(bytes));
-        }
-        let ok = given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(session.csrf.as_bytes())));
-        if !ok {
-            return refuse(
-                &path,
-                "this form's CSRF check value is missing or not this session's",
-            );
-        }
-        current.checked = true;
-    }
-    CURRENT.scope(current, next.run(req)).await
-}
-
-/// `GET /login` parameters.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct LoginParams {
-    notice: Option<String>,
-}
-
-/// The login form's fields.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct LoginForm {
-    token: Option<String>,
-    operator: Option<String>,
-}
-
-fn login_page(app: &Shared, message: Option<&str>, notice: Option<&str>) -> maud::Markup {
-    let cur = current();
-    app.page(
-        "Log in",
-        super::html::Nav::None,
-        html! {
-            h1 { "Log in" }
-            @if let Some(n) = notice { p.notice { (n) } }
-            @if let Some(m) = message { p.message.warn #login-error { (m) } }
-            @if app.token.is_none() {
-                p.note { (super::error::DISABLED) }
-            } @else {
-                @if let Some(op) = &cur.operator {
-                    p #logged-in { "Logged in as " strong { (op) } "." }
-                }
-                form.login method="post" action="/login" {
-                    label { "Your name " input type="text" name="operator" required maxlength="64" autocomplete="username" placeholder="recorded with every action"; }
-                    label { "Token " input type="password" name="token" required autocomplete="current-password"; }
-                    button type="submit" { "Log in" }
-                }
-                p.note { "The session lasts " (app.sessions.ttl.as_secs() / 3600) " h; actions are recorded as " code { "dashboard:<your name>" } "." }
-            }
-        },
-    )
-}
-
-/// `GET /login`.
-pub(crate) async fn login_get(State(app): State<Shared>, Query(p): Query<LoginParams>) -> Response {
-    let notice = match p.notice.as_deref() {
-        Some("logged_out") => Some("Logged out."),
-        _ => None,
-    };
-    login_page(&app, None, notice).into_response()
-}
-
-/// `POST /login` (form: token, operator): a session cookie and back to the queues.
-pub(crate) async fn login_post(
-    State(app): State<Shared>,
-    headers: HeaderMap,
-    Form(f): Form<LoginForm>,
-) -> Result<Response, PageError> {
-    let Some(token) = &app.token else {
-        return Err(DashError::Disabled.into());
-    };
-    let operator = super::actions::operator_name(f.operator.as_deref());
-    let given = f.token.as_deref().unwrap_or("");
-    if given.is_empty() || !token.matches(given) {
-        let mut resp = login_page(&app, Some("Wrong token: not logged in."), None).into_response();
-        *resp.status_mut() = axum::http::StatusCode::UNAUTHORIZED;
-        return Ok(resp);
-    }
-    let Some(operator) = operator else {
-        let mut resp = login_page(
-            &app,
-            Some("Give your name: it is recorded with every action."),
-            None,
-        )
-        .into_response();
-        *resp.status_mut() = axum::http::StatusCode::BAD_REQUEST;
-        return Ok(resp);
-    };
-    let id = app.sessions.create(&operator)?;
-    let mut resp = Redirect::to("/?notice=logged_in").into_response();
-    resp.headers_mut()
-        .insert(header::SET_COOKIE, app.sessions.cookie(&headers, Some(&id)));
-    Ok(resp)
-}
-
-/// `POST /logout` (form: csrf): forgets the session and clears the cookie.
-pub(crate) async fn logout(State(app): State<Shared>, headers: HeaderMap) -> Response {
-    if let Some(id) = cookie_id(&headers) {
-        app.sessions.remove(&id);
-    }
-    let mut resp = Redirect::to("/login?notice=logged_out").into_response();
-    resp.headers_mut()
-        .insert(header::SET_COOKIE, app.sessions.cookie(&headers, None));
-    resp
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        let t = Token::new("s3cret-token").unwrap();
+        assert!(t.matches("s3cret-token"));
+        assert!(!t.matches("s3cret-tokeN"));
+        assert!(!t.matches("s3cret-toke"));
+        assert!(!t.matches("s3cret-token2"));
+        assert!(!t.matches(""));
+        assert!(Token::new("").is_err());
+        assert!(Token::new("a b").is_err());
+        assert_eq!(format!("{t:?}"), "Token(****)");
+    }
 
     #[test]
     fn the_cookie_is_found_among_others() {

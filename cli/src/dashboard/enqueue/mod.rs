@@ -28,21 +28,34 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
-use leasehold_core::contract::unregistered_job;
-use leasehold_core::{discover_queues, Contract, EnqueueStatus, Error, JobId, NewJob, Queue};
+use axum::routing::post;
+use axum::{Json, Router};
+use leasehold_core::json_jobs::JobProblem;
+use leasehold_core::{
+    discover_queues, jobs_from_json, BadJob, Contract, EnqueueStatus, Error, JobId, JsonJob,
+    NewJob, Queue, Terms,
+};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 mod body;
 
 use self::body::{core_message, items, parse, token_field, Item};
-use super::actions::authorise;
+use super::auth::authorise;
 use super::error::{ApiError, DashError};
-use super::{App, Shared};
+use super::state::{App, Shared};
+
+/// The route of the enqueue, with its larger body limit.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new().route(
+        "/api/queues/{queue}/pipelines/{pipeline}/jobs",
+        post(enqueue).layer(DefaultBodyLimit::max(MAX_BODY)),
+    )
+}
 
 /// Largest request body accepted (bigger: 413).
 pub(super) const MAX_BODY: usize = 10 * 1024 * 1024;
@@ -155,28 +168,50 @@ pub(super) fn bad_field(field: &str, job: Option<usize>, message: String) -> Ref
     refusal(StatusCode::BAD_REQUEST, "bad_request", message, detail)
 }
 
-/// Job `i` of the request could not be made: 422 for an input that does not
-/// fit the pipeline's schema or templates, 400 for a bad option.
-fn bad_job(app: &App, i: usize, e: Error) -> Refusal {
-    match e {
-        Error::InvalidInput {
+/// Job `i` of the request could not be made: 422 for
+/// an input that does not fit the pipeline's schema or templates, 400 for a
+/// bad option or a key the pipeline computes.
+fn bad_job(app: &App, pipeline: &str, items: &[Item], bad: BadJob) -> Refusal {
+    let i = bad.index;
+    match bad.problem {
+        JobProblem::Computed { key, .. } => leave_out(pipeline, items, i, key.field()),
+        JobProblem::Job(Error::InvalidInput {
             pipeline,
             path,
             problem,
-        } => refusal(
+        }) => refusal(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_input",
             format!("job {i}: the input of pipeline {pipeline} is invalid at {path}: {problem}; nothing was enqueued"),
             json!({ "field": path, "problem": problem, "job": i }),
         ),
-        Error::InvalidArgument(m) => refusal(
+        JobProblem::Job(Error::InvalidArgument(m)) => refusal(
             StatusCode::BAD_REQUEST,
             "bad_request",
             format!("job {i}: {m}; nothing was enqueued"),
             json!({ "job": i }),
         ),
-        other => app.fail(other).into(),
+        JobProblem::Job(other) => app.fail(other).into(),
     }
+}
+
+/// 400 for job `i` of a registered pipeline that gives its key `name`
+/// (`resource`, `input_key`): the body takes them for unregistered pipelines
+/// only.
+fn leave_out(pipeline: &str, items: &[Item], i: usize, name: &str) -> Refusal {
+    let at = items
+        .get(i)
+        .map(|item| item.at.as_str())
+        .unwrap_or_default();
+    refusal(
+        StatusCode::BAD_REQUEST,
+        "bad_request",
+        format!(
+            "job {i}: pipeline {pipeline} computes its {name} from its input \
+             (its published template): leave {name} out"
+        ),
+        json!({ "field": format!("{at}/{name}"), "job": i }),
+    )
 }
 
 /// The queues other than `queue` in which a worker registered `pipeline`
@@ -228,16 +263,7 @@ async fn jobs_for(
                 json!({ "pipeline": pipeline, "queue": queue, "registered_in": elsewhere }),
             ));
         }
-        let jobs = items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                unregistered_job(pipeline, &item.input, &item.options)
-                    .map_err(|e| bad_job(app, i, e))
-            })
-            .collect::<Result<_, _>>()?;
-        let note = format!("input not checked: pipeline {pipeline} is enqueued unregistered");
-        return Ok((jobs, Some(note)));
+        return built(app, pipeline, items, Terms::Unregistered(pipeline));
     };
     if unregistered {
         return Err(refusal(
@@ -262,38 +288,36 @@ async fn jobs_for(
         ));
     }
     let contract = Contract::new(spec).map_err(|e| DashError::Internal(core_message(e)))?;
-    let note = contract.unchecked_note();
-    let jobs = items
+    for (i, item) in items.iter().enumerate() {
+        let given = [
+            ("resource", item.options.resource.is_some()),
+            ("input_key", item.options.input_key.is_some()),
+        ];
+        if let Some((name, _)) = given.into_iter().find(|(_, given)| *given) {
+            return Err(leave_out(pipeline, items, i, name));
+        }
+    }
+    built(app, pipeline, items, Terms::Published(&contract))
+}
+
+/// The jobs of `items` under `terms`, and why their inputs were not checked
+/// (when they were not).
+fn built(
+    app: &App,
+    pipeline: &str,
+    items: &[Item],
+    terms: Terms<'_>,
+) -> Result<(Vec<NewJob>, Option<String>), Refusal> {
+    let asked: Vec<JsonJob> = items
         .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            if let Some(name) = [
-                ("resource", item.options.resource.is_some()),
-                ("input_key", item.options.input_key.is_some()),
-            ]
-            .into_iter()
-            .find_map(|(name, given)| given.then_some(name))
-            {
-                return Err(refusal(
-                    StatusCode::BAD_REQUEST,
-                    "bad_request",
-                    format!(
-                        "job {i}: pipeline {pipeline} computes its {name} from its input \
-                         (its published template): leave {name} out"
-                    ),
-                    json!({ "field": format!("{}/{name}", item.at), "job": i }),
-                ));
-            }
-            contract
-                .job(&item.input, &item.options)
-                .map_err(|e| bad_job(app, i, e))
-        })
-        .collect::<Result<_, _>>()?;
-    Ok((jobs, note))
+        .map(|item| JsonJob::new(item.input.clone(), item.options.clone()))
+        .collect();
+    let built = jobs_from_json(terms, &asked).map_err(|bad| bad_job(app, pipeline, items, bad))?;
+    Ok((built.jobs, built.unchecked))
 }
 
 /// `POST /api/queues/{queue}/pipelines/{pipeline}/jobs`.
-pub(super) async fn enqueue(
+async fn enqueue(
     State(app): State<Shared>,
     Path((queue, pipeline)): Path<(String, String)>,
     headers: HeaderMap,
@@ -316,19 +340,12 @@ pub(super) async fn enqueue(
             .push(parent.map_err(|e| bad_field(&format!("/depends_on/{i}"), None, e.to_string()))?);
     }
     let q = app.queue(&queue)?;
-    let items = items(request, &queue)?;
-    let (mut jobs, note) = jobs_for(&app, &q, &pipeline, &items, unregistered).await?;
-    for job in &mut jobs {
-        if let Some(g) = &group {
-            *job = job.clone().group(g);
-        }
-        for p in &parents {
-            *job = job.clone().depends_on(p.clone());
-        }
+    let mut items = items(request, &queue)?;
+    for item in &mut items {
+        item.options.group.clone_from(&group);
+        item.options.depends_on.clone_from(&parents);
     }
-    for (i, job) in jobs.iter().enumerate() {
-        job.validate().map_err(|e| bad_job(&app, i, e))?;
-    }
+    let (jobs, note) = jobs_for(&app, &q, &pipeline, &items, unregistered).await?;
     let done = q.enqueue_bulk(jobs).await.map_err(|e| app.fail(e))?;
     let count = |s: EnqueueStatus| done.iter().filter(|e| e.status == s).count();
     let reply = EnqueueReply {

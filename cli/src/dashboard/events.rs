@@ -2,14 +2,23 @@
 //! page shows too.
 
 use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
 use leasehold_core::{Event, Millis};
 use maud::{html, Markup};
 
-use super::Page;
-use crate::dashboard::data::EventsParams;
-use crate::dashboard::html::{badge, job_url, when, Nav};
-use crate::dashboard::Shared;
+use super::data::EventsParams;
+use super::error::ApiError;
+use super::html::{badge, job_url, when, Nav, Page};
+use super::state::Shared;
 use crate::time::stamp;
+
+/// The routes of the event feed.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/events", get(events))
+        .route("/api/events", get(api_events))
+}
 
 /// Events as a table (`with_job`: a job column).
 pub(super) fn events_table(events: &[Event], now: Millis, with_job: bool) -> Markup {
@@ -35,7 +44,7 @@ pub(super) fn events_table(events: &[Event], now: Millis, with_job: bool) -> Mar
 }
 
 /// `GET /events`: the event feed, newest first.
-pub(crate) async fn events(State(app): State<Shared>, Query(p): Query<EventsParams>) -> Page {
+async fn events(State(app): State<Shared>, Query(p): Query<EventsParams>) -> Page {
     let q = p.parse()?;
     let queues = app.queues().await?;
     let events = app.events(&q).await?;
@@ -61,4 +70,13 @@ pub(crate) async fn events(State(app): State<Shared>, Query(p): Query<EventsPara
             }
         },
     ))
+}
+
+/// `GET /api/events`.
+async fn api_events(
+    State(app): State<Shared>,
+    Query(p): Query<EventsParams>,
+) -> Result<Json<Vec<Event>>, ApiError> {
+    let q = p.parse()?;
+    Ok(Json(app.events(&q).await?))
 }

@@ -5,17 +5,26 @@
 //! confirm page, which runs them through the same scripts as single actions.
 
 use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
 use leasehold_core::{JobPage, JobState, Millis};
 use maud::{html, Markup};
 
-use super::Page;
-use crate::dashboard::data::JobsParams;
-use crate::dashboard::html::{badge, job_url, opt, query, when, Nav};
-use crate::dashboard::Shared;
+use super::data::JobsParams;
+use super::error::ApiError;
+use super::html::{badge, job_url, opt, query, when, Nav, Page};
+use super::state::Shared;
+
+/// The routes of the jobs list.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/jobs", get(jobs))
+        .route("/api/jobs", get(api_jobs))
+}
 
 /// One page of jobs as a table; with `select`, a checkbox per row belonging to
 /// the form `#bulk-select`.
-pub(crate) fn jobs_table(page: &JobPage, now: Millis, select: bool) -> Markup {
+pub(super) fn jobs_table(page: &JobPage, now: Millis, select: bool) -> Markup {
     html! {
         table.grid.jobs {
             thead { tr {
@@ -85,7 +94,7 @@ fn action_buttons(state: JobState, what: &str) -> Markup {
 }
 
 /// `GET /jobs`: jobs by state, with filters and paging.
-pub(crate) async fn jobs(State(app): State<Shared>, Query(params): Query<JobsParams>) -> Page {
+async fn jobs(State(app): State<Shared>, Query(params): Query<JobsParams>) -> Page {
     let q = params.parse()?;
     let queues = app.queues().await?;
     let page = app.jobs(&q).await?;
@@ -218,4 +227,13 @@ pub(crate) async fn jobs(State(app): State<Shared>, Query(params): Query<JobsPar
             }
         },
     ))
+}
+
+/// `GET /api/jobs`.
+async fn api_jobs(
+    State(app): State<Shared>,
+    Query(p): Query<JobsParams>,
+) -> Result<Json<JobPage>, ApiError> {
+    let q = p.parse()?;
+    Ok(Json(app.jobs(&q).await?))
 }

@@ -1,14 +1,23 @@
 //! `GET /locks`, and the locks table the queue cards show too.
 
 use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
 use leasehold_core::LockInfo;
 use maud::{html, Markup};
 
-use super::Page;
-use crate::dashboard::data::{QueueLock, QueueParam};
-use crate::dashboard::html::{badge, job_url, jobs_url, Nav};
-use crate::dashboard::Shared;
+use super::data::{QueueLock, QueueParam};
+use super::error::ApiError;
+use super::html::{badge, job_url, jobs_url, Nav, Page};
+use super::state::Shared;
 use crate::wording::lock_ttl;
+
+/// The routes of the locks.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/locks", get(locks))
+        .route("/api/locks", get(api_locks))
+}
 
 /// Locks with their holder, time left, parked jobs and live claims (`with_queue`: a queue column).
 pub(super) fn locks_table(rows: &[(&str, &LockInfo)], with_queue: bool) -> Markup {
@@ -39,7 +48,7 @@ pub(super) fn locks_table(rows: &[(&str, &LockInfo)], with_queue: bool) -> Marku
 }
 
 /// `GET /locks`.
-pub(crate) async fn locks(State(app): State<Shared>, Query(p): Query<QueueParam>) -> Page {
+async fn locks(State(app): State<Shared>, Query(p): Query<QueueParam>) -> Page {
     let all: Vec<QueueLock> = app.locks(p.queue().as_deref()).await?;
     let rows: Vec<(&str, &LockInfo)> = all.iter().map(|l| (l.queue.as_str(), &l.lock)).collect();
     Ok(app.page(
@@ -53,4 +62,12 @@ pub(crate) async fn locks(State(app): State<Shared>, Query(p): Query<QueueParam>
             }
         },
     ))
+}
+
+/// `GET /api/locks`.
+async fn api_locks(
+    State(app): State<Shared>,
+    Query(p): Query<QueueParam>,
+) -> Result<Json<Vec<QueueLock>>, ApiError> {
+    Ok(Json(app.locks(p.queue().as_deref()).await?))
 }

@@ -3,17 +3,26 @@
 //! token) pause, resume and trigger forms; `GET /api/schedules` as JSON.
 
 use axum::extract::{Query, State};
-use axum::Json;
+use axum::routing::get;
+use axum::{Json, Router};
 use leasehold_core::queue::{ScheduleInfo, TickEntry};
 use maud::{html, Markup};
 use serde::{Deserialize, Serialize};
 
-use super::Page;
-use crate::dashboard::data::Res;
-use crate::dashboard::error::ApiError;
-use crate::dashboard::html::{auth_fields, badge, job_url, path_segment, when, Nav};
-use crate::dashboard::{App, Shared};
+mod actions;
+
+use crate::dashboard::error::{ApiError, Res};
+use crate::dashboard::html::{auth_fields, badge, job_url, path_segment, when, Nav, Page};
+use crate::dashboard::state::{App, Shared};
 use crate::time::{human, stamp};
+
+/// The routes of the schedules: the page, its JSON, and the actions.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/schedules", get(schedules))
+        .route("/api/schedules", get(schedules_api))
+        .merge(actions::routes())
+}
 
 /// Ticks shown per schedule.
 const TICKS_SHOWN: usize = 8;
@@ -37,7 +46,7 @@ pub(crate) struct Notice {
 
 impl App {
     /// Every schedule of the queues shown.
-    pub(crate) async fn schedules(&self) -> Res<Vec<ScheduleRow>> {
+    async fn schedules(&self) -> Res<Vec<ScheduleRow>> {
         let mut out = Vec::new();
         for name in self.queues().await? {
             let q = self.queue(&name)?;
@@ -58,9 +67,7 @@ impl App {
 }
 
 /// `GET /api/schedules`.
-pub(crate) async fn schedules_api(
-    State(app): State<Shared>,
-) -> Result<Json<Vec<ScheduleRow>>, ApiError> {
+async fn schedules_api(State(app): State<Shared>) -> Result<Json<Vec<ScheduleRow>>, ApiError> {
     Ok(Json(app.schedules().await?))
 }
 
@@ -104,7 +111,7 @@ fn forms(row: &ScheduleRow, enabled: bool) -> Markup {
 }
 
 /// `GET /schedules`.
-pub(crate) async fn schedules(State(app): State<Shared>, Query(n): Query<Notice>) -> Page {
+async fn schedules(State(app): State<Shared>, Query(n): Query<Notice>) -> Page {
     let rows = app.schedules().await?;
     let now = app.now().await?;
     let enabled = app.token.is_some();

@@ -2,14 +2,24 @@
 //! locks, STALE jobs, quarantined jobs with their repair and purge forms).
 
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
 use leasehold_core::{JobState, QueueStatus};
 use maud::{html, Markup};
 
+use super::error::ApiError;
+use super::html::{auth_fields, job_url, jobs_url, opt, Nav, Page};
 use super::locks::locks_table;
-use super::Page;
-use crate::dashboard::html::{auth_fields, job_url, jobs_url, opt, Nav};
-use crate::dashboard::Shared;
+use super::state::Shared;
 use crate::time::human;
+
+/// The routes of the overview.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/", get(overview))
+        .route("/api/queues", get(queues))
+}
 
 /// A state's count as a tile linking to its jobs.
 fn count_tile(queue: &str, state: JobState, n: u64, mark: &str) -> Markup {
@@ -279,7 +289,7 @@ fn overview_table(all: &[QueueStatus], today: &[(u64, u64)]) -> Markup {
     }
 }
 
-pub(crate) async fn overview(State(app): State<Shared>) -> Page {
+async fn overview(State(app): State<Shared>) -> Page {
     let overview = app.overview().await?;
     let all = &overview.queues;
     let mut today = Vec::with_capacity(all.len());
@@ -309,4 +319,20 @@ pub(crate) async fn overview(State(app): State<Shared>) -> Page {
             }
         },
     ))
+}
+
+/// `GET /api/queues`: the status of each queue read. On a Redis Cluster
+/// with a master down, the queues of the masters that answer, and the
+/// header `x-leasehold-unreachable` naming what could not be read (one
+/// line per master or queue, joined by "; ").
+async fn queues(State(app): State<Shared>) -> Result<Response, ApiError> {
+    let overview = app.overview().await?;
+    let mut response = Json(overview.queues).into_response();
+    if !overview.unreachable.is_empty() {
+        let lines = overview.unreachable.join("; ").replace(['\r', '\n'], " ");
+        if let Ok(v) = axum::http::HeaderValue::from_str(&lines) {
+            response.headers_mut().insert("x-leasehold-unreachable", v);
+        }
+    }
+    Ok(response)
 }

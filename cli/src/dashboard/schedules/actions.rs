@@ -5,13 +5,21 @@
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::{Form, Json};
+use axum::routing::post;
+use axum::{Form, Json, Router};
 use serde::{Deserialize, Serialize};
 
-use super::actions::{authorise, by};
-use super::data::Res;
-use super::error::{ApiError, DashError, PageError};
-use super::{App, Shared};
+use crate::dashboard::auth::{authorise, by};
+use crate::dashboard::error::{ApiError, DashError, PageError, Res};
+use crate::dashboard::html::query;
+use crate::dashboard::state::{App, Shared};
+
+/// The routes of a schedule's pause, resume and trigger.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/schedules/{queue}/{name}/{action}", post(schedule_form))
+        .route("/api/schedules/{queue}/{name}/{action}", post(schedule_api))
+}
 
 /// The fields of a schedule action, from a form or a JSON body.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -106,7 +114,7 @@ async fn act(
 }
 
 /// `POST /schedules/{queue}/{name}/{action}` (form): back to the page with a notice.
-pub(super) async fn schedule_form(
+async fn schedule_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String, String)>,
     headers: HeaderMap,
@@ -114,12 +122,12 @@ pub(super) async fn schedule_form(
 ) -> Result<Response, PageError> {
     let done = act(&app, p, &headers, &body).await?;
     let notice = format!("{} {}: {}", done.action, done.schedule, done.outcome);
-    let location = format!("/schedules{}", super::html::query(&[("notice", &notice)]));
+    let location = format!("/schedules{}", query(&[("notice", &notice)]));
     Ok(Redirect::to(&location).into_response())
 }
 
 /// `POST /api/schedules/{queue}/{name}/{action}` `{"operator", "reason", "window", "rerun"}`.
-pub(super) async fn schedule_api(
+async fn schedule_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String, String)>,
     headers: HeaderMap,

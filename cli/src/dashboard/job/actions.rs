@@ -1,117 +1,47 @@
-//! Cancel, retry and resolve (and repair and purge of a quarantined job): `POST` only, with the dashboard's token, through
-//! the same `Queue` scripts as the command line (each recorded as an event with
-//! `by` = `dashboard:<operator>`).
-//!
-//! A request may act with the token, in an `Authorization: Bearer` header or a
-//! `token` field (compared in constant time), or with a logged-in session whose
-//! CSRF value the session layer checked (`session`): then the operator is the
-//! name given at login. A page on another site cannot make a browser act: it
-//! knows neither the token nor the session's CSRF value, and the cookie is
-//! `SameSite=Strict`.
+//! Cancel, retry, resolve, delete and run now (and repair and purge of a
+//! quarantined job): `POST` only, by whom `auth` lets act, through the same
+//! `Queue` scripts as the command line (each recorded as an event with
+//! `by` = `dashboard:<operator>`); as a form (answered with a redirect) or
+//! JSON (answered with an [`ActionResult`]).
 
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::{Form, Json};
+use axum::routing::post;
+use axum::{Form, Json, Router};
 use leasehold_core::{Error, JobId, JobState, RetryMode};
 use serde::{Deserialize, Serialize};
-use subtle::ConstantTimeEq;
 
-use super::data::{job_id, Res};
-use super::error::{ApiError, DashError, PageError};
-use super::html::path_segment;
-use super::{session, App, Shared};
+use crate::dashboard::auth::{authorise, by, ActionBody};
+use crate::dashboard::data::job_id;
+use crate::dashboard::error::{ApiError, DashError, PageError, Res};
+use crate::dashboard::html::path_segment;
+use crate::dashboard::state::{App, Shared};
 use crate::failure::is_refusal;
 use crate::grammar::ResolveAs;
 use crate::wording;
 
+/// The routes of a job's actions: a form and a JSON endpoint each.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/jobs/{queue}/{id}/cancel", post(cancel_form))
+        .route("/jobs/{queue}/{id}/retry", post(retry_form))
+        .route("/jobs/{queue}/{id}/resolve", post(resolve_form))
+        .route("/jobs/{queue}/{id}/delete", post(delete_form))
+        .route("/jobs/{queue}/{id}/run-now", post(run_now_form))
+        .route("/jobs/{queue}/{id}/repair", post(repair_form))
+        .route("/jobs/{queue}/{id}/purge", post(purge_form))
+        .route("/api/jobs/{queue}/{id}/cancel", post(cancel_api))
+        .route("/api/jobs/{queue}/{id}/retry", post(retry_api))
+        .route("/api/jobs/{queue}/{id}/resolve", post(resolve_api))
+        .route("/api/jobs/{queue}/{id}/delete", post(delete_api))
+        .route("/api/jobs/{queue}/{id}/run-now", post(run_now_api))
+        .route("/api/jobs/{queue}/{id}/repair", post(repair_api))
+        .route("/api/jobs/{queue}/{id}/purge", post(purge_api))
+}
+
 /// Longest reason accepted.
 const MAX_REASON: usize = 2_000;
-/// Longest operator name kept.
-const MAX_OPERATOR: usize = 64;
-
-/// The secret that enables actions.
-pub(crate) struct Token(Vec<u8>);
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(****)")
-    }
-}
-
-impl Token {
-    /// Checks a configured token: not empty, no spaces or control characters.
-    pub(crate) fn new(token: &str) -> Result<Token, String> {
-        if token.is_empty() {
-            return Err("the dashboard token must not be empty".into());
-        }
-        if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err("the dashboard token must not contain spaces or control characters".into());
-        }
-        Ok(Token(token.as_bytes().to_vec()))
-    }
-
-    /// Whether `given` is the token, in time independent of where they differ.
-    /// (The length may leak; the content does not.)
-    pub(crate) fn matches(&self, given: &str) -> bool {
-        bool::from(self.0.as_slice().ct_eq(given.as_bytes()))
-    }
-}
-
-/// The token sent: `Authorization: Bearer <token>`, else the body's field.
-fn presented<'a>(headers: &'a HeaderMap, field: Option<&'a str>) -> Option<&'a str> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, rest) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        });
-    bearer.or(field).filter(|t| !t.is_empty())
-}
-
-/// Lets the request act, or says why not: 403 without a configured token, 401
-/// for a missing or wrong one (a logged-in session whose CSRF value was checked
-/// needs none).
-pub(super) fn authorise(app: &App, headers: &HeaderMap, field: Option<&str>) -> Res<()> {
-    let Some(token) = &app.token else {
-        return Err(DashError::Disabled);
-    };
-    match presented(headers, field) {
-        None if session::current().checked => Ok(()),
-        None => Err(DashError::Unauthorized(
-            "this action needs a login (/login) or the dashboard token (Authorization: Bearer, or the token field)"
-                .into(),
-        )),
-        Some(given) if token.matches(given) => Ok(()),
-        Some(_) => Err(DashError::Unauthorized(
-            "wrong token: the action was not applied".into(),
-        )),
-    }
-}
-
-/// An operator name cleaned of control characters and cut short; `None` when empty.
-pub(super) fn operator_name(operator: Option<&str>) -> Option<String> {
-    let name: String = operator
-        .unwrap_or("")
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_OPERATOR)
-        .collect();
-    let name = name.trim();
-    (!name.is_empty()).then(|| name.to_owned())
-}
-
-/// `dashboard:<operator>`: the name given at login when the request acts
-/// through its session, else `operator` (cleaned), else `operator`.
-pub(super) fn by(operator: Option<&str>) -> String {
-    let cur = session::current();
-    let name = match (&cur.operator, cur.checked) {
-        (Some(logged_in), true) => operator_name(Some(logged_in)),
-        _ => operator_name(operator),
-    };
-    format!("dashboard:{}", name.as_deref().unwrap_or("operator"))
-}
 
 fn reason(text: Option<&str>, required: bool) -> Res<String> {
     let text = text.unwrap_or("").trim();
@@ -126,25 +56,9 @@ fn reason(text: Option<&str>, required: bool) -> Res<String> {
     Ok(text.to_owned())
 }
 
-/// The fields of an action, from a form or a JSON body.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub(super) struct ActionBody {
-    /// The token (when not in `Authorization`).
-    pub token: Option<String>,
-    /// Who acts (recorded as `dashboard:<operator>`).
-    pub operator: Option<String>,
-    /// Why.
-    pub reason: Option<String>,
-    /// Retry: `resume` (default) or `from_start`.
-    pub mode: Option<String>,
-    /// Resolve: `failed`, `cancelled` or `succeeded`.
-    #[serde(rename = "as")]
-    pub outcome: Option<String>,
-}
-
 /// What an action did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct ActionResult {
+struct ActionResult {
     /// The job.
     pub job: JobId,
     /// Its queue.
@@ -378,7 +292,7 @@ async fn api(
 }
 
 /// `POST /api/jobs/{queue}/{id}/cancel` `{"reason", "operator"}`.
-pub(super) async fn cancel_api(
+async fn cancel_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -388,7 +302,7 @@ pub(super) async fn cancel_api(
 }
 
 /// `POST /api/jobs/{queue}/{id}/retry` `{"mode": "resume"|"from_start", "reason", "operator"}`.
-pub(super) async fn retry_api(
+async fn retry_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -398,7 +312,7 @@ pub(super) async fn retry_api(
 }
 
 /// `POST /api/jobs/{queue}/{id}/repair` `{"operator"}`: requeue a quarantined job once fixed.
-pub(super) async fn repair_api(
+async fn repair_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -408,7 +322,7 @@ pub(super) async fn repair_api(
 }
 
 /// `POST /api/jobs/{queue}/{id}/purge` `{"operator"}`: delete a quarantined job.
-pub(super) async fn purge_api(
+async fn purge_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -418,7 +332,7 @@ pub(super) async fn purge_api(
 }
 
 /// `POST /api/jobs/{queue}/{id}/delete` `{"reason", "operator"}`: delete a terminal job now.
-pub(super) async fn delete_api(
+async fn delete_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -428,7 +342,7 @@ pub(super) async fn delete_api(
 }
 
 /// `POST /api/jobs/{queue}/{id}/run-now` `{"reason", "operator"}`: a delayed job becomes due now.
-pub(super) async fn run_now_api(
+async fn run_now_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -438,7 +352,7 @@ pub(super) async fn run_now_api(
 }
 
 /// `POST /jobs/{queue}/{id}/delete` (form: token, operator, reason).
-pub(super) async fn delete_form(
+async fn delete_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -448,7 +362,7 @@ pub(super) async fn delete_form(
 }
 
 /// `POST /jobs/{queue}/{id}/run-now` (form: token, operator, reason).
-pub(super) async fn run_now_form(
+async fn run_now_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -458,7 +372,7 @@ pub(super) async fn run_now_form(
 }
 
 /// `POST /api/jobs/{queue}/{id}/resolve` `{"as": "failed"|"cancelled"|"succeeded", "reason", "operator"}`.
-pub(super) async fn resolve_api(
+async fn resolve_api(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -496,7 +410,7 @@ async fn form(
 }
 
 /// `POST /jobs/{queue}/{id}/cancel` (form: token, operator, reason).
-pub(super) async fn cancel_form(
+async fn cancel_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -506,7 +420,7 @@ pub(super) async fn cancel_form(
 }
 
 /// `POST /jobs/{queue}/{id}/retry` (form: token, operator, reason, mode).
-pub(super) async fn retry_form(
+async fn retry_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -516,7 +430,7 @@ pub(super) async fn retry_form(
 }
 
 /// `POST /jobs/{queue}/{id}/repair` (form: token, operator).
-pub(super) async fn repair_form(
+async fn repair_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -526,7 +440,7 @@ pub(super) async fn repair_form(
 }
 
 /// `POST /jobs/{queue}/{id}/purge` (form: token, operator).
-pub(super) async fn purge_form(
+async fn purge_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
@@ -536,52 +450,11 @@ pub(super) async fn purge_form(
 }
 
 /// `POST /jobs/{queue}/{id}/resolve` (form: token, operator, reason, as).
-pub(super) async fn resolve_form(
+async fn resolve_form(
     State(app): State<Shared>,
     Path(p): Path<(String, String)>,
     headers: HeaderMap,
     Form(body): Form<ActionBody>,
 ) -> Result<Response, PageError> {
     form(app, Action::Resolve, p, headers, body).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::HeaderValue;
-
-    #[test]
-    fn tokens_compare_whole() {
-        let t = Token::new("s3cret-token").unwrap();
-        assert!(t.matches("s3cret-token"));
-        assert!(!t.matches("s3cret-tokeN"));
-        assert!(!t.matches("s3cret-toke"));
-        assert!(!t.matches("s3cret-token2"));
-        assert!(!t.matches(""));
-        assert!(Token::new("").is_err());
-        assert!(Token::new("a b").is_err());
-        assert_eq!(format!("{t:?}"), "Token(****)");
-    }
-
-    #[test]
-    fn the_bearer_header_wins_over_the_field() {
-        let mut h = HeaderMap::new();
-        assert_eq!(presented(&h, Some("f")), Some("f"));
-        assert_eq!(presented(&h, Some("")), None);
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer  abc "),
-        );
-        assert_eq!(presented(&h, Some("f")), Some("abc"));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
-        assert_eq!(presented(&h, None), None);
-    }
-
-    #[test]
-    fn operator_names_are_cleaned() {
-        assert_eq!(by(None), "dashboard:operator");
-        assert_eq!(by(Some("  ")), "dashboard:operator");
-        assert_eq!(by(Some("alice\n\u{7}")), "dashboard:alice");
-        assert_eq!(by(Some(&"x".repeat(100))).len(), "dashboard:".len() + 64);
-    }
 }

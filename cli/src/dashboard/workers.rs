@@ -1,16 +1,25 @@
 //! `GET /workers`: live workers per queue, and pruned registrations.
 
 use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
 use maud::html;
 
-use super::Page;
-use crate::dashboard::data::{QueueParam, QueueWorkers};
-use crate::dashboard::html::{jobs_url, query, when, Nav};
-use crate::dashboard::Shared;
+use super::data::{QueueParam, QueueWorkers};
+use super::error::ApiError;
+use super::html::{jobs_url, query, when, Nav, Page};
+use super::state::Shared;
 use crate::time::human;
 
+/// The routes of the workers.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/workers", get(workers))
+        .route("/api/workers", get(api_workers))
+}
+
 /// `GET /workers`.
-pub(crate) async fn workers(State(app): State<Shared>, Query(p): Query<QueueParam>) -> Page {
+async fn workers(State(app): State<Shared>, Query(p): Query<QueueParam>) -> Page {
     let all: Vec<QueueWorkers> = app.workers(p.queue().as_deref()).await?;
     let now = app.now().await?;
     let live: usize = all.iter().map(|w| w.workers.live.len()).sum();
@@ -46,4 +55,12 @@ pub(crate) async fn workers(State(app): State<Shared>, Query(p): Query<QueuePara
             }
         },
     ))
+}
+
+/// `GET /api/workers`.
+async fn api_workers(
+    State(app): State<Shared>,
+    Query(p): Query<QueueParam>,
+) -> Result<Json<Vec<QueueWorkers>>, ApiError> {
+    Ok(Json(app.workers(p.queue().as_deref()).await?))
 }

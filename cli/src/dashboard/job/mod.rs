@@ -3,21 +3,39 @@
 
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use leasehold_core::{CancelOutcome, JobDetail, JobState};
+use axum::routing::get;
+use axum::{Json, Router};
+use leasehold_core::{CancelOutcome, Event, JobDetail, JobState};
 use maud::{html, Markup};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::events::events_table;
-use super::Page;
-use crate::dashboard::error::{DashError, PageError, DISABLED};
-use crate::dashboard::html::{auth_fields, badge, job_url, jobs_url, opt, timeline, when, Nav};
-use crate::dashboard::{App, Shared};
+mod actions;
+mod timeline;
+
+use self::timeline::timeline;
+use crate::dashboard::data::job_id;
+use crate::dashboard::error::{ApiError, DashError, PageError, DISABLED};
+use crate::dashboard::events::events_table;
+use crate::dashboard::html::{auth_fields, badge, job_url, jobs_url, opt, when, Nav, Page};
+use crate::dashboard::state::{App, Shared};
 use crate::time::{human, stamp};
-use crate::wording::{self, attempt_error, holder_state, lock_ttl, resolution, stale_end, yes_no};
+use crate::wording::{
+    self, attempt_error, holder_state, lock_ttl, resolution, stale_end, yes_no, Moment,
+};
+
+/// The routes of one job: its page, `/find`, its JSON and its actions.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/jobs/{queue}/{id}", get(job))
+        .route("/find", get(find))
+        .route("/api/jobs/{queue}/{id}", get(api_job))
+        .route("/api/jobs/{queue}/{id}/events", get(job_events))
+        .merge(actions::routes())
+}
 
 /// `?notice=` after an action.
 #[derive(Debug, Default, Deserialize)]
-pub(crate) struct JobParams {
+struct JobParams {
     notice: Option<String>,
 }
 
@@ -246,7 +264,7 @@ fn action_forms(app: &App, d: &JobDetail) -> Markup {
 }
 
 /// `GET /jobs/{queue}/{id}`: everything about one job.
-pub(crate) async fn job(
+async fn job(
     State(app): State<Shared>,
     Path((queue, id)): Path<(String, String)>,
     Query(params): Query<JobParams>,
@@ -381,12 +399,12 @@ fn process_ending(r: &leasehold_core::process::ProcessRecord) -> String {
 
 /// `?id=` of the find box.
 #[derive(Debug, Default, Deserialize)]
-pub(crate) struct FindParams {
+struct FindParams {
     id: Option<String>,
 }
 
 /// `GET /find?id=`: the job's page, wherever it is.
-pub(crate) async fn find(
+async fn find(
     State(app): State<Shared>,
     Query(p): Query<FindParams>,
 ) -> Result<Response, PageError> {
@@ -413,4 +431,50 @@ pub(crate) async fn find(
             )
             .into_response()),
     }
+}
+
+/// A job's detail with its step timeline.
+#[derive(Debug, Serialize)]
+struct JobView {
+    /// The detail.
+    #[serde(flatten)]
+    pub detail: JobDetail,
+    /// Every moment of every attempt, oldest first.
+    pub timeline: Vec<Moment>,
+    /// What became of a cancel request, in words.
+    pub cancel_explained: Option<String>,
+}
+
+/// `GET /api/jobs/{queue}/{id}`.
+async fn api_job(
+    State(app): State<Shared>,
+    Path((queue, id)): Path<(String, String)>,
+) -> Result<Json<JobView>, ApiError> {
+    let detail = app.job(&queue, &id).await?;
+    Ok(Json(JobView {
+        timeline: wording::timeline(&detail.job),
+        cancel_explained: detail.cancel.as_ref().map(|c| c.explain()),
+        detail,
+    }))
+}
+
+/// `GET /api/jobs/{queue}/{id}/events`: the job's events, oldest first.
+async fn job_events(
+    State(app): State<Shared>,
+    Path((queue, id)): Path<(String, String)>,
+) -> Result<Json<Vec<Event>>, ApiError> {
+    let jid = job_id(&id)?;
+    let inspector = app.inspector(&queue)?;
+    let events = inspector.job_events(&jid).await.map_err(|e| app.fail(e))?;
+    if events.is_empty()
+        && inspector
+            .queue()
+            .job(&jid)
+            .await
+            .map_err(|e| app.fail(e))?
+            .is_none()
+    {
+        return Err(DashError::NotFound(format!("job {id} not found in queue {queue}")).into());
+    }
+    Ok(Json(events))
 }
