@@ -403,6 +403,8 @@ async fn a_key_of_the_wrong_type_is_named_by_show_jobs_and_status() {
     let leases = queue.keys().leases();
     let _: String = get(&redis, &["SET", &leases, "oops"]);
     named(inspector.status().await.expect_err("status"), &leases);
+    // a good job read beside it: the lease index is named, not the job
+    named(queue.job(&ids[1]).await.expect_err("read"), &leases);
     named(
         inspector
             .list_jobs(&Default::default(), Default::default())

@@ -91,15 +91,34 @@ impl Queue {
         // keeps none) in one round trip; not a transaction, which a cluster
         // client cannot follow to a slot's new owner (a MOVED inside MULTI
         // aborts it): a renewal between the two reads only moves the deadline
-        let (mut map, deadline): (HashMap<String, Vec<u8>>, Option<String>) = self
+        let read: Result<(HashMap<String, Vec<u8>>, Option<String>)> = self
             .timed(
                 redis::pipe()
                     .hgetall(&key)
                     .zscore(self.keys.leases(), id.as_str())
                     .query_async(&mut conn),
             )
-            .await
-            .map_err(|e| e.naming_key(&key, "hash"))?;
+            .await;
+        let (mut map, deadline) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                // WRONGTYPE names no key: the job's hash, unless it is one,
+                // in which case the lease index is the key of the wrong kind
+                let job_is_hash = self
+                    .timed(
+                        redis::cmd("TYPE")
+                            .arg(&key)
+                            .query_async::<String>(&mut conn),
+                    )
+                    .await
+                    .is_ok_and(|t| t == "hash");
+                return Err(if job_is_hash {
+                    e.naming_key(&self.keys.leases(), "sorted set")
+                } else {
+                    e.naming_key(&key, "hash")
+                });
+            }
+        };
         if map.is_empty() {
             return Ok(None);
         }
