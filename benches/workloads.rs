@@ -795,21 +795,19 @@ fn section_recovery(b: &mut Bench) {
         }
         // vary the kill's phase relative to the victim's renewals
         std::thread::sleep(Duration::from_millis(200 + 230 * trial as u64));
-        let ids: Vec<String> = redis::cmd("ZRANGE")
+        // each held job's lease deadline: its score in the lease index (the
+        // job hash keeps none)
+        let leased: Vec<(String, f64)> = redis::cmd("ZRANGE")
             .arg("leasehold:{bench}:leases")
             .arg(0)
             .arg(-1)
+            .arg("WITHSCORES")
             .query(&mut b.con)
             .unwrap();
-        let mut deadlines = HashMap::new();
-        for id in &ids {
-            let d: Option<i64> = redis::cmd("HGET")
-                .arg(format!("leasehold:{{bench}}:job:{id}"))
-                .arg("lease_deadline")
-                .query(&mut b.con)
-                .unwrap();
-            deadlines.insert(id.clone(), d.unwrap_or(0));
-        }
+        let deadlines: HashMap<String, i64> = leased
+            .into_iter()
+            .map(|(id, deadline)| (id, deadline as i64))
+            .collect();
         let t_kill = b.redis_time_ms();
         victim.kill().expect("kill -9");
         let _ = victim.wait();
