@@ -1,5 +1,6 @@
 //! The option sets of `jobs`, `enqueue`, `dashboard` and `worker`, the values
-//! of `--state` and `resolve --as`, and the job id of a command line.
+//! of `--state`, `resolve --as` and `enqueue --on-parent-failure`, and the job
+//! id of a command line.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,7 +11,14 @@ use leasehold_core::{parse_duration, JobId, JobState};
 use crate::failure::{Failure, Outcome};
 use crate::time;
 
-use super::subcommands::ParentFailureArg;
+/// `enqueue --on-parent-failure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ParentFailureArg {
+    /// Cancel the job.
+    Cancel,
+    /// Run it anyway.
+    Run,
+}
 
 /// `jobs` options.
 #[derive(Debug, Args)]

@@ -125,15 +125,6 @@ pub(crate) enum PolicyArg {
     AllTerminal,
 }
 
-/// `enqueue --on-parent-failure`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ParentFailureArg {
-    /// Cancel the job.
-    Cancel,
-    /// Run it anyway.
-    Run,
-}
-
 /// `bulk` subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum BulkCommand {
