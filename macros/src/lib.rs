@@ -4,7 +4,8 @@
 //!
 //! The crate is layered: `parse` reads the attribute's arguments and the impl
 //! block (taking the `#[step]` / `#[cleanup]` markers off the methods), `model`
-//! validates them into a pipeline model (with `options` and `template` reading
+//! builds a pipeline model from them while `valid` checks each piece (with
+//! `options` and `template` reading
 //! setting values), and `expand` turns the model into tokens. Every layer
 //! reports problems into one `Errors` collector, so one macro run reports
 //! every mistake it can find.
@@ -19,6 +20,7 @@ mod options;
 mod parse;
 mod schedule;
 mod template;
+mod valid;
 
 /// Turns an inherent `impl` block of async methods into a leasehold pipeline.
 ///
