@@ -26,8 +26,9 @@
 //!
 //! /// The fixed input boundary of one job. Its JSON Schema (the derive,
 //! /// from the prelude) is published with the pipeline: the CLI and HTTP
-//! /// enqueue check every input against it.
-//! #[derive(Serialize, Deserialize, JsonSchema)]
+//! /// enqueue check every input against it. `InputFields` lets the macro
+//! /// report a template naming a field it lacks, with its fields.
+//! #[derive(Serialize, Deserialize, JsonSchema, InputFields)]
 //! struct Window { shop_id: String, hour: u32 }
 //!
 //! struct HourlySales;
