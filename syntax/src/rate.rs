@@ -58,7 +58,9 @@ impl FromStr for Rate {
             text: s.to_owned(),
             why,
         };
-        let (count, unit) = s.split_once('/').ok_or_else(|| bad("no `/` between the count and the unit"))?;
+        let (count, unit) = s
+            .split_once('/')
+            .ok_or_else(|| bad("no `/` between the count and the unit"))?;
         let count: u32 = count
             .trim()
             .parse()
