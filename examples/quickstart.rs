@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 /// The job input: the fixed input boundary of one job. `JsonSchema` (from
 /// the prelude) publishes its schema with the pipeline, so `leasehold enqueue
 /// greet --input '{"name":5}'` is refused before anything is written.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, InputFields)]
 struct Greeting {
     name: String,
 }

@@ -26,8 +26,9 @@
 //!
 //! /// The fixed input boundary of one job. Its JSON Schema (the derive,
 //! /// from the prelude) is published with the pipeline: the CLI and HTTP
-//! /// enqueue check every input against it.
-//! #[derive(Serialize, Deserialize, JsonSchema)]
+//! /// enqueue check every input against it. `InputFields` lets the macro
+//! /// report a template naming a field it lacks, with its fields.
+//! #[derive(Serialize, Deserialize, JsonSchema, InputFields)]
 //! struct Window { shop_id: String, hour: u32 }
 //!
 //! struct HourlySales;
@@ -89,6 +90,9 @@
 //! it whatever the worker was built with.
 
 pub use leasehold_macros::pipeline;
+/// Lists an input's field names, so `#[pipeline]` reports a key template's
+/// unknown field (or a schedule's missing `window`) with the input's fields.
+pub use leasehold_macros::InputFields;
 
 pub use leasehold_core::{parse_duration, DurationError, Error, Result};
 
@@ -110,14 +114,15 @@ pub use leasehold_core::JsonSchema;
 /// [`Client`](crate::queue::Client) that enqueues, the
 /// [`Worker`](crate::worker::Worker) that runs, and a job's id, state and
 /// schedule window, and the `JsonSchema` derive (with the `schemars` path
-/// it expands to) that every pipeline input carries.
+/// it expands to) that every pipeline input carries, and the `InputFields`
+/// derive that makes a template's unknown field a clear compile error.
 pub mod prelude {
     pub use crate::pipeline;
     pub use crate::pipeline::{CleanupContext, CleanupReason, Pipeline, StepContext, StepError};
     pub use crate::queue::{Client, JobId, JobState, QueueConfig};
     pub use crate::schedule::Window;
     pub use crate::worker::Worker;
-    pub use crate::{schemars, JsonSchema};
+    pub use crate::{schemars, InputFields, JsonSchema};
 }
 
 /// Defining pipelines: the trait `#[pipeline]` implements, what a step is

@@ -24,7 +24,7 @@ use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{Queue, QueueConfig};
 use leasehold::schedule::Window;
 use leasehold::worker::Worker;
-use leasehold::{schemars, JsonSchema};
+use leasehold::{schemars, InputFields, JsonSchema};
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +33,8 @@ const QUEUE: &str = "sched";
 /// Deadline of every wait.
 const WAIT: Duration = Duration::from_secs(60);
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+// `InputFields`: the schedule's `window` is checked against the field list.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, InputFields)]
 struct TickInput {
     window: Window,
     table: String,

@@ -23,9 +23,6 @@
 //! assert_eq!(flow.as_deref(), Some("slots:3:warehouse-a rate:100:warehouse-a"));
 //! ```
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
@@ -151,7 +148,9 @@ impl FlowSpec {
             gates.push(format!("running:{m}:{pipeline}"));
         }
         if let Some(rate) = &self.rate {
-            let rate: Rate = rate.parse()?;
+            let rate: Rate = rate
+                .parse()
+                .map_err(|e: RateError| Error::InvalidArgument(e.to_string()))?;
             let name = limiter.or(resource).unwrap_or(pipeline);
             check_name("rate limiter", name)?;
             gates.push(format!("rate:{}:{name}", rate.period_ms()));
@@ -161,63 +160,9 @@ impl FlowSpec {
     }
 }
 
-/// A start rate: `count` per `per_ms` milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
-    /// Starts allowed per period.
-    pub count: u32,
-    /// The period, in ms (1,000, 60,000 or 3,600,000).
-    pub per_ms: u64,
-}
-
-impl Rate {
-    /// The time between two starts, in ms, rounded up (the rate enforced is
-    /// never above the one declared).
-    pub fn period_ms(&self) -> u64 {
-        self.per_ms.div_ceil(u64::from(self.count.max(1))).max(1)
-    }
-}
-
-impl FromStr for Rate {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        let bad = |why: &str| {
-            Error::InvalidArgument(format!(
-                "rate {s:?}: {why} (write \"<n>/s\", \"<n>/m\" or \"<n>/h\", like \"10/s\")"
-            ))
-        };
-        let (count, unit) = s.split_once('/').ok_or_else(|| bad("no '/'"))?;
-        let count: u32 = count
-            .trim()
-            .parse()
-            .map_err(|_| bad("the count is not a whole number"))?;
-        if count == 0 {
-            return Err(bad("the count must be at least 1"));
-        }
-        let per_ms = match unit.trim() {
-            "s" | "sec" | "second" => 1_000,
-            "m" | "min" | "minute" => 60_000,
-            "h" | "hour" => 3_600_000,
-            _ => return Err(bad("unknown unit")),
-        };
-        if u64::from(count) > per_ms {
-            return Err(bad("more than one start per millisecond"));
-        }
-        Ok(Rate { count, per_ms })
-    }
-}
-
-impl fmt::Display for Rate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let unit = match self.per_ms {
-            1_000 => "s",
-            60_000 => "m",
-            _ => "h",
-        };
-        write!(f, "{}/{unit}", self.count)
-    }
-}
+/// A start rate, `"10/s"`: parsed by `leasehold_syntax::rate`, the grammar
+/// the `#[pipeline]` macro checks at compile time.
+pub use leasehold_syntax::rate::{Rate, RateError};
 
 /// What a pause applies to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,40 +1,16 @@
-//! The one rule for names used inside Redis keys (queues, pipelines,
-//! resources, workers, steps, schedules) and the characters no name or id may hold.
+//! Names used inside Redis keys (queues, pipelines, resources, workers,
+//! steps, schedules): the rule is `leasehold_syntax::name`'s, which the
+//! `#[pipeline]` macro checks at compile time too; here its refusals become
+//! the core's [`Error::InvalidArgument`].
 
 use crate::error::Error;
 
-/// The longest queue, pipeline, resource, worker or step name, in bytes of UTF-8.
-pub const MAX_NAME_BYTES: usize = 200;
-
-/// Whether `c` may never appear in a name or an id: braces (they would end a
-/// key's `{hash tag}`), whitespace, and the Unicode control (Cc) and format
-/// (Cf) characters — zero-width and bidirectional controls among them, which
-/// would let `orders` and a look-alike coexist.
-pub(crate) fn is_forbidden_char(c: char) -> bool {
-    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
-    c == '{'
-        || c == '}'
-        || c.is_whitespace()
-        || matches!(
-            c.general_category(),
-            GeneralCategory::Control | GeneralCategory::Format
-        )
-}
+pub use leasehold_syntax::name::{is_forbidden_char, MAX_NAME_BYTES};
 
 /// Checks a queue, pipeline, resource, worker or step name: 1 to
-/// [`MAX_NAME_BYTES`] bytes, no braces, whitespace, control or format characters.
+/// [`MAX_NAME_BYTES`] bytes, no braces, whitespace, control or format
+/// characters. `what` names it in the error.
 pub(crate) fn check_name(what: &str, name: &str) -> Result<(), Error> {
-    if name.is_empty() || name.len() > MAX_NAME_BYTES {
-        return Err(Error::InvalidArgument(format!(
-            "{what} {name:?} must be 1 to {MAX_NAME_BYTES} bytes long (it is {} bytes)",
-            name.len()
-        )));
-    }
-    if let Some(c) = name.chars().find(|c| is_forbidden_char(*c)) {
-        return Err(Error::InvalidArgument(format!(
-            "{what} {name:?} must not contain braces, whitespace, control or format characters (found U+{:04X})",
-            u32::from(c)
-        )));
-    }
-    Ok(())
+    leasehold_syntax::check_name(name)
+        .map_err(|why| Error::InvalidArgument(format!("{what} {name:?} {why}")))
 }

@@ -3,11 +3,13 @@
 //! code (the CLI, the HTTP endpoint, untyped clients) compute the same resource
 //! and input key as `#[pipeline]`'s generated code does over the typed input.
 //!
-//! The syntax is the macro's: `{path}` names a field (dot-separated names or
-//! tuple indexes), `{{` and `}}` are literal braces. A field must hold a
+//! The syntax is the macro's, parsed by the same function
+//! (`leasehold_syntax::parse_template`): `{path}` names a field (dot-separated
+//! names or tuple indexes), `{{` and `}}` are literal braces. A field must hold a
 //! string, a number or a boolean; it is written as Rust's `Display` writes the
 //! typed value (a string without quotes).
 
+use leasehold_syntax::template::Part as Syntax;
 use serde_json::Value;
 
 /// A parsed key template.
@@ -29,56 +31,19 @@ enum Part {
 pub struct TemplateError(pub String);
 
 impl KeyTemplate {
-    /// Parses `text`.
+    /// Parses `text` with the grammar the `#[pipeline]` macro uses
+    /// (`leasehold_syntax::template`).
     pub fn parse(text: &str) -> Result<Self, TemplateError> {
-        if text.is_empty() {
-            return Err(TemplateError("empty template".into()));
-        }
-        let mut parts = Vec::new();
-        let mut literal = String::new();
-        let mut chars = text.char_indices().peekable();
-        while let Some((at, c)) = chars.next() {
-            match c {
-                '{' if chars.peek().map(|(_, c)| *c) == Some('{') => {
-                    chars.next();
-                    literal.push('{');
+        let parts = leasehold_syntax::parse_template(text)
+            .map_err(|e| TemplateError(e.to_string()))?
+            .into_iter()
+            .map(|part| match part {
+                Syntax::Text(text) => Part::Text(text),
+                Syntax::Field(members) => {
+                    Part::Field(members.iter().map(ToString::to_string).collect())
                 }
-                '}' if chars.peek().map(|(_, c)| *c) == Some('}') => {
-                    chars.next();
-                    literal.push('}');
-                }
-                '}' => return Err(TemplateError(format!("unmatched `}}` at byte {at}"))),
-                '{' => {
-                    let rest = &text[at + 1..];
-                    let Some(len) = rest.find(['}', '{']) else {
-                        return Err(TemplateError(format!("unmatched `{{` at byte {at}")));
-                    };
-                    if rest[len..].starts_with('{') {
-                        return Err(TemplateError(format!("unmatched `{{` at byte {at}")));
-                    }
-                    let path = &rest[..len];
-                    let members: Vec<String> = path.split('.').map(str::to_owned).collect();
-                    if members.iter().any(|m| {
-                        m.is_empty() || !m.chars().all(|c| c.is_alphanumeric() || c == '_')
-                    }) {
-                        return Err(TemplateError(format!(
-                            "`{{{path}}}` is not a field path (names or indexes joined by `.`)"
-                        )));
-                    }
-                    if !literal.is_empty() {
-                        parts.push(Part::Text(std::mem::take(&mut literal)));
-                    }
-                    parts.push(Part::Field(members));
-                    for _ in 0..=len {
-                        chars.next();
-                    }
-                }
-                c => literal.push(c),
-            }
-        }
-        if !literal.is_empty() {
-            parts.push(Part::Text(literal));
-        }
+            })
+            .collect();
         Ok(KeyTemplate {
             text: text.to_owned(),
             parts,
@@ -158,5 +123,21 @@ mod tests {
         assert!(KeyTemplate::parse("{a").is_err());
         assert!(KeyTemplate::parse("a}").is_err());
         assert!(KeyTemplate::parse("{a b}").is_err());
+    }
+
+    /// The macro and the core read templates with one parser: what one
+    /// refuses, the other does too (the macro's own tests run the same
+    /// function at compile time).
+    #[test]
+    fn the_grammar_is_the_macros() {
+        for text in ["", "{a:?}", "{_}", "{a.}", "{a-b}", "{a{b}}", "x}"] {
+            assert!(KeyTemplate::parse(text).is_err(), "{text:?}");
+            assert!(leasehold_syntax::parse_template(text).is_err(), "{text:?}");
+        }
+        let t = KeyTemplate::parse("t:{0}:{w.start}").expect("parse");
+        let out = t
+            .render(&serde_json::json!(["a"]))
+            .expect_err("no `w` in an array");
+        assert!(out.0.contains("`w.start`"), "{out}");
     }
 }

@@ -200,16 +200,16 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
         let resource_key = model
             .resource
             .as_ref()
-            .map(|t| key_fn(&format_ident!("resource_key"), t));
+            .map(|t| key_fn(&format_ident!("resource_key"), t, input));
         let input_key = model
             .input_key
             .as_ref()
-            .map(|t| key_fn(&format_ident!("input_key"), t));
+            .map(|t| key_fn(&format_ident!("input_key"), t, input));
         let limiter_key = model
             .flow
             .limiter
             .as_ref()
-            .map(|t| key_fn(&format_ident!("limiter_key"), t));
+            .map(|t| key_fn(&format_ident!("limiter_key"), t, input));
         let templates = [
             ("RESOURCE_TEMPLATE", &model.resource),
             ("INPUT_KEY_TEMPLATE", &model.input_key),
@@ -282,7 +282,7 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
 
 /// `resource_key` or `input_key`: `format!` over the input's fields, the
 /// field accesses spanned at the template so a missing field is reported there.
-fn key_fn(fn_name: &Ident, template: &Template) -> TokenStream {
+fn key_fn(fn_name: &Ident, template: &Template, input_ty: &syn::Type) -> TokenStream {
     let span = template.lit.span();
     let input = Ident::new("input", span);
     // The field names resolve as the user wrote them but belong to this
@@ -316,11 +316,60 @@ fn key_fn(fn_name: &Ident, template: &Template) -> TokenStream {
         )
     } else {
         let format = LitStr::new(&format, span);
-        (input, quote!(::std::format!(#format, #(#args),*)))
+        // The first member of each field path, checked against the input's
+        // field list (when it has one) before any access.
+        let wanted = template.parts.iter().filter_map(|part| match part {
+            Part::Field(members) => members.first().map(|m| match m {
+                Member::Named(n) => n.clone(),
+                Member::Index(i) => i.to_string(),
+            }),
+            Part::Text(_) => None,
+        });
+        let lit = &template.lit;
+        let message = quote! {
+            ::leasehold::__private::fields::missing_template_field(
+                ::leasehold::__private::fields::Probe::<#input_ty>::TYPE_NAME,
+                ::leasehold::__private::fields::Probe::<#input_ty>::FIELDS,
+                #lit,
+                &[#(#wanted),*],
+            )
+        };
+        let checked = checked_input(input_ty, &input, message, span);
+        (
+            input.clone(),
+            quote! {{
+                let #input = #checked;
+                ::std::format!(#format, #(#args),*)
+            }},
+        )
     };
     quote! {
         fn #fn_name(#param: &Self::Input) -> ::core::option::Option<::std::string::String> {
             ::core::option::Option::Some(#value)
+        }
+    }
+}
+
+/// `input` (a `&Input`) once the constant `message` built from the input's
+/// field list is empty: when it is not, its evaluation fails with the
+/// message at `span`, and the value's type becomes an error, so rustc adds
+/// no "no field" of its own at the accesses that follow.
+pub(crate) fn checked_input(
+    input_ty: &syn::Type,
+    input: &Ident,
+    message: TokenStream,
+    span: Span,
+) -> TokenStream {
+    quote_spanned! {span=>
+        {
+            #[allow(unused_imports)]
+            use ::leasehold::__private::fields::NoFields as _;
+            const MESSAGE: ::leasehold::__private::fields::Message = #message;
+            const OK: bool = match MESSAGE.text() {
+                ::core::option::Option::Some(text) => ::core::panic!("{}", text),
+                ::core::option::Option::None => true,
+            };
+            <#input_ty as ::leasehold::__private::fields::Pass<OK>>::pass(#input)
         }
     }
 }

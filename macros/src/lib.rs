@@ -4,7 +4,8 @@
 //!
 //! The crate is layered: `parse` reads the attribute's arguments and the impl
 //! block (taking the `#[step]` / `#[cleanup]` markers off the methods), `model`
-//! validates them into a pipeline model (with `options` and `template` reading
+//! builds a pipeline model from them while `valid` checks each piece (with
+//! `options` and `template` reading
 //! setting values), and `expand` turns the model into tokens. Every layer
 //! reports problems into one `Errors` collector, so one macro run reports
 //! every mistake it can find.
@@ -13,11 +14,13 @@ use proc_macro::TokenStream;
 
 mod errors;
 mod expand;
+mod fields;
 mod model;
 mod options;
 mod parse;
 mod schedule;
 mod template;
+mod valid;
 
 /// Turns an inherent `impl` block of async methods into a leasehold pipeline.
 ///
@@ -144,9 +147,10 @@ mod template;
 /// replica comes first, a job for the window `[previous tick, tick)`. The cron
 /// literal (5 fields, or 6 with seconds first) is checked at compile time. The
 /// input type must have a `window: leasehold::schedule::Window` field (a compile error
-/// at `schedule` otherwise: rustc's "no field `window`" when it is missing, a
-/// leasehold message naming the type to use when it has another type); the
-/// static `input` (a JSON object) fills the rest.
+/// at `schedule` otherwise: when it is missing, a leasehold message listing the
+/// input's fields if the input derives [`InputFields`](derive@InputFields),
+/// rustc's "no field `window`" if not; a leasehold message naming the type to
+/// use when it has another type); the static `input` (a JSON object) fills the rest.
 /// Settings: `name` (default: the pipeline's name), `cron` or `every`, `zone`
 /// (IANA, default UTC), `start` / `end` (RFC 3339), `catch_up` (`"all"`,
 /// `"latest"` (default), `"none"`), `catch_up_max` (with `"all"`), `overlap`
@@ -156,8 +160,10 @@ mod template;
 /// A template is text with `{field}` placeholders over the fields of the input
 /// type (`{a.b}` for nested fields, `{0}` for tuple structs; `{{` and `}}` are
 /// literal braces). Each field must implement `Display`. A field the input
-/// lacks is a compile error pointing at the template (rustc's "no field `x` on
-/// type `&Input`": the macro sees the impl block, not the input type's fields).
+/// lacks is a compile error pointing at the template: with
+/// `#[derive(InputFields)]` on the input, a leasehold message naming the field
+/// and listing the input's fields; without it, rustc's "no field `x` on type
+/// `&Input`" (the macro sees the impl block, not the input type's fields).
 ///
 /// # Steps: `#[step]` / `#[step(...)]`
 ///
@@ -209,4 +215,27 @@ mod template;
 #[proc_macro_attribute]
 pub fn pipeline(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::pipeline(args.into(), item.into()).into()
+}
+
+/// Lists a struct's field names for `#[pipeline]`'s compile-time checks.
+///
+/// With `#[derive(InputFields)]` on a pipeline's input, a key template that
+/// names a field the input lacks (`resource = "shop:{shop}"` over an input
+/// with `shop_id`), or a scheduled pipeline whose input has no `window`
+/// field, is a compile error at the template (or at `schedule`) that names
+/// the field and lists the input's fields. Without it, rustc reports the
+/// missing field itself ("no field `shop` on type `&Input`").
+///
+/// ```
+/// use leasehold::prelude::*;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, JsonSchema, InputFields)]
+/// pub struct Sync {
+///     shop_id: String,
+/// }
+/// ```
+#[proc_macro_derive(InputFields)]
+pub fn input_fields(item: TokenStream) -> TokenStream {
+    fields::derive(item.into()).into()
 }

@@ -1,21 +1,20 @@
-//! The validated pipeline: name, queue, options, ordered steps with their
-//! parameter and output types, and the cleanup hook.
+//! Building the pipeline model: name, queue, options, ordered steps with
+//! their parameter and output types, and the cleanup hook, read from the
+//! parsed attribute and impl block. What each piece must satisfy is checked
+//! by `valid`, which reports into the same `Errors`.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use proc_macro2::Span;
 use syn::ext::IdentExt;
-use syn::spanned::Spanned;
-use syn::{
-    Attribute, FnArg, GenericArgument, GenericParam, Ident, ItemImpl, LitStr, PathArguments,
-    ReturnType, Signature, Type,
-};
+use syn::{Attribute, Ident, ItemImpl, LitStr, ReturnType, Signature, Type};
 
 use crate::errors::Errors;
 use crate::options::{self, Retry, Setting, RETRY_KEYS};
 use crate::parse::{Marked, MarkerKind, Parsed, Settings};
 use crate::template::Template;
+use crate::valid;
 
 /// A pipeline, as far as it could be understood.
 pub(crate) struct Model {
@@ -124,7 +123,7 @@ pub(crate) fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> 
         .filter(|a| a.path().is_ident("cfg"))
         .cloned()
         .collect();
-    let type_ident = check_impl(&item, errors);
+    let type_ident = valid::check_impl(&item, errors);
 
     let mut model = Model {
         cfgs,
@@ -157,35 +156,14 @@ pub(crate) fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> 
             MarkerKind::Step => {
                 let ident = marked.sig.ident.clone();
                 let name = ident.unraw().to_string();
-                if let Some(first) = names.get(&name.to_lowercase()) {
-                    if first.unraw() == name {
+                match valid::check_step_name(&ident, &name, &names, errors) {
+                    valid::StepName::Fresh => {}
+                    valid::StepName::Repeated => {
                         // Two methods of one name: rustc says so itself.
                         model.degraded = true;
-                    } else {
-                        errors.at(
-                            ident.span(),
-                            format!(
-                                "step `{name}` clashes with step `{first}`: step names must differ \
-                                 case-insensitively (both would be the variant `{}`)",
-                                pascal_case(&name)
-                            ),
-                        );
+                        continue;
                     }
-                    continue;
-                }
-                let variant = pascal_case(&name);
-                if let Some(other) = names
-                    .values()
-                    .find(|i| pascal_case(&i.unraw().to_string()) == variant)
-                {
-                    errors.at(
-                        ident.span(),
-                        format!(
-                            "step `{name}` clashes with step `{other}`: both would be the step \
-                             variant `{variant}`; rename one"
-                        ),
-                    );
-                    continue;
+                    valid::StepName::Clash => continue,
                 }
                 names.insert(name.to_lowercase(), ident.clone());
                 let index = model.steps.len();
@@ -215,42 +193,6 @@ pub(crate) fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> 
     model
 }
 
-/// Checks the impl block itself; returns the pipeline type's name.
-fn check_impl(item: &ItemImpl, errors: &mut Errors) -> Option<Ident> {
-    if let Some((_, path, _)) = &item.trait_ {
-        errors.spanned(
-            path,
-            "#[pipeline] goes on an inherent impl block (`impl MyPipeline { ... }`), not a trait impl",
-        );
-    }
-    if !item.generics.params.is_empty() {
-        errors.spanned(
-            &item.generics,
-            "#[pipeline] does not support generic impl blocks: a pipeline type is `'static` \
-             and has one name",
-        );
-    }
-    match &*item.self_ty {
-        Type::Path(p) if p.qself.is_none() => {
-            let last = p.path.segments.last()?;
-            if !last.arguments.is_none() {
-                errors.spanned(
-                    &last.arguments,
-                    "#[pipeline] does not support generic pipeline types",
-                );
-            }
-            Some(last.ident.clone())
-        }
-        other => {
-            errors.spanned(
-                other,
-                "#[pipeline] needs a named type, like `impl OrdersSync { ... }`",
-            );
-            None
-        }
-    }
-}
-
 fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Errors) {
     let mut queue = None;
     let mut resource_limit_at = None;
@@ -263,14 +205,14 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
         match setting.key.to_string().as_str() {
             "name" => {
                 if let Some(lit) = errors.ok(setting.string("\"orders_sync\"")) {
-                    if let Some(name) = errors.ok(check_name("pipeline name", &lit)) {
+                    if let Some(name) = errors.ok(valid::check_name("pipeline name", &lit)) {
                         model.name = name;
                     }
                 }
             }
             "queue" => {
                 if let Some(lit) = errors.ok(setting.string("\"orders\"")) {
-                    queue = errors.ok(check_name("queue name", &lit));
+                    queue = errors.ok(valid::check_name("queue name", &lit));
                 }
             }
             "resource" => model.resource = read_template(&setting, true, errors),
@@ -282,11 +224,8 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
             "rate" => {
                 rate_seen = true;
                 if let Some(lit) = errors.ok(setting.string("\"10/s\"")) {
-                    match check_rate(&lit.value()) {
-                        Ok(()) => model.flow.rate = Some(lit),
-                        Err(why) => {
-                            errors.at(lit.span(), format!("bad rate {:?}: {why}", lit.value()))
-                        }
+                    if errors.ok(valid::check_rate(&lit)).is_some() {
+                        model.flow.rate = Some(lit);
                     }
                 }
             }
@@ -329,82 +268,18 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
         }
     }
     model.queue = queue.unwrap_or_else(|| model.name.clone());
-    if let (Some(span), None) = (resource_limit_at, &model.resource) {
-        errors.at(
-            span,
-            "`resource_limit` limits the holders of the job's resource: declare `resource = \"...\"` too",
-        );
-    }
-    if let (Some(span), false) = (limiter_at, rate_seen) {
-        errors.at(
-            span,
-            "`limiter` names a rate limiter: declare its `rate = \"10/s\"` too",
-        );
-    }
-}
-
-/// Checks a rate, `"<n>/s"`, `"<n>/m"` or `"<n>/h"` (the core's `Rate` reads the same).
-fn check_rate(text: &str) -> Result<(), String> {
-    let (count, unit) = text
-        .split_once('/')
-        .ok_or("write \"<n>/s\", \"<n>/m\" or \"<n>/h\", like \"10/s\"")?;
-    let count: u64 = count
-        .trim()
-        .parse()
-        .map_err(|_| "the count is not a whole number")?;
-    if count == 0 {
-        return Err("the count must be at least 1".into());
-    }
-    let per_ms: u64 = match unit.trim() {
-        "s" | "sec" | "second" => 1_000,
-        "m" | "min" | "minute" => 60_000,
-        "h" | "hour" => 3_600_000,
-        other => return Err(format!("unknown unit {other:?} (s, m or h)")),
-    };
-    if count > per_ms {
-        return Err("more than one start per millisecond".into());
-    }
-    Ok(())
-}
-
-/// Names used inside Redis keys: the same rule the core checks at run time.
-fn check_name(what: &str, lit: &LitStr) -> syn::Result<String> {
-    let name = lit.value();
-    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
-    let forbidden = |c: char| {
-        c == '{'
-            || c == '}'
-            || c.is_whitespace()
-            || matches!(
-                c.general_category(),
-                GeneralCategory::Control | GeneralCategory::Format
-            )
-    };
-    if name.is_empty() || name.len() > 200 || name.chars().any(forbidden) {
-        return Err(syn::Error::new(
-            lit.span(),
-            format!(
-                "a {what} must be 1 to 200 bytes without braces, whitespace, control or format characters"
-            ),
-        ));
-    }
-    Ok(name)
+    valid::check_flow_needs(
+        resource_limit_at.filter(|_| model.resource.is_none()),
+        limiter_at.filter(|_| !rate_seen),
+        errors,
+    );
 }
 
 fn read_template(setting: &Setting, resource: bool, errors: &mut Errors) -> Option<Template> {
     let lit = errors.ok(setting.string("\"shop:{shop_id}\""))?;
     let template = errors.ok(Template::parse(lit))?;
-    if resource
-        && template.text().any(|t| {
-            t.chars()
-                .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
-        })
-    {
-        errors.at(
-            template.lit.span(),
-            "a resource name cannot contain braces, spaces or control characters",
-        );
-        return None;
+    if resource {
+        errors.ok(valid::check_resource_template(&template))?;
     }
     Some(template)
 }
@@ -439,8 +314,8 @@ fn build_step(marked: Marked, index: usize, model: &mut Model, errors: &mut Erro
         }
     }
 
-    check_method(&sig, "steps", errors);
-    let params = check_context(&sig, "StepContext", "a step", errors);
+    valid::check_method(&sig, "steps", errors);
+    let params = valid::check_context(&sig, "StepContext", "a step", errors);
     // Whether the parameters after the context could be read (so a missing
     // input is worth reporting).
     let mut params_ok = params.is_some();
@@ -449,7 +324,7 @@ fn build_step(marked: Marked, index: usize, model: &mut Model, errors: &mut Erro
     let mut params_out = Vec::new();
     for arg in params.unwrap_or_default() {
         let ty = &*arg.ty;
-        match ungroup(ty) {
+        match valid::ungroup(ty) {
             Type::Reference(r) if r.mutability.is_some() => {
                 errors.spanned(
                     ty,
@@ -504,7 +379,7 @@ fn build_step(marked: Marked, index: usize, model: &mut Model, errors: &mut Erro
         );
     }
 
-    let output = match result_types(&sig.output) {
+    let output = match valid::result_types(&sig.output) {
         Ok(types) => Some(types),
         Err(span) => {
             errors.at(
@@ -531,164 +406,9 @@ fn build_step(marked: Marked, index: usize, model: &mut Model, errors: &mut Erro
     }
 }
 
-/// Checks what every marked method needs: `async`, plain, not generic.
-/// Returns false on a problem that makes calling it impossible.
-fn check_method(sig: &Signature, what: &str, errors: &mut Errors) -> bool {
-    let mut ok = true;
-    if sig.asyncness.is_none() {
-        errors.spanned(sig.fn_token, format!("{what} must be `async fn`"));
-        ok = false;
-    }
-    if let Some(c) = &sig.constness {
-        errors.spanned(c, format!("{what} cannot be `const`"));
-        ok = false;
-    }
-    if let Some(u) = &sig.unsafety {
-        errors.spanned(u, format!("{what} cannot be `unsafe`"));
-        ok = false;
-    }
-    if let Some(abi) = &sig.abi {
-        errors.spanned(abi, format!("{what} cannot have an ABI"));
-        ok = false;
-    }
-    if let Some(v) = &sig.variadic {
-        errors.spanned(v, format!("{what} cannot be variadic"));
-        ok = false;
-    }
-    for param in &sig.generics.params {
-        if !matches!(param, GenericParam::Lifetime(_)) {
-            errors.spanned(param, format!("{what} cannot be generic"));
-            ok = false;
-        }
-    }
-    ok
-}
-
-/// Checks `&self` and the context parameter; returns the parameters after them.
-fn check_context<'a>(
-    sig: &'a Signature,
-    context: &str,
-    what: &str,
-    errors: &mut Errors,
-) -> Option<Vec<&'a syn::PatType>> {
-    let mut inputs = sig.inputs.iter();
-    match inputs.next() {
-        // `&self` is a reference receiver without `mut`; `&mut self` one with it
-        // (syn puts the `mut` of `&mut self` in `mutability`)
-        Some(FnArg::Receiver(r)) => match (&r.reference, &r.mutability) {
-            (Some(_), None) if r.colon_token.is_none() => {}
-            (Some(_), Some(_)) if r.colon_token.is_none() => {
-                errors.spanned(
-                    r,
-                    format!(
-                        "{what} takes `&self`, not `&mut self`: one pipeline value serves \
-                         every job a worker runs"
-                    ),
-                );
-                return None;
-            }
-            _ => {
-                errors.spanned(r, format!("{what} takes `&self`"));
-                return None;
-            }
-        },
-        Some(FnArg::Typed(first)) => {
-            errors.spanned(
-                first,
-                format!("{what} is a method: its first parameter must be `&self`"),
-            );
-            return None;
-        }
-        None => {
-            errors.at(
-                sig.paren_token.span.join(),
-                format!("{what} takes `&self` and `ctx: &{context}`"),
-            );
-            return None;
-        }
-    }
-    let ctx = match inputs.next() {
-        Some(FnArg::Typed(ctx)) => ctx,
-        _ => {
-            errors.at(
-                sig.paren_token.span.join(),
-                format!("{what} takes the context after `&self`: `ctx: &{context}`"),
-            );
-            return None;
-        }
-    };
-    if !is_ref_to(&ctx.ty, context) {
-        errors.spanned(
-            &ctx.ty,
-            format!("the context parameter must be `&{context}`"),
-        );
-        return None;
-    }
-    Some(
-        inputs
-            .filter_map(|arg| match arg {
-                FnArg::Typed(t) => Some(t),
-                FnArg::Receiver(_) => None,
-            })
-            .collect(),
-    )
-}
-
-/// `&Name` or `&path::to::Name`, without `mut` or generic arguments.
-fn is_ref_to(ty: &Type, name: &str) -> bool {
-    let Type::Reference(r) = ungroup(ty) else {
-        return false;
-    };
-    if r.mutability.is_some() {
-        return false;
-    }
-    match ungroup(&r.elem) {
-        Type::Path(p) if p.qself.is_none() => p
-            .path
-            .segments
-            .last()
-            .is_some_and(|s| s.ident == name && s.arguments.is_none()),
-        _ => false,
-    }
-}
-
-fn ungroup(ty: &Type) -> &Type {
-    match ty {
-        Type::Group(g) => ungroup(&g.elem),
-        Type::Paren(p) => ungroup(&p.elem),
-        other => other,
-    }
-}
-
-/// `T` and the span of `E` in `-> Result<T, E>` (or `-> Result<T>` for
-/// aliases); otherwise the span to blame.
-fn result_types(output: &ReturnType) -> Result<(Type, Span), Span> {
-    let ty = match output {
-        ReturnType::Type(_, ty) => ty,
-        ReturnType::Default => return Err(Span::call_site()),
-    };
-    let blame = ty.span();
-    let Type::Path(p) = ungroup(ty) else {
-        return Err(blame);
-    };
-    let Some(last) = p.path.segments.last().filter(|s| s.ident == "Result") else {
-        return Err(blame);
-    };
-    let PathArguments::AngleBracketed(args) = &last.arguments else {
-        return Err(blame);
-    };
-    let mut types = args.args.iter().filter_map(|a| match a {
-        GenericArgument::Type(t) => Some(t),
-        _ => None,
-    });
-    let ok = types.next().ok_or(blame)?.clone();
-    let error_span = types.next().map_or(blame, |e| e.span());
-    Ok((ok, error_span))
-}
-
 fn build_cleanup(sig: &Signature, errors: &mut Errors) -> Option<Cleanup> {
-    let mut ok = check_method(sig, "cleanup hooks", errors);
-    let params = check_context(sig, "CleanupContext", "a cleanup hook", errors);
+    let mut ok = valid::check_method(sig, "cleanup hooks", errors);
+    let params = valid::check_context(sig, "CleanupContext", "a cleanup hook", errors);
     ok &= params.is_some();
     let mut input = None;
     for (i, arg) in params.unwrap_or_default().into_iter().enumerate() {
@@ -708,7 +428,8 @@ fn build_cleanup(sig: &Signature, errors: &mut Errors) -> Option<Cleanup> {
     }
     match &sig.output {
         ReturnType::Default => {}
-        ReturnType::Type(_, ty) if matches!(ungroup(ty), Type::Tuple(t) if t.elems.is_empty()) => {}
+        ReturnType::Type(_, ty) if matches!(valid::ungroup(ty), Type::Tuple(t) if t.elems.is_empty()) =>
+            {}
         ReturnType::Type(_, ty) => {
             errors.spanned(
                 ty,

@@ -207,11 +207,22 @@ pub(crate) fn expand(d: &ScheduleDecl, pipeline_name: &str, input: &syn::Type) -
     // belongs to this expansion (rustc names the missing field and lists the
     // input's fields without rewriting `schedule`); its type is checked by a
     // bound whose message says what to write.
+    // With the input's field list (`#[derive(InputFields)]`), a missing
+    // `window` is a leasehold message instead.
     let window = Ident::new("window", Span::mixed_site().located_at(d.span));
+    let input_ident = Ident::new("input", d.span);
+    let message = quote! {
+        ::leasehold::__private::fields::missing_window(
+            ::leasehold::__private::fields::Probe::<#input>::TYPE_NAME,
+            ::leasehold::__private::fields::Probe::<#input>::FIELDS,
+        )
+    };
+    let checked = crate::expand::checked_input(input, &input_ident, message, d.span);
     let check = quote_spanned! {d.span=>
         #[allow(dead_code)]
-        fn __leasehold_schedule_window(input: &#input) {
-            ::leasehold::__private::schedule_window(&input.#window);
+        fn __leasehold_schedule_window(#input_ident: &#input) {
+            let #input_ident = #checked;
+            ::leasehold::__private::schedule_window(&#input_ident.#window);
         }
     };
     quote! {

@@ -1,8 +1,8 @@
-use leasehold::{pipeline, schemars, JsonSchema};
+use leasehold::{pipeline, schemars, InputFields, JsonSchema};
 use leasehold::pipeline::{StepContext, StepError};
 use serde::{Deserialize, Serialize};
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema, InputFields)]
 struct Tick {
     table: String,
 }
@@ -20,7 +20,7 @@ impl Minutely {
 }
 
 /// The window is there but of the wrong type.
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema, InputFields)]
 struct WrongWindow {
     window: String,
 }

@@ -1,7 +1,7 @@
-use leasehold::{pipeline, schemars, JsonSchema};
+use leasehold::{pipeline, schemars, InputFields, JsonSchema};
 use leasehold::pipeline::{StepContext, StepError};
 
-#[derive(serde::Serialize, serde::Deserialize, JsonSchema)]
+#[derive(serde::Serialize, serde::Deserialize, JsonSchema, InputFields)]
 struct Sync {
     resource: String,
     hour: u32,

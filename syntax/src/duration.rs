@@ -1,8 +1,7 @@
-//! The duration strings of leasehold, parsed by one function for every
-//! place that reads one: the `#[pipeline]` attribute (`timeout = "30s"`),
-//! the `leasehold` command line (`--delay 5m`, `--keep-age 7d`) and the
-//! library ([`parse_duration`], re-exported by `leasehold`). A separate crate
-//! because the macro crate cannot depend on the core.
+//! Durations, parsed by one function for every place that reads one: the
+//! `#[pipeline]` attribute (`timeout = "30s"`), the `leasehold` command line
+//! (`--delay 5m`, `--keep-age 7d`) and the library ([`parse_duration`],
+//! re-exported by `leasehold`).
 //!
 //! The grammar is jiff's "friendly" format and ISO 8601 durations: `250ms`,
 //! `30s`, `5m`, `1h30m`, `2d`, `1 day 2 hours`, `1.5s`, `PT5M`. A day is 24
@@ -12,7 +11,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use leasehold_duration::parse_duration;
+//! use leasehold_syntax::parse_duration;
 //!
 //! assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
 //! assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
