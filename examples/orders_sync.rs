@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 /// One job's fixed input boundary: one shop, one hour of one day. `from` and
 /// `to` (RFC 3339) are the window as leasehold indexes it, so that
 /// `leasehold jobs --window 2026-05-06` finds the day's jobs.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, InputFields)]
 struct Window {
     shop_id: String,
     day: String,
@@ -65,7 +65,7 @@ struct HourlySales {
 }
 
 /// The daily aggregate's input: the day and the group of its hourly windows.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, InputFields)]
 struct Day {
     day: String,
     group: String,

@@ -16,6 +16,9 @@ use crate::wire::keys::QueueKeys;
 use crate::wire::reply::Reply;
 use crate::wire::scripts;
 
+/// A job hash's fields and its lease deadline (the lease index's score).
+type HashAndDeadline = (HashMap<String, Vec<u8>>, Option<String>);
+
 impl Queue {
     /// Publishes what a worker serves about `spec`'s pipeline (see [`PipelineSpec`]).
     pub async fn register_pipeline(&self, spec: &PipelineSpec) -> Result<()> {
@@ -91,7 +94,7 @@ impl Queue {
         // keeps none) in one round trip; not a transaction, which a cluster
         // client cannot follow to a slot's new owner (a MOVED inside MULTI
         // aborts it): a renewal between the two reads only moves the deadline
-        let read: Result<(HashMap<String, Vec<u8>>, Option<String>)> = self
+        let read: Result<HashAndDeadline> = self
             .timed(
                 redis::pipe()
                     .hgetall(&key)
