@@ -38,6 +38,7 @@ use crate::pipeline::StopWhy;
 use crate::pipeline::{CleanupContext, CleanupReason, StepContext, StepError, StepSpec};
 use crate::queue::Queue;
 use crate::record::AttemptError;
+use crate::settle::Holder as _;
 
 /// A holder operation that could not be completed.
 enum Gone {
@@ -653,8 +654,8 @@ impl Attempt<'_> {
         let slot = std::sync::Mutex::new(active.take_lease_slot());
         match holder_call(active, "finish", || {
             let slot = slot.lock().ok().and_then(|mut s| s.take());
-            self.settler
-                .finish(lease, &outcome, last_step.clone(), slot)
+            let last_step = last_step.as_ref().map(|(s, o)| (*s, o.as_str()));
+            self.settler.finish(lease, &outcome, last_step, slot)
         })
         .await
         {
