@@ -9,6 +9,7 @@ use crate::id::JobId;
 use crate::job_spec::NewGroup;
 use crate::wire::call::ScriptCall;
 use crate::wire::keys::QueueKeys;
+use crate::wire::new_job::push_new_job;
 use crate::wire::reply::Reply;
 use crate::wire::scripts::{self, LuaScript};
 
@@ -26,33 +27,26 @@ impl ScriptOp for GroupCreate<'_> {
         &scripts::GROUP_CREATE
     }
 
-    /// KEYS: group, groups; ARGV: name, group id, policy, the completion
-    /// job's id, pipeline, input, priority, max attempts and stale lock
-    /// policy (empty values for none), who, then its flow-control gates and
-    /// resource, as its pipeline's contract gave them.
+    /// KEYS: group, groups; ARGV: name, group id, policy, who, the
+    /// completion job's pipeline ('' for none), then (with one) its values as
+    /// every new job's are written (`new_job.rs`): its flow-control gates,
+    /// resource and trace context among them.
     fn encode(&self, keys: &QueueKeys, call: &mut ScriptCall<'_>) {
         let group = self.group;
         call.key(group_key(keys, &group.name)).key(groups_key(keys));
         call.arg(&group.name)
             .arg(JobId::new().as_str())
-            .arg(group.policy.as_str());
+            .arg(group.policy.as_str())
+            .arg(self.by);
         match &group.completion {
             Some(job) => {
-                call.arg(job.id.clone().unwrap_or_default().as_str())
-                    .arg(&job.pipeline)
-                    .arg(&job.input)
-                    .arg(job.priority)
-                    .arg(job.max_attempts)
-                    .arg(job.stale_lock.as_str());
+                call.arg(&job.pipeline);
+                push_new_job(call, &job.id.clone().unwrap_or_default(), job);
             }
             None => {
-                call.arg("").arg("").arg("").arg("0").arg("1").arg("hold");
+                call.arg("");
             }
         }
-        call.arg(self.by);
-        let completion = group.completion.as_ref();
-        call.arg(completion.and_then(|j| j.flow.as_deref()).unwrap_or(""))
-            .arg(completion.and_then(|j| j.resource.as_deref()).unwrap_or(""));
     }
 
     /// `{'CREATED', id}` or `{'EXISTS', id, status}`.
