@@ -115,6 +115,51 @@ async fn a_group_counts_its_children_and_enqueues_its_completion_once() {
     assert_eq!(outputs.len(), 3);
 }
 
+/// A group's completion job is encoded as every new job is: its trace
+/// context reaches the job the group fires (and a plain one has none).
+#[tokio::test]
+async fn a_completion_job_carries_its_trace_context() {
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let srv = RedisServer::start();
+    let q = connect(&srv, "gt").await;
+    let traced = JobId::new();
+    let plain = JobId::new();
+    let groups = [
+        (
+            "t",
+            job("agg", 0).id(traced.clone()).traceparent(TRACEPARENT),
+        ),
+        ("p", job("agg", 1).id(plain.clone())),
+    ];
+    for (name, completion) in groups {
+        let group = NewGroup::new(name).completion(completion);
+        assert!(q.create_group(&group, "test").await.unwrap());
+        // no child: sealing it settles it, and its completion job is enqueued
+        assert_eq!(
+            q.seal_group(name, "test").await.unwrap(),
+            GroupStatus::Completed
+        );
+    }
+    let field = |id: &JobId| -> Option<String> {
+        get(&srv, &["HGET", &q.keys().job(id.as_str()), "trace"])
+    };
+    assert_eq!(field(&traced).as_deref(), Some(TRACEPARENT));
+    assert_eq!(
+        field(&plain),
+        None,
+        "a plain completion job has no trace field"
+    );
+    let first = lease_one(&q, "w", "agg").await;
+    let second = lease_one(&q, "w", "agg").await;
+    let (t, p) = if first.job == traced {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    assert_eq!(t.traceparent.as_deref(), Some(TRACEPARENT));
+    assert_eq!(p.traceparent, None);
+}
+
 #[tokio::test]
 async fn a_failed_child_blocks_an_all_succeeded_group_and_a_retry_moves_it_on() {
     let srv = RedisServer::start();

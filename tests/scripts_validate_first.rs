@@ -1055,34 +1055,52 @@ fn group_key(q: &Queue, g: &str) -> String {
 async fn group_scripts_refuse_every_malformed_argument_before_writing() {
     let srv = RedisServer::start();
     let q = connect(&srv, "vf").await;
-    // group_create: the completion job's flow gates and resource are checked too
+    // group_create: the completion job's values are checked as every new
+    // job's (lib/create), its resource too
     let mut cases = common_cases();
     add(&mut cases, 4, &["", "a b", "other"], Refused); // name (and its key)
     add(&mut cases, 6, &["", "all"], Refused); // policy
-    add(&mut cases, 10, &["x", "256"], Refused); // completion priority
-    add(&mut cases, 11, &NOT_POSITIVE, Refused); // completion max attempts
-    add(&mut cases, 12, &["", "keep"], Refused); // completion stale lock
-    add(&mut cases, 14, &["x", "slots:0:r", "running:2"], Refused); // completion flow
-    add(&mut cases, 14, &["running:1:agg"], Accepted);
-    add(&mut cases, 15, &["a b", "{x}"], Refused); // completion resource
-    add(&mut cases, 13, &ODD_TEXT, Accepted); // who
+    add(&mut cases, 9, &[""], Refused); // completion id
+    add(&mut cases, 13, &["x", "256"], Refused); // completion priority
+    add(&mut cases, 14, &NOT_COUNTS, Refused); // completion delay ms
+    add(&mut cases, 15, &NOT_POSITIVE, Refused); // completion max attempts
+    add(&mut cases, 16, &["", "keep"], Refused); // completion stale lock
+    add(&mut cases, 17, &["x", "2"], Refused); // completion rerun flag
+    add(&mut cases, 18, &["x", "slots:0:r", "running:2"], Refused); // completion flow
+    add(&mut cases, 18, &["running:1:agg"], Accepted);
+    add(&mut cases, 12, &["a b", "{x}"], Refused); // completion resource
+    add(&mut cases, 19, &["x", "00-0-0-01"], Refused); // completion trace context
+    add(
+        &mut cases,
+        19,
+        &["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+        Accepted,
+    );
+    add(&mut cases, 7, &ODD_TEXT, Accepted); // who
     run_cases(&srv, "group_create", &cases, || async {
         let keys = [group_key(&q, "g"), format!("{}:groups", q.keys().base())];
         let id = JobId::new().to_string();
         let gid = JobId::new().to_string();
+        // name, group id, policy, who, the completion's pipeline and its
+        // values: id, input, input key, resource, priority, delay ms, max
+        // attempts, stale lock, rerun, flow, trace
         let args = [
             "g",
             gid.as_str(),
             "all_succeeded",
-            id.as_str(),
+            "ops",
             "agg",
+            id.as_str(),
             "{}",
+            "",
+            "day:1",
+            "0",
             "0",
             "2",
             "hold",
-            "ops",
+            "0",
             "",
-            "day:1",
+            "",
         ];
         call(&q, &keys, &args)
     })

@@ -2,7 +2,7 @@
 -- KEYS[10] ready:<pipeline>  KEYS[11] delayed:<pipeline>  KEYS[12] wake:<pipeline>
 -- KEYS[13..] job keys, one per job
 -- ARGV[4] queue  ARGV[5] pipeline  ARGV[6] job count
--- then per job the 11 values of lib/create (id, input, input_key, resource,
+-- then per job the JOB_VALUES (11) values of lib/create (id, input, input_key, resource,
 --   priority, delay_ms, max_attempts, stale_lock, rerun, flow, trace)
 -- An input key is idempotent: while a job with it is not terminal, that job is
 -- the answer ('existing'); when its latest job SUCCEEDED (recorded in
@@ -41,12 +41,12 @@ local queue, pipeline, n = ARGV[4], ARGV[5], int_value(ARGV[6], 0)
 if queue == nil or queue == '' then return bad_arg('enqueue', 'queue', queue) end
 if pipeline == nil or pipeline == '' then return bad_arg('enqueue', 'pipeline', pipeline) end
 if not n then return bad_arg('enqueue', 'job count', ARGV[6]) end
-local links = #ARGV == 9 + 11 * n
-if (#ARGV ~= 6 + 11 * n and not links) or #KEYS ~= 12 + n then
+local links = #ARGV == 9 + JOB_VALUES * n
+if (#ARGV ~= 6 + JOB_VALUES * n and not links) or #KEYS ~= 12 + n then
   return redis.error_reply('BAD_ARG enqueue: ' .. n .. ' jobs do not match ' .. #KEYS .. ' keys and ' .. #ARGV .. ' values')
 end
 for i = 1, n do
-  local a = 6 + (i - 1) * 11
+  local a = 6 + (i - 1) * JOB_VALUES
   local bad_job = job_args_bad('enqueue', ARGV, a, i)
   if bad_job then return bad_job end
 end
@@ -54,16 +54,16 @@ end
 local forged = key_check.pipeline(KEYS, 10, { 'ready', 'delayed', 'wake' }, pipeline)
 if forged then return forged end
 for i = 1, n do
-  forged = key_check.key(12 + i, KEYS[12 + i], job_key(ARGV[7 + (i - 1) * 11]))
+  forged = key_check.key(12 + i, KEYS[12 + i], job_key(ARGV[7 + (i - 1) * JOB_VALUES]))
   if forged then return forged end
 end
-local lg, ld, lp = ARGV[7 + 11 * n], ARGV[8 + 11 * n], ARGV[9 + 11 * n]
+local lg, ld, lp = ARGV[7 + JOB_VALUES * n], ARGV[8 + JOB_VALUES * n], ARGV[9 + JOB_VALUES * n]
 if links then
   -- the jobs that exist already and would join the group
   local joining = {}
   if lg ~= '' then
     for i = 1, n do
-      local ex = existing_job(ARGV, 6 + (i - 1) * 11, KEYS[12 + i])
+      local ex = existing_job(ARGV, 6 + (i - 1) * JOB_VALUES, KEYS[12 + i])
       if ex then joining[#joining + 1] = ex end
     end
   end
@@ -75,7 +75,7 @@ local events = event_log(true)
 local created = 0
 local sb = search_batch()
 for i = 1, n do
-  local a = 6 + (i - 1) * 11
+  local a = 6 + (i - 1) * JOB_VALUES
   local id, status, previous, made = create_job(events, KEYS[12 + i], k_ready, k_delayed, queue, pipeline,
     ARGV, a, '', sb)
   if made then created = created + 1 end

@@ -3,10 +3,13 @@
 -- group settles.
 -- KEYS[10] group:<name>  KEYS[11] groups
 -- ARGV[4] name  ARGV[5] group id (names it in events)  ARGV[6] policy (all_succeeded | all_terminal)
--- ARGV[7] completion job id ('' for none)  ARGV[8] its pipeline  ARGV[9] its input (JSON)
--- ARGV[10] its priority  ARGV[11] its max attempts  ARGV[12] its stale lock policy  ARGV[13] who
--- ARGV[14] its flow-control gates (lib/flow; '' for none)  ARGV[15] its resource ('' for none):
--- the completion job is created with them, as an enqueue of its pipeline would be
+-- ARGV[7] who  ARGV[8] the completion job's pipeline ('' for none), then (with one)
+-- ARGV[9..] its JOB_VALUES (11) values, as the client's one new-job encoder
+--   writes them and lib/create reads them (id, input, input_key, resource,
+--   priority, delay_ms, max_attempts, stale_lock, rerun, flow, trace): the
+--   completion job is created with its id, input, resource, priority, max
+--   attempts, stale lock policy, flow-control gates and trace, as an enqueue
+--   of its pipeline would be (its input key, delay and re-run flag are not used)
 -- Reply: {'CREATED', group id} | {'EXISTS', group id, status}
 -- A malformed argument is an error reply, before anything is written.
 --- @include "lib/keys"
@@ -14,6 +17,7 @@
 --- @include "lib/events"
 --- @include "lib/args"
 --- @include "lib/flow"
+--- @include "lib/create"
 --- @include "lib/quarantine"
 --- @include "lib/groups"
 local bad = common_args('group_create')
@@ -24,27 +28,29 @@ local forged = forged_keys(KEYS, { [10] = group_key(name), [11] = groups_key() }
 if forged then return forged end
 if gid == nil or gid == '' then return bad_arg('group_create', 'group id', gid) end
 if policy ~= 'all_succeeded' and policy ~= 'all_terminal' then return bad_arg('group_create', 'policy', policy) end
-local cid, cp, cin = ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
-if cid ~= '' then
-  if cp == '' then return bad_arg('group_create', 'completion pipeline', cp) end
-  if not int_value(ARGV[10], 0, 255) then return bad_arg('group_create', 'completion priority', ARGV[10]) end
-  if not int_value(ARGV[11], 1) then return bad_arg('group_create', 'completion max attempts', ARGV[11]) end
-  if ARGV[12] ~= 'hold' and ARGV[12] ~= 'release' then return bad_arg('group_create', 'completion stale lock', ARGV[12]) end
+-- the completion job's values start after ARGV[C]
+local C = 8
+local who, cp = ARGV[7] or '', ARGV[C] or ''
+if cp ~= '' then
+  if #ARGV ~= C + JOB_VALUES then return bad_arg('group_create', 'completion job values', #ARGV - C) end
+  local bad_job = job_args_bad('group_create', ARGV, C, 'completion')
+  if bad_job then return bad_job end
+  if ARGV[C + 4] ~= '' and name_problem(ARGV[C + 4]) then
+    return bad_arg('group_create', 'completion resource', ARGV[C + 4])
+  end
+elseif #ARGV ~= C then
+  return bad_arg('group_create', 'completion pipeline', cp)
 end
-local cflow, cres = ARGV[14] or '', ARGV[15] or ''
-if cflow ~= '' and not gates_of(cflow) then return bad_arg('group_create', 'completion flow', cflow) end
-if cres ~= '' and name_problem(cres) then return bad_arg('group_create', 'completion resource', cres) end
-local who = ARGV[13] or ''
 local h = redis.call('HMGET', gk, 'id', 'status')
 if h[1] then return { 'EXISTS', h[1], h[2] or '' } end
 local now = now_ms()
 redis.call('HSET', gk, 'id', gid, 'name', name, 'status', 'open', 'policy', policy, 'total', '0',
   'QUEUED', '0', 'LEASED', '0', 'RUNNING', '0', 'SUCCEEDED', '0', 'FAILED', '0', 'CANCELLED', '0', 'STALE', '0',
   'QUARANTINED', '0', 'purged', '0', 'created_at', fmt(now), 'fired', '')
-if cid ~= '' then
-  redis.call('HSET', gk, 'completion_id', cid, 'completion_pipeline', cp, 'completion_input', cin,
-    'completion_priority', ARGV[10], 'completion_max_attempts', ARGV[11], 'completion_stale_lock', ARGV[12],
-    'completion_resource', cres, 'completion_flow', cflow)
+if cp ~= '' then
+  redis.call('HSET', gk, 'completion_id', ARGV[C + 1], 'completion_pipeline', cp, 'completion_input', ARGV[C + 2],
+    'completion_priority', ARGV[C + 5], 'completion_max_attempts', ARGV[C + 7], 'completion_stale_lock', ARGV[C + 8],
+    'completion_resource', ARGV[C + 4], 'completion_flow', ARGV[C + 10], 'completion_trace', ARGV[C + 11])
 end
 redis.call('ZADD', KEYS[11], fmt(now), name)
 group_event(event_log(true), gk, 'group_create', 'QUEUED', who, 'group ' .. name .. ' created')

@@ -8,9 +8,9 @@
 -- ARGV[11] overlap: allow | skip | wait  ARGV[12] grace (ms)
 -- ARGV[13] next due after the last window (ms, '' when the schedule ends there)
 -- ARGV[14] due windows before the first one that the catch-up left out  ARGV[15] by
--- ARGV[16] window count n, then per window 13 values: start (ms), end (ms), and
---   the job's 11 values as lib/create reads them (its flow-control gates and
---   trace among them), so a scheduled job is made as an enqueued one is.
+-- ARGV[16] window count n, then per window WINDOW_VALUES (13) values: start (ms),
+--   end (ms), and the job's JOB_VALUES (11) values as lib/create reads them
+--   (its flow-control gates and trace among them), so a scheduled job is made as an enqueued one is.
 --
 -- Tick mode: the windows are the caller's computation from the cursor it last
 -- saw (ARGV[9]); when Redis holds another cursor (another replica claimed
@@ -40,6 +40,8 @@
 --- @include "lib/schedule"
 --- @include "lib/flow"
 --- @include "gen/moves"
+-- The values of one window in ARGV: its start, its end, then its job's.
+local WINDOW_VALUES = 2 + JOB_VALUES
 local S = 'schedule_tick'
 local bad = common_args(S)
 if bad then return bad end
@@ -66,12 +68,12 @@ if not left_out then return bad_arg(S, 'left-out count', ARGV[14]) end
 local by = ARGV[15] or ''
 local n = int_value(ARGV[16], 1)
 if not n or (mode == 'trigger' and n ~= 1) then return bad_arg(S, 'window count', ARGV[16]) end
-if #ARGV ~= 16 + 13 * n or #KEYS ~= 15 + n then
+if #ARGV ~= 16 + WINDOW_VALUES * n or #KEYS ~= 15 + n then
   return redis.error_reply('BAD_ARG ' .. S .. ': ' .. n .. ' windows do not match ' .. #KEYS .. ' keys and ' .. #ARGV .. ' values')
 end
 local starts, ends = {}, {}
 for i = 1, n do
-  local a = 16 + (i - 1) * 13
+  local a = 16 + (i - 1) * WINDOW_VALUES
   starts[i], ends[i] = int_value(ARGV[a + 1], 0), int_value(ARGV[a + 2], 0)
   if not starts[i] or not ends[i] or starts[i] >= ends[i] then
     return bad_arg(S, 'window ' .. i, (ARGV[a + 1] or '') .. '..' .. (ARGV[a + 2] or ''))
@@ -84,7 +86,7 @@ end
 forged = key_check.pipeline(KEYS, 13, { 'ready', 'delayed', 'wake' }, pipeline)
 if forged then return forged end
 for i = 1, n do
-  forged = key_check.key(15 + i, KEYS[15 + i], job_key(ARGV[16 + (i - 1) * 13 + 3]))
+  forged = key_check.key(15 + i, KEYS[15 + i], job_key(ARGV[16 + (i - 1) * WINDOW_VALUES + 3]))
   if forged then return forged end
 end
 if mode == 'tick' then
@@ -102,7 +104,7 @@ local created = 0
 
 -- the outcome of creating window i's job: outcome, job id, enqueue status
 local function enqueue_window(i, outcome)
-  local a = 16 + (i - 1) * 13
+  local a = 16 + (i - 1) * WINDOW_VALUES
   -- the window in UTC RFC 3339 (the events' reader shows it as it is)
   local why = 'schedule ' .. name .. ' window ' .. utc_of(ARGV[a + 1]) .. '..' .. utc_of(ARGV[a + 2])
   local id, status, _, made = create_job(events, KEYS[15 + i], k_ready, k_delayed, queue, pipeline, ARGV, a + 2, why, sb)
@@ -145,7 +147,7 @@ if left_out > 0 then
   end
 end
 for i = 1, due do
-  local a = 16 + (i - 1) * 13
+  local a = 16 + (i - 1) * WINDOW_VALUES
   local late = now - ends[i]
   local outcome, id, status, why = nil, '', '', ''
   if paused then
@@ -196,7 +198,7 @@ if claimed > 0 then
   cursor = fmt(ends[claimed])
   new_next = (claimed < n) and fmt(ends[claimed + 1]) or next_due
   redis.call('HSET', K_SCHEDULE, 'cursor', cursor, 'next_due', new_next, 'last_tick_at', fmt(now),
-    'last_window', ARGV[16 + (claimed - 1) * 13 + 1] .. ':' .. cursor, 'waiting', held)
+    'last_window', ARGV[16 + (claimed - 1) * WINDOW_VALUES + 1] .. ':' .. cursor, 'waiting', held)
   if last_job ~= '' then redis.call('HSET', K_SCHEDULE, 'last_job', last_job) end
   if lag_n > 0 then
     redis.call('HSET', K_SCHEDULE, 'last_lag_ms', fmt(lag_sum / lag_n))

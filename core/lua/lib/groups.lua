@@ -15,7 +15,8 @@
 --                        CANCELLED, STALE, QUARANTINED: their sum is total),
 --                        purged (children retention deleted), outcome, fired,
 --                        completion_* (the completion job's id, pipeline, input,
---                        priority, max_attempts, stale_lock, resource, flow;
+--                        priority, max_attempts, stale_lock, resource, flow,
+--                        trace;
 --                        completion_purged once retention deleted it),
 --                        created_at, sealed_at, settled_at, cancel_reason,
 --                        cancel_next / retry_next (the cursor of a group cancel
@@ -137,11 +138,11 @@ local function group_gc(g, gk)
 end
 
 -- Enqueues group `g`'s completion job, once, with the pipeline's resource and
--- flow-control gates it was declared with.
+-- flow-control gates it was declared with, and its trace context.
 local function fire_completion(events, g, gk, now)
   local c = redis.call('HMGET', gk, 'completion_id', 'completion_pipeline', 'completion_input',
     'completion_priority', 'completion_max_attempts', 'completion_stale_lock', 'fired', 'completion_resource',
-    'completion_flow')
+    'completion_flow', 'completion_trace')
   if not c[1] or c[1] == '' or c[7] == '1' then return end
   redis.call('HSET', gk, 'fired', '1')
   local id, p = c[1], c[2]
@@ -155,7 +156,7 @@ local function fire_completion(events, g, gk, now)
   local fields = { 'id', id, 'pipeline', p, 'input', c[3], 'created_at', fmt(now),
     'updated_at', fmt(now), 'not_before', fmt(now), 'attempt', '1', 'state', 'QUEUED', 'completes', g }
   for _, o in ipairs({ { 'resource', c[8] }, { 'priority', c[4], '0' }, { 'max_attempts', c[5], '1' },
-    { 'stale_lock', c[6], 'hold' }, { 'flow', c[9] } }) do
+    { 'stale_lock', c[6], 'hold' }, { 'flow', c[9] }, { 'trace', c[10] } }) do
     if o[2] and o[2] ~= '' and o[2] ~= o[3] then
       fields[#fields + 1] = o[1]
       fields[#fields + 1] = o[2]

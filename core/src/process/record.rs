@@ -13,9 +13,7 @@ use crate::lease::Lease;
 use crate::queue::Queue;
 use crate::record::Millis;
 #[cfg(unix)]
-use crate::wire::reply::Reply;
-#[cfg(unix)]
-use crate::wire::scripts;
+use crate::wire::ops::process_log::ProcessLog;
 
 /// Why the worker cut a process step off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,14 +111,14 @@ pub(crate) async fn write(queue: &Queue, lease: &Lease, record: &ProcessRecord) 
     let id = lease.job.to_string();
     let json = serde_json::to_string(record)
         .map_err(|e| crate::error::Error::InvalidArgument(format!("process record: {e}")))?;
-    let mut inv = queue.invocation(&scripts::PROCESS_LOG);
-    inv.key(queue.keys().job(&id))
-        .key(queue.keys().process_log(&id))
-        .arg(&lease.token)
-        .arg(record.field())
-        .arg(json);
-    let mut reply = Reply::new("process_log", queue.invoke(&inv).await?)?;
-    Ok(reply.int::<i64>()? == 1)
+    queue
+        .run(&ProcessLog {
+            job: &id,
+            token: &lease.token,
+            field: &record.field(),
+            json: &json,
+        })
+        .await
 }
 
 /// Reads the process records of job `id` (none for a job without process

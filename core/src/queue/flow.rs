@@ -11,8 +11,8 @@ use crate::flow::{Pause, PauseScope, Rate};
 use crate::name::check_name;
 use crate::queue::Queue;
 use crate::round_trip::{escape_glob, scan_pages};
-use crate::wire::reply::Reply;
-use crate::wire::scripts;
+use crate::wire::ops::limit::Limit;
+use crate::wire::ops::pause::Pause as PauseOp;
 
 /// What a pause or resume call did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,27 +72,15 @@ impl Queue {
                 self.known_pipelines().await?,
             ),
         };
-        let mut inv = self.invocation(&scripts::PAUSE);
-        for p in &pipelines {
-            inv.key(self.keys.ready(p)).key(self.keys.wake(p));
-        }
-        inv.arg(action)
-            .arg(scope_name)
-            .arg(&name)
-            .arg(by)
-            .arg(reason);
-        let mut reply = Reply::new("pause", self.invoke(&inv).await?)?;
-        let _ok = reply.text()?;
-        match reply.text()?.as_str() {
-            "PAUSED" => Ok(PauseChange::Paused),
-            "ALREADY_PAUSED" => Ok(PauseChange::AlreadyPaused),
-            "RESUMED" => Ok(PauseChange::Resumed),
-            "NOT_PAUSED" => Ok(PauseChange::NotPaused),
-            other => Err(Error::Protocol {
-                script: "pause",
-                detail: format!("unknown reply {other:?}"),
-            }),
-        }
+        self.run(&PauseOp {
+            action,
+            scope: scope_name,
+            name: &name,
+            pipelines: &pipelines,
+            by,
+            reason,
+        })
+        .await
     }
 
     /// Re-applies a queue pause in force to `pipeline` (a worker registering a
@@ -101,15 +89,15 @@ impl Queue {
         let mut conn = self.conn().await?;
         let paused: bool = self.timed(conn.hexists(self.paused_key(), "queue")).await?;
         if paused {
-            let mut inv = self.invocation(&scripts::PAUSE);
-            inv.key(self.keys.ready(pipeline))
-                .key(self.keys.wake(pipeline));
-            inv.arg("pause")
-                .arg("queue")
-                .arg(self.name())
-                .arg("worker")
-                .arg("");
-            self.invoke(&inv).await?;
+            self.run(&PauseOp {
+                action: "pause",
+                scope: "queue",
+                name: self.name(),
+                pipelines: &[pipeline.to_owned()],
+                by: "worker",
+                reason: "",
+            })
+            .await?;
         }
         Ok(())
     }
@@ -185,10 +173,7 @@ impl Queue {
             return Ok(());
         }
         loop {
-            let mut inv = self.invocation(&scripts::LIMIT);
-            inv.arg(name).arg(rate.period_ms()).arg(n);
-            let mut reply = Reply::new("limit", self.invoke(&inv).await?)?;
-            let wait: u64 = reply.int()?;
+            let wait = self.run(&Limit { name, rate, n }).await?;
             if wait == 0 {
                 return Ok(());
             }

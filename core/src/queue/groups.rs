@@ -1,7 +1,7 @@
 //! The group scripts of a queue (`core/lua/lib/groups.lua`): creating,
-//! sealing and cancelling a group and retrying its failed children, and the
-//! refusals of the link values `enqueue` sends for a job's group and parents.
-//! The model (names, policies, dependencies) is `crate::group`; the views of a
+//! sealing and cancelling a group and retrying its failed children (each
+//! script's arguments and reply in `wire/ops/group_*.rs`; the refusals of the
+//! link values `enqueue` sends in `wire/ops/enqueue.rs`). The model (names, policies, dependencies) is `crate::group`; the views of a
 //! group are in `crate::inspect`.
 //!
 //! A group and its children live in one queue (one hash tag): every count is
@@ -10,19 +10,17 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::group::{check_group_name, Dependency, GroupStatus};
+use crate::group::{check_group_name, GroupStatus};
 use crate::id::JobId;
 use crate::job_spec::NewGroup;
 use crate::lease::RetryMode;
 use crate::name::check_name;
 use crate::queue::Queue;
-use crate::wire::reply::Reply;
-use crate::wire::scripts;
-
-/// The first element of a refused enqueue's reply: no job id has braces, so
-/// a refusal is never taken for a reply's first id (and a job named like a
-/// refusal code is read as a job).
-pub(crate) const REFUSED: &str = "{refused}";
+use crate::wire::ops::group_cancel::GroupCancel;
+use crate::wire::ops::group_create::GroupCreate;
+use crate::wire::ops::group_retry::GroupRetry;
+use crate::wire::ops::group_seal::GroupSeal;
+use crate::wire::ops::{group_key, groups_key};
 
 /// Children a `group_cancel` or `group_retry` call acts on (one script call
 /// per batch: each is bounded, and the group keeps the cursor between them).
@@ -43,11 +41,11 @@ impl Queue {
     /// The key of group `name` (its hash; the children, children's states and
     /// dependents keys add `:children`, `:states`, `:dependents`).
     pub(crate) fn group_key(&self, name: &str) -> String {
-        format!("{}:group:{name}", self.keys.base())
+        group_key(&self.keys, name)
     }
 
     pub(crate) fn groups_key(&self) -> String {
-        format!("{}:groups", self.keys.base())
+        groups_key(&self.keys)
     }
 
     /// The queue's awaiting index: jobs QUEUED for their parents, not leasable.
@@ -58,41 +56,11 @@ impl Queue {
     /// Creates a group; false when one of that name exists (it is left as it is).
     pub async fn create_group(&self, group: &NewGroup, by: &str) -> Result<bool> {
         check_group_name(&group.name)?;
-        let mut inv = self.invocation(&scripts::GROUP_CREATE);
-        inv.key(self.group_key(&group.name)).key(self.groups_key());
-        inv.arg(&group.name)
-            .arg(JobId::new().as_str())
-            .arg(group.policy.as_str());
-        match &group.completion {
-            Some(job) => {
-                job.validate()?;
-                check_name("pipeline name", &job.pipeline)?;
-                inv.arg(job.id.clone().unwrap_or_default().as_str())
-                    .arg(&job.pipeline)
-                    .arg(&job.input)
-                    .arg(job.priority)
-                    .arg(job.max_attempts)
-                    .arg(job.stale_lock.as_str());
-            }
-            None => {
-                inv.arg("").arg("").arg("").arg("0").arg("1").arg("hold");
-            }
+        if let Some(job) = &group.completion {
+            job.validate()?;
+            check_name("pipeline name", &job.pipeline)?;
         }
-        inv.arg(by);
-        // the completion job's flow gates and resource, as its pipeline's
-        // contract gave them (crate::job_for, Contract::job)
-        let completion = group.completion.as_ref();
-        inv.arg(completion.and_then(|j| j.flow.as_deref()).unwrap_or(""))
-            .arg(completion.and_then(|j| j.resource.as_deref()).unwrap_or(""));
-        let mut reply = Reply::new("group_create", self.invoke(&inv).await?)?;
-        match reply.text()?.as_str() {
-            "CREATED" => Ok(true),
-            "EXISTS" => Ok(false),
-            other => Err(Error::Protocol {
-                script: "group_create",
-                detail: format!("unknown status {other:?}"),
-            }),
-        }
+        self.run(&GroupCreate { group, by }).await
     }
 
     /// Seals a group (its last child was added): from now on it settles when
@@ -100,80 +68,7 @@ impl Queue {
     /// children all ended already completes here).
     pub async fn seal_group(&self, name: &str, by: &str) -> Result<GroupStatus> {
         check_group_name(name)?;
-        let mut inv = self.invocation(&scripts::GROUP_SEAL);
-        inv.key(self.group_key(name));
-        inv.arg(name).arg(by);
-        let mut reply = Reply::new("group_seal", self.invoke(&inv).await?)?;
-        let status = reply.text()?;
-        match status.as_str() {
-            "OK" | "ALREADY" => {
-                let s = reply.text()?;
-                GroupStatus::parse(&s).ok_or(Error::Protocol {
-                    script: "group_seal",
-                    detail: format!("unknown group status {s:?}"),
-                })
-            }
-            "GROUP_NOT_FOUND" => Err(self.group_not_found(name)),
-            other => Err(Error::Protocol {
-                script: "group_seal",
-                detail: format!("unknown status {other:?}"),
-            }),
-        }
-    }
-
-    fn group_not_found(&self, name: &str) -> Error {
-        Error::GroupNotFound {
-            queue: self.name().to_owned(),
-            group: name.to_owned(),
-        }
-    }
-
-    /// The error of an enqueue refused for its links: `reply` starts with
-    /// [`REFUSED`], then the code and its values (`enqueue.lua`); `group` is
-    /// the group the call named ('' for none).
-    pub(crate) fn links_refusal(&self, reply: &mut Reply, group: &str) -> Error {
-        let _ = reply.text();
-        let code = reply.text().unwrap_or_default();
-        let a = reply.text().unwrap_or_default();
-        let b = reply.text().unwrap_or_default();
-        let shown = |r: &str| {
-            Dependency::decode(r)
-                .map(|d| d.to_string())
-                .unwrap_or_else(|| r.to_owned())
-        };
-        match code.as_str() {
-            "GROUP_NOT_FOUND" => self.group_not_found(&a),
-            "GROUP_SEALED" => Error::GroupClosed {
-                group: a,
-                status: b,
-            },
-            "PARENT_NOT_FOUND" => Error::ParentNotFound {
-                queue: self.name().to_owned(),
-                parent: shown(&a),
-            },
-            "PARENT_ENDED" => Error::ParentEnded {
-                parent: shown(&a),
-                state: b,
-            },
-            "CYCLE" => Error::GroupCycle {
-                detail: if b.is_empty() {
-                    format!("the job's parents include group {a}, or the group has dependents")
-                } else {
-                    format!("existing job {b} has parents and the group has dependents (or is one of them)")
-                },
-                group: a,
-            },
-            "CANNOT_JOIN" => Error::CannotJoinGroup {
-                job: a,
-                group: group.to_owned(),
-                reason: b,
-            },
-            "BAD_LINKS" => Error::InvalidArgument(format!("enqueue refused its links: {a} {b:?}")),
-            other => Error::Protocol {
-                script: "enqueue",
-                detail: format!("unknown refusal {other:?}"),
-            },
-        }
+        self.run(&GroupSeal { name, by }).await
     }
 
     /// Cancels a group: it takes no more children and never fires its
@@ -212,32 +107,13 @@ impl Queue {
         if reason.is_empty() {
             return Err(Error::InvalidArgument("a cancel needs a reason".into()));
         }
-        let mut inv = self.invocation(&scripts::GROUP_CANCEL);
-        inv.key(self.group_key(name));
-        inv.arg(name).arg(reason).arg(by).arg(batch.max(1));
-        let mut reply = Reply::new("group_cancel", self.invoke(&inv).await?)?;
-        match reply.text()?.as_str() {
-            "OK" => {}
-            "GROUP_NOT_FOUND" => return Err(self.group_not_found(name)),
-            "SETTLED" => {
-                return Err(Error::GroupClosed {
-                    group: name.to_owned(),
-                    status: reply.text()?,
-                })
-            }
-            other => {
-                return Err(Error::Protocol {
-                    script: "group_cancel",
-                    detail: format!("unknown status {other:?}"),
-                })
-            }
-        }
-        let step = GroupCancelled {
-            cancelled: reply.int()?,
-            requested: reply.int()?,
-            skipped: reply.int()?,
-        };
-        Ok((step, reply.opt_text()?.is_none()))
+        self.run(&GroupCancel {
+            name,
+            reason,
+            by,
+            batch,
+        })
+        .await
     }
 
     /// Retries every FAILED and CANCELLED child of a group (each a new
@@ -278,64 +154,14 @@ impl Queue {
         batch: usize,
     ) -> Result<GroupRetried> {
         check_group_name(name)?;
-        let mode = match mode {
-            RetryMode::Resume => "resume",
-            RetryMode::FromStart => "start",
-        };
-        let mut inv = self.invocation(&scripts::GROUP_RETRY);
-        inv.key(self.group_key(name));
-        inv.arg(name)
-            .arg(mode)
-            .arg(by)
-            .arg(reason)
-            .arg(batch.max(1));
-        let mut reply = Reply::new("group_retry", self.invoke(&inv).await?)?;
-        match reply.text()?.as_str() {
-            "OK" => {}
-            "GROUP_NOT_FOUND" => return Err(self.group_not_found(name)),
-            "SETTLED" => {
-                return Err(Error::GroupClosed {
-                    group: name.to_owned(),
-                    status: reply.text()?,
-                })
-            }
-            other => {
-                return Err(Error::Protocol {
-                    script: "group_retry",
-                    detail: format!("unknown status {other:?}"),
-                })
-            }
-        }
-        let done = reply.opt_text()?.is_none();
-        let mut out = GroupRetried {
-            retried: Vec::new(),
-            refused: Vec::new(),
-            done,
-        };
-        while reply.remaining() > 0 {
-            let id = JobId::parse(&reply.text()?)?;
-            let verdict = reply.text()?;
-            let detail = reply.text()?;
-            match verdict.as_str() {
-                "RETRIED" => out.retried.push(id),
-                "INPUT_KEY_TAKEN" => out.refused.push((
-                    id.clone(),
-                    Error::InputKeyTaken {
-                        job: id.to_string(),
-                        holder: detail,
-                    },
-                )),
-                _ => out.refused.push((
-                    id.clone(),
-                    Error::Corrupt {
-                        key: self.keys.job(id.as_str()),
-                        field: detail,
-                        problem: "unreadable: the child was not retried".into(),
-                    },
-                )),
-            }
-        }
-        Ok(out)
+        self.run(&GroupRetry {
+            name,
+            mode,
+            by,
+            reason,
+            batch,
+        })
+        .await
     }
 }
 

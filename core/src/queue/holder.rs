@@ -1,27 +1,18 @@
 //! What a lease holder does to its jobs, one operation per call: lease, start,
 //! checkpoint, renew, finish, release. Each holder operation (and the lease) is
 //! a settle call of one, encoded and read by [`crate::wire`] exactly as the
-//! worker's batched calls are.
+//! worker's batched calls are; the typed calls are those of
+//! [`crate::settle::Holder`], which the worker's settler implements too.
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lease::{Finished, Lease, Leased, Outcome, Renewal, Started};
 use crate::name::check_name;
 use crate::queue::Queue;
-use crate::settle::{HolderOp, HolderReply, LeaseRequest};
+use crate::settle::{Holder, LeaseRequest};
 use crate::state::JobState;
-use crate::wire::args::{bool_arg, lock_ttl, millis};
-use crate::wire::reply::Reply;
-use crate::wire::scripts;
-
-/// The error for a settle reply of the wrong kind (never sent by the script).
-fn mismatched(op: &str, reply: &HolderReply) -> Error {
-    Error::Protocol {
-        script: "settle",
-        detail: format!("{op}: unexpected reply {reply:?}"),
-    }
-}
+use crate::wire::ops::renew::Renew;
 
 impl Queue {
     /// Leases up to `n` jobs of `pipelines` for `worker`, each for `ttl`. A job
@@ -86,13 +77,7 @@ impl Queue {
 
     /// LEASED → RUNNING, or → CANCELLED when a cancel was requested before the start.
     pub async fn start(&self, lease: &Lease, first_step: &str) -> Result<Started> {
-        match self
-            .settle_one(HolderOp::Start { lease, first_step })
-            .await?
-        {
-            HolderReply::Started(started) => Ok(started),
-            other => Err(mismatched("start", &other)),
-        }
+        Holder::start(self, lease, first_step).await
     }
 
     /// Records `step` as completed with `output` (JSON text), renews the lease, and
@@ -104,16 +89,7 @@ impl Queue {
         output: &str,
         next_step: Option<&str>,
     ) -> Result<Option<String>> {
-        let op = HolderOp::Checkpoint {
-            lease,
-            step,
-            output,
-            next_step,
-        };
-        match self.settle_one(op).await? {
-            HolderReply::Checkpointed(cancel) => Ok(cancel),
-            other => Err(mismatched("checkpoint", &other)),
-        }
+        Holder::checkpoint(self, lease, step, output, next_step).await
     }
 
     /// Renews many leases in one call; one [`Renewal`] per lease, in order.
@@ -121,63 +97,18 @@ impl Queue {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
-        let ttl = leases.iter().map(|l| l.ttl).max().unwrap_or_default();
-        let mut inv = self.invocation(&scripts::RENEW);
-        inv.arg(millis(ttl)).arg(lock_ttl(ttl));
-        for lease in leases {
-            inv.key(self.keys().job(lease.job.as_str()))
-                .key(match &lease.resource {
-                    Some(res) => self.keys().lock(res),
-                    None => self.keys().job(lease.job.as_str()),
-                });
-            inv.arg(&lease.token)
-                .arg(bool_arg(lease.resource.is_some()));
-        }
-        let mut reply = Reply::new("renew", self.invoke(&inv).await?)?;
-        let mut out = Vec::with_capacity(leases.len());
-        for lease in leases {
-            let status = reply.text()?;
-            let renewal = if status == "OK" {
-                Renewal::Held
-            } else if let Some(reason) = status.strip_prefix("CANCEL:") {
-                Renewal::CancelRequested {
-                    reason: reason.to_owned(),
-                }
-            } else if let Some(state) = status.strip_prefix("LOST:") {
-                Renewal::Lost {
-                    state: state.parse().ok(),
-                }
-            } else {
-                return Err(Error::Protocol {
-                    script: "renew",
-                    detail: format!("unknown status {status:?} for job {}", lease.job),
-                });
-            };
-            out.push(renewal);
-        }
-        Ok(out)
+        self.run(&Renew { leases }).await
     }
 
     /// Ends the current attempt. A retryable failure with attempts left queues a new attempt,
     /// unless a cancel was requested: then the attempt ends FAILED and the request stands.
     pub async fn finish(&self, lease: &Lease, outcome: &Outcome) -> Result<Finished> {
-        let op = HolderOp::Finish {
-            lease,
-            outcome,
-            last_step: None,
-        };
-        match self.settle_one(op).await? {
-            HolderReply::Finished(finished) => Ok(finished),
-            other => Err(mismatched("finish", &other)),
-        }
+        Holder::finish(self, lease, outcome, None, ()).await
     }
 
     /// LEASED → QUEUED: hands an unstarted job back (graceful shutdown). When a
     /// cancel was requested meanwhile, LEASED → CANCELLED instead. Returns the new state.
     pub async fn release(&self, lease: &Lease) -> Result<JobState> {
-        match self.settle_one(HolderOp::Release { lease }).await? {
-            HolderReply::Released(state) => Ok(state),
-            other => Err(mismatched("release", &other)),
-        }
+        Holder::release(self, lease).await
     }
 }

@@ -37,13 +37,10 @@ use crate::error::{Error, Result};
 use crate::id::JobId;
 pub use crate::pool::connect_pool;
 use crate::pool::{Multiplexed, RedisConn, RedisPool};
-use crate::state::JobState;
-use crate::transitions::Op;
 use crate::wire::args::millis;
 use crate::wire::call::ScriptCall;
 use crate::wire::keys::QueueKeys;
-use crate::wire::refusal::refusal;
-use crate::wire::reply::Reply;
+use crate::wire::ops::ScriptOp;
 use crate::wire::scripts::{self, LuaScript};
 
 /// A client of one queue. Cheap to clone; clones share the connection pool.
@@ -255,8 +252,17 @@ impl Queue {
         }
     }
 
+    /// Runs one script operation (`wire/ops/`): its call built and sent, its
+    /// reply read.
+    pub(crate) async fn run<O: ScriptOp>(&self, op: &O) -> Result<O::Output> {
+        let mut call = self.invocation(op.script());
+        op.encode(&self.keys, &mut call);
+        let reply = self.invoke(&call).await?;
+        op.decode(&self.keys, reply)
+    }
+
     /// A call of `script` with the fixed KEYS and the common ARGV.
-    pub(crate) fn invocation<'a>(&self, script: &'a LuaScript) -> ScriptCall<'a> {
+    fn invocation<'a>(&self, script: &'a LuaScript) -> ScriptCall<'a> {
         let mut inv = ScriptCall::new(script);
         for key in self.keys.fixed() {
             inv.key(key);
@@ -298,7 +304,7 @@ impl Queue {
     /// loading the library first when the server does not have it (a new or
     /// restarted server, `FUNCTION FLUSH`, a new version of this crate), or
     /// `EVALSHA` where the server has no functions.
-    pub(crate) async fn invoke(&self, call: &ScriptCall<'_>) -> Result<Value> {
+    async fn invoke(&self, call: &ScriptCall<'_>) -> Result<Value> {
         let mut conn = self.shared_conn().await?;
         let result = self.invoke_on(&mut conn, call).await;
         if let Err(e) = &result {
@@ -325,19 +331,6 @@ impl Queue {
         }
         self.timed(call.invocation().invoke_async::<Value>(conn))
             .await
-    }
-
-    /// Maps a refusal reply (`NOT_FOUND`, `REFUSED`, `LOST`, `TERMINAL`, ...) to its error.
-    pub(crate) fn refusal(
-        &self,
-        script: &'static str,
-        op: Op,
-        job: &str,
-        to: Option<JobState>,
-        status: &str,
-        reply: &mut Reply,
-    ) -> Error {
-        refusal(&self.keys, script, op, job, to, status, reply)
     }
 }
 

@@ -6,12 +6,12 @@
 use deadpool_redis::redis;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::id::JobId;
 use crate::queue::Queue;
 use crate::record::Millis;
-use crate::wire::reply::Reply;
-use crate::wire::scripts;
+use crate::wire::ops::quarantine_purge::QuarantinePurge;
+use crate::wire::ops::quarantine_repair::QuarantineRepair;
 
 /// Most entries [`Queue::quarantined`] returns per call.
 pub const MAX_QUARANTINE_LISTED: usize = 10_000;
@@ -115,59 +115,16 @@ impl Queue {
 
     /// Re-validates quarantined job `job` and requeues it (QUEUED in its
     /// pipeline's ready set, its attempt number kept, its lease fields cleared).
-    /// Refused with [`Error::Corrupt`] naming the field while it still cannot
+    /// Refused with [`Error::Corrupt`](crate::Error::Corrupt) naming the field while it still cannot
     /// be read; nothing changes then. Returns its pipeline.
     pub async fn repair_quarantined(&self, job: &JobId, by: &str) -> Result<String> {
-        let mut inv = self.invocation(&scripts::QUARANTINE_REPAIR);
-        inv.key(self.keys.job(job.as_str()))
-            .arg(job.as_str())
-            .arg(by);
-        let mut reply = Reply::new("quarantine_repair", self.invoke(&inv).await?)?;
-        match reply.text()?.as_str() {
-            "OK" => reply.text(),
-            "INVALID" => {
-                let problem = reply.text()?;
-                let field = reply.text()?;
-                Err(Error::Corrupt {
-                    key: self.keys.job(job.as_str()),
-                    field,
-                    problem: format!("{problem}: fix it first (the job stays quarantined)"),
-                })
-            }
-            "NOT_FOUND" => Err(Error::NotFound {
-                queue: self.name().to_owned(),
-                job: job.to_string(),
-            }),
-            status => Err(self.not_quarantined("quarantine_repair", job, status)),
-        }
+        self.run(&QuarantineRepair { job, by }).await
     }
 
     /// Deletes quarantined job `job`: its key, attempt records, quarantine
     /// record, index entries, input key claim and lock.
     pub async fn purge_quarantined(&self, job: &JobId, by: &str) -> Result<()> {
-        let mut inv = self.invocation(&scripts::QUARANTINE_PURGE);
-        inv.key(self.keys.job(job.as_str()))
-            .arg(job.as_str())
-            .arg(by);
-        let mut reply = Reply::new("quarantine_purge", self.invoke(&inv).await?)?;
-        match reply.text()?.as_str() {
-            "OK" => Ok(()),
-            status => Err(self.not_quarantined("quarantine_purge", job, status)),
-        }
-    }
-
-    /// The error for a quarantine action on a job that is not quarantined.
-    fn not_quarantined(&self, script: &'static str, job: &JobId, status: &str) -> Error {
-        if status == "NOT_QUARANTINED" {
-            return Error::InvalidArgument(format!(
-                "job {job} is not quarantined in queue {}",
-                self.name()
-            ));
-        }
-        Error::Protocol {
-            script,
-            detail: format!("unexpected reply {status:?}"),
-        }
+        self.run(&QuarantinePurge { job, by }).await
     }
 }
 

@@ -11,10 +11,8 @@ use crate::id::JobId;
 use crate::pipeline::spec::PipelineSpec;
 use crate::queue::Queue;
 use crate::record::{AttemptRecord, Job};
-use crate::wire::args::millis;
 use crate::wire::keys::QueueKeys;
-use crate::wire::reply::Reply;
-use crate::wire::scripts;
+use crate::wire::ops::claim_cleanup::ClaimCleanup;
 
 /// A job hash's fields and its lease deadline (the lease index's score).
 type HashAndDeadline = (HashMap<String, Vec<u8>>, Option<String>);
@@ -62,20 +60,7 @@ impl Queue {
         if pipelines.is_empty() {
             return Ok(Vec::new());
         }
-        let mut inv = self.invocation(&scripts::CLAIM_CLEANUP);
-        inv.key(self.keys.cleanup())
-            .key(self.keys.cleaning())
-            .arg(n.max(1))
-            .arg(millis(ttl));
-        for p in pipelines {
-            inv.arg(*p);
-        }
-        let mut reply = Reply::new("claim_cleanup", self.invoke(&inv).await?)?;
-        let mut ids = Vec::with_capacity(reply.remaining());
-        while reply.remaining() > 0 {
-            ids.push(reply.text()?);
-        }
-        Ok(ids)
+        self.run(&ClaimCleanup { n, pipelines, ttl }).await
     }
 
     /// Ends the claim on a job's cleanup hook (it ran, or can never run).

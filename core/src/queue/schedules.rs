@@ -14,21 +14,10 @@ use crate::job_spec::NewJob;
 use crate::queue::{EnqueueStatus, Queue};
 use crate::schedule::{DueWindows, Schedule, ScheduleDefinition, Window};
 use crate::state::JobState;
-use crate::wire::args::millis;
-use crate::wire::new_job::push_new_job;
-use crate::wire::reply::Reply;
-use crate::wire::scripts;
-
-/// What `schedule_register` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Registered {
-    /// `created`, `redefined` or `same`.
-    pub outcome: String,
-    /// The cursor Redis holds (ms).
-    pub cursor: i64,
-    /// Redis TIME at the call (ms).
-    pub now: i64,
-}
+pub(crate) use crate::wire::ops::schedule_register::Registered;
+use crate::wire::ops::schedule_register::ScheduleRegister;
+use crate::wire::ops::schedule_state::ScheduleState;
+use crate::wire::ops::schedule_tick::ScheduleTick;
 
 /// One window a tick claimed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -151,25 +140,7 @@ fn protocol(detail: impl Into<String>) -> Error {
     }
 }
 
-fn ms_of(text: &str, what: &str) -> Result<i64> {
-    text.parse()
-        .map_err(|_| protocol(format!("{what} {text:?} is not a number")))
-}
-
 impl Queue {
-    /// An invocation of a schedule script with KEYS[10..12] of `name`.
-    fn schedule_invocation<'a>(
-        &self,
-        script: &'a crate::wire::scripts::LuaScript,
-        name: &str,
-    ) -> crate::wire::call::ScriptCall<'a> {
-        let mut inv = self.invocation(script);
-        inv.key(self.keys.schedule(name))
-            .key(self.keys.schedules())
-            .key(self.keys.schedule_ticks(name));
-        inv
-    }
-
     /// Redis TIME in ms.
     pub async fn redis_time_ms(&self) -> Result<i64> {
         let mut conn = self.conn().await?;
@@ -195,28 +166,16 @@ impl Queue {
         let definition = schedule.definition();
         let json = serde_json::to_string(&definition)
             .map_err(|e| Error::InvalidArgument(format!("schedule definition: {e}")))?;
-        let mut inv = self.schedule_invocation(&scripts::SCHEDULE_REGISTER, schedule.name());
-        inv.arg(schedule.name())
-            .arg(pipeline)
-            .arg(json)
-            .arg(definition.digest())
-            .arg(cursor.as_millisecond())
-            .arg(
-                next_due
-                    .map(|t| t.as_millisecond().to_string())
-                    .unwrap_or_default(),
-            )
-            .arg(by);
-        let mut reply = Reply::new("schedule_register", self.invoke(&inv).await?)?;
-        let outcome = reply.text()?;
-        let cursor = ms_of(&reply.text()?, "cursor")?;
-        let _next = reply.text()?;
-        let now = ms_of(&reply.text()?, "now")?;
-        Ok(Registered {
-            outcome,
-            cursor,
-            now,
+        self.run(&ScheduleRegister {
+            name: schedule.name(),
+            pipeline,
+            definition: &json,
+            digest: &definition.digest(),
+            cursor: cursor.as_millisecond(),
+            next_due: next_due.map(|t| t.as_millisecond()),
+            by,
         })
+        .await
     }
 
     /// The job of window `w` under `contract` (the pipeline's spec).
@@ -332,92 +291,17 @@ impl Queue {
             job.validate()?;
             jobs.push(job);
         }
-        let definition = schedule.definition();
-        let mut inv = self.schedule_invocation(&scripts::SCHEDULE_TICK, schedule.name());
-        inv.key(self.keys.ready(&pipeline))
-            .key(self.keys.delayed(&pipeline))
-            .key(self.keys.wake(&pipeline));
-        inv.arg(self.name())
-            .arg(&pipeline)
-            .arg(schedule.name())
-            .arg(definition.digest())
-            .arg(if cursor.is_some() { "tick" } else { "trigger" })
-            .arg(cursor.map(|c| c.to_string()).unwrap_or_default())
-            .arg(schedule.catch_up_policy().as_str())
-            .arg(schedule.overlap_policy().as_str())
-            .arg(millis(schedule.grace_period()))
-            .arg(
-                due.next_due
-                    .map(|t| t.as_millisecond().to_string())
-                    .unwrap_or_default(),
-            )
-            .arg(due.left_out)
-            .arg(by)
-            .arg(due.windows.len());
         let ids: Vec<JobId> = jobs.iter().map(|_| JobId::default()).collect();
-        for ((w, job), id) in due.windows.iter().zip(&jobs).zip(&ids) {
-            inv.key(self.keys.job(id.as_str()));
-            inv.arg(w.start_ms()).arg(w.end_ms());
-            push_new_job(&mut inv, id, job);
-        }
-        let mut reply = Reply::new("schedule_tick", self.invoke(&inv).await?)?;
-        let status = reply.text()?;
-        match status.as_str() {
-            "OK" | "WAITING" => {
-                let cursor_text = reply.text()?;
-                let cursor = if cursor_text.is_empty() {
-                    0
-                } else {
-                    ms_of(&cursor_text, "cursor")?
-                };
-                let next = reply.text()?;
-                let next_due = if next.is_empty() || next == "inf" {
-                    None
-                } else {
-                    Some(ms_of(&next, "next due")?)
-                };
-                let now = ms_of(&reply.text()?, "now")?;
-                let mut windows = Vec::new();
-                while reply.remaining() >= 4 {
-                    let start_ms = ms_of(&reply.text()?, "window start")?;
-                    let outcome = reply.text()?;
-                    let job = reply.opt_text()?.map(|j| JobId::parse(&j)).transpose()?;
-                    let status = match reply.text()?.as_str() {
-                        "" => None,
-                        "created" => Some(EnqueueStatus::Created),
-                        "rerun" => Some(EnqueueStatus::Rerun),
-                        "existing" => Some(EnqueueStatus::Existing),
-                        "succeeded" => Some(EnqueueStatus::Succeeded),
-                        "paused" | "overlap" => None,
-                        other => return Err(protocol(format!("unknown enqueue status {other:?}"))),
-                    };
-                    windows.push(TickedWindow {
-                        start_ms,
-                        outcome,
-                        job,
-                        status,
-                    });
-                }
-                Ok(TickReply::Claimed {
-                    cursor,
-                    next_due,
-                    now,
-                    waiting: status == "WAITING",
-                    windows,
-                })
-            }
-            "EARLY" => Ok(TickReply::Early {
-                now: ms_of(&reply.text()?, "now")?,
-            }),
-            "MOVED" => Ok(TickReply::Moved {
-                cursor: ms_of(&reply.text()?, "cursor")?,
-            }),
-            "UNREGISTERED" => Ok(TickReply::Unregistered),
-            "VERSION" => Ok(TickReply::Version {
-                digest: reply.text()?,
-            }),
-            other => Err(protocol(format!("unknown status {other:?}"))),
-        }
+        self.run(&ScheduleTick {
+            schedule,
+            pipeline: &pipeline,
+            cursor,
+            due,
+            jobs: &jobs,
+            ids: &ids,
+            by,
+        })
+        .await
     }
 
     /// Pauses (`pause`) or resumes schedule `name`; returns whether it was paused.
@@ -428,23 +312,13 @@ impl Queue {
         by: &str,
         reason: &str,
     ) -> Result<bool> {
-        let mut inv = self.schedule_invocation(&scripts::SCHEDULE_STATE, name);
-        inv.arg(name)
-            .arg(if pause { "pause" } else { "resume" })
-            .arg(by)
-            .arg(reason);
-        let mut reply = Reply::new("schedule_state", self.invoke(&inv).await?)?;
-        match reply.text()?.as_str() {
-            "OK" => Ok(reply.text()? == "1"),
-            "NOT_FOUND" => Err(Error::UnknownSchedule {
-                queue: self.name().to_owned(),
-                schedule: name.to_owned(),
-            }),
-            other => Err(Error::Protocol {
-                script: "schedule_state",
-                detail: format!("unknown status {other:?}"),
-            }),
-        }
+        self.run(&ScheduleState {
+            name,
+            pause,
+            by,
+            reason,
+        })
+        .await
     }
 
     /// The names of the queue's schedules, by next due time.

@@ -35,6 +35,11 @@ impl<'a> ScriptCall<'a> {
         self
     }
 
+    /// How many arguments the call has so far.
+    pub(crate) fn arg_count(&self) -> usize {
+        self.args.len()
+    }
+
     /// The call as `FCALL <function> <numkeys> keys... args...`.
     pub(crate) fn fcall(&self) -> redis::Cmd {
         let mut cmd = redis::cmd("FCALL");

@@ -1,15 +1,17 @@
 //! The settler handle: how a job task asks its lease group's loop (see
 //! `lease_loop.rs`) to perform a holder operation in the loop's next `settle`
-//! batch, and waits for the operation's own reply.
+//! batch, and waits for the operation's own reply. The typed calls (start,
+//! checkpoint, finish, release) are those of [`Holder`], written once for
+//! this handle and for `Queue` alike.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 
 use crate::error::{Error, Result};
-use crate::lease::{Finished, Lease, Outcome, Started};
-use crate::settle::{HolderOp, HolderReply};
-use crate::state::JobState;
+use crate::lease::{Lease, Outcome};
+use crate::settle::{Holder, HolderCall, HolderOp, HolderReply};
 
 /// A holder operation a job task asks its group's settler to perform.
 pub(crate) enum Request {
@@ -124,73 +126,40 @@ impl Settler {
         rx.await
             .unwrap_or_else(|_| Err(Error::Pool("the worker's settler dropped a request".into())))
     }
-
-    /// LEASED → RUNNING, at `first_step`.
-    pub(crate) async fn start(
-        &self,
-        lease: &Arc<Lease>,
-        first_step: &'static str,
-    ) -> Result<Started, Error> {
-        match self
-            .call(lease, Request::Start { first_step }, None)
-            .await?
-        {
-            HolderReply::Started(s) => Ok(s),
-            other => Err(mismatch("start", &other)),
-        }
-    }
-
-    /// Records a completed step; the reply is a pending cancel request's reason.
-    pub(crate) async fn checkpoint(
-        &self,
-        lease: &Arc<Lease>,
-        step: &'static str,
-        output: &str,
-        next_step: Option<&'static str>,
-    ) -> Result<Option<String>, Error> {
-        let request = Request::Checkpoint {
-            step,
-            output: output.to_owned(),
-            next_step,
-        };
-        match self.call(lease, request, None).await? {
-            HolderReply::Checkpointed(c) => Ok(c),
-            other => Err(mismatch("checkpoint", &other)),
-        }
-    }
-
-    /// Ends the attempt, after checkpointing `last_step` (name and output) if
-    /// given; `slot` is the job's lease slot, freed once the request is batched.
-    pub(crate) async fn finish(
-        &self,
-        lease: &Arc<Lease>,
-        outcome: &Outcome,
-        last_step: Option<(&'static str, String)>,
-        slot: Option<OwnedSemaphorePermit>,
-    ) -> Result<Finished, Error> {
-        let request = Request::Finish {
-            outcome: outcome.clone(),
-            last_step,
-        };
-        match self.call(lease, request, slot).await? {
-            HolderReply::Finished(f) => Ok(f),
-            other => Err(mismatch("finish", &other)),
-        }
-    }
-
-    /// Hands an unstarted job back; the reply is its new state.
-    pub(crate) async fn release(&self, lease: &Arc<Lease>) -> Result<JobState, Error> {
-        match self.call(lease, Request::Release, None).await? {
-            HolderReply::Released(state) => Ok(state),
-            other => Err(mismatch("release", &other)),
-        }
-    }
 }
 
-/// The error for a reply of another operation's kind.
-fn mismatch(what: &str, reply: &HolderReply) -> Error {
-    Error::Protocol {
-        script: "settle",
-        detail: format!("a {what} got the reply {reply:?}"),
+/// The worker's holder calls: each a request in the lease loop's next batch.
+impl Holder<'static> for Settler {
+    type Lease = Arc<Lease>;
+    type Slot = Option<OwnedSemaphorePermit>;
+
+    fn perform<'a>(
+        &'a self,
+        lease: &'a Arc<Lease>,
+        call: HolderCall<'static, 'a>,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> impl Future<Output = Result<HolderReply>> + Send + 'a
+    where
+        'static: 'a,
+    {
+        // the request owns what it carries (it waits in the batch)
+        let request = match call {
+            HolderCall::Start { first_step } => Request::Start { first_step },
+            HolderCall::Checkpoint {
+                step,
+                output,
+                next_step,
+            } => Request::Checkpoint {
+                step,
+                output: output.to_owned(),
+                next_step,
+            },
+            HolderCall::Finish { outcome, last_step } => Request::Finish {
+                outcome: outcome.clone(),
+                last_step: last_step.map(|(s, o)| (s, o.to_owned())),
+            },
+            HolderCall::Release => Request::Release,
+        };
+        self.call(lease, request, slot)
     }
 }

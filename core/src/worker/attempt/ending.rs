@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 use super::{attempt_error, Attempt};
 use crate::lease::{Finished, Outcome};
 use crate::pipeline::{CleanupContext, CleanupReason, StepError, StopWhy};
+use crate::settle::Holder as _;
 use crate::worker::holder_call::{holder_call, Gone};
 use crate::worker::runner::AnyInput;
 use crate::worker::watchdog;
@@ -190,8 +191,8 @@ impl Attempt<'_> {
         let slot = std::sync::Mutex::new(active.take_lease_slot());
         match holder_call(active, "finish", || {
             let slot = slot.lock().ok().and_then(|mut s| s.take());
-            self.settler
-                .finish(lease, &outcome, last_step.clone(), slot)
+            let last_step = last_step.as_ref().map(|(s, o)| (*s, o.as_str()));
+            self.settler.finish(lease, &outcome, last_step, slot)
         })
         .await
         {

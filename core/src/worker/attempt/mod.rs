@@ -33,6 +33,7 @@ use crate::pipeline::StopWhy;
 use crate::pipeline::{CleanupReason, StepContext, StepError, StepSpec};
 use crate::queue::Queue;
 use crate::record::AttemptError;
+use crate::settle::Holder as _;
 use crate::worker::active::ActiveJob;
 use crate::worker::holder_call::{holder_call, Gone};
 use crate::worker::runner::{AnyInput, Runner};
