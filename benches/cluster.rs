@@ -41,39 +41,7 @@ use serde::{Deserialize, Serialize};
 /// The queue of shard `i` in the current run (set before each worker is built).
 static QUEUES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Only {
-    Run,
-}
-
-impl std::fmt::Display for Only {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("run")
-    }
-}
-
-impl std::str::FromStr for Only {
-    type Err = UnknownStep;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "run" => Ok(Only::Run),
-            _ => Err(UnknownStep {
-                pipeline: "w1",
-                name: s.into(),
-            }),
-        }
-    }
-}
-
-impl Steps for Only {
-    const ALL: &'static [Self] = &[Only::Run];
-    fn name(self) -> &'static str {
-        "run"
-    }
-    fn index(self) -> usize {
-        0
-    }
-}
+leasehold_testkit::step_enum!(Only for "w1": Run = "run");
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Input {

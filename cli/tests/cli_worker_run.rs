@@ -37,46 +37,7 @@ const POLL: Duration = Duration::from_millis(50);
 
 // ---- the pipeline -------------------------------------------------------------
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Step {
-    Fetch,
-    Load,
-    Aggregate,
-}
-
-impl std::fmt::Display for Step {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Step {
-    type Err = UnknownStep;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Step::ALL
-            .iter()
-            .copied()
-            .find(|x| x.name() == s)
-            .ok_or(UnknownStep {
-                pipeline: PIPELINE,
-                name: s.into(),
-            })
-    }
-}
-
-impl Steps for Step {
-    const ALL: &'static [Self] = &[Step::Fetch, Step::Load, Step::Aggregate];
-    fn name(self) -> &'static str {
-        match self {
-            Step::Fetch => "fetch",
-            Step::Load => "load",
-            Step::Aggregate => "aggregate",
-        }
-    }
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+leasehold_testkit::step_enum!(Step for PIPELINE: Fetch = "fetch", Load = "load", Aggregate = "aggregate");
 
 /// The job input: `slow` jobs run a long `load` on workers that hold them.
 #[derive(Debug, Clone, Serialize, Deserialize)]

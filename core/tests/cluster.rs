@@ -27,39 +27,7 @@ const WAIT: Duration = Duration::from_secs(60);
 /// How many times each job's step ran, by job id (every pipeline of the file).
 static RUNS: Mutex<BTreeMap<String, u32>> = Mutex::new(BTreeMap::new());
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Only {
-    Run,
-}
-
-impl std::fmt::Display for Only {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("run")
-    }
-}
-
-impl std::str::FromStr for Only {
-    type Err = UnknownStep;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "run" => Ok(Only::Run),
-            _ => Err(UnknownStep {
-                pipeline: "echo",
-                name: s.into(),
-            }),
-        }
-    }
-}
-
-impl Steps for Only {
-    const ALL: &'static [Self] = &[Only::Run];
-    fn name(self) -> &'static str {
-        "run"
-    }
-    fn index(self) -> usize {
-        0
-    }
-}
+leasehold_testkit::step_enum!(Only for "echo": Run = "run");
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Input {

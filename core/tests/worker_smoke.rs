@@ -9,44 +9,7 @@ use leasehold_core::{
 use leasehold_testkit::{wait_until_async, RedisCluster, RedisServer};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Step {
-    Double,
-    Add,
-}
-
-impl std::fmt::Display for Step {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Step {
-    type Err = UnknownStep;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Step::ALL
-            .iter()
-            .copied()
-            .find(|x| x.name() == s)
-            .ok_or(UnknownStep {
-                pipeline: "math",
-                name: s.into(),
-            })
-    }
-}
-
-impl Steps for Step {
-    const ALL: &'static [Self] = &[Step::Double, Step::Add];
-    fn name(self) -> &'static str {
-        match self {
-            Step::Double => "double",
-            Step::Add => "add",
-        }
-    }
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+leasehold_testkit::step_enum!(Step for "math": Double = "double", Add = "add");
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Input {

@@ -42,6 +42,7 @@
 //!   optionally replicas) with failover, slot migration and queue names per shard;
 //! * [`wait`]: [`wait_until`] and [`wait_until_async`];
 //! * [`binary`]: [`redis_server_binary`], where the `redis-server` comes from;
+//! * `steps`: [`step_enum!`], the step enum of a hand-written test pipeline;
 //! * `spawner` and `log` (private): the long-lived thread every server is
 //!   forked from, and reading the tail of a server's log.
 
@@ -54,6 +55,7 @@ mod log;
 pub mod proxy;
 pub mod server;
 mod spawner;
+mod steps;
 pub mod wait;
 
 pub use binary::redis_server_binary;
