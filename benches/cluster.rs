@@ -29,9 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold::pipeline::{
-    BoxFuture, Pipeline, PipelineOptions, StepContext, StepError, StepSpec, Steps, UnknownStep,
-};
+use leasehold::pipeline::{BoxFuture, Pipeline, PipelineOptions, StepContext, StepError, StepSpec};
 use leasehold::queue::{Client, JobId, NewJob, Queue, QueueConfig};
 use leasehold::redis;
 use leasehold::worker::Worker;
@@ -41,7 +39,7 @@ use serde::{Deserialize, Serialize};
 /// The queue of shard `i` in the current run (set before each worker is built).
 static QUEUES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 
-leasehold_testkit::step_enum!(Only for "w1": Run = "run");
+leasehold_testkit::step_enum!(Only, "w1"; Run = "run");
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Input {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use leasehold_core::{
     BoxFuture, CleanupContext, CleanupReason, JobId, JobState, Pipeline, PipelineOptions, Queue,
-    QueueConfig, RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep, Worker,
+    QueueConfig, RetryPolicy, StepContext, StepError, StepSpec, Worker,
 };
 use leasehold_testkit::RedisServer;
 use serde::{Deserialize, Serialize};
@@ -37,7 +37,7 @@ const POLL: Duration = Duration::from_millis(50);
 
 // ---- the pipeline -------------------------------------------------------------
 
-leasehold_testkit::step_enum!(Step for PIPELINE: Fetch = "fetch", Load = "load", Aggregate = "aggregate");
+leasehold_testkit::step_enum!(Step, PIPELINE; Fetch = "fetch", Load = "load", Aggregate = "aggregate");
 
 /// The job input: `slow` jobs run a long `load` on workers that hold them.
 #[derive(Debug, Clone, Serialize, Deserialize)]

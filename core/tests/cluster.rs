@@ -11,7 +11,7 @@ use std::time::Duration;
 use leasehold_core::redis::{self, Value};
 use leasehold_core::{
     discover_queues, BoxFuture, Client, EventFollower, JobId, JobState, Pipeline, PipelineOptions,
-    Queue, QueueConfig, RetryPolicy, StepContext, StepError, StepSpec, Steps, UnknownStep, Worker,
+    Queue, QueueConfig, RetryPolicy, StepContext, StepError, StepSpec, Worker,
 };
 use leasehold_testkit::{wait_until_async, RedisCluster};
 use serde::{Deserialize, Serialize};
@@ -27,7 +27,7 @@ const WAIT: Duration = Duration::from_secs(60);
 /// How many times each job's step ran, by job id (every pipeline of the file).
 static RUNS: Mutex<BTreeMap<String, u32>> = Mutex::new(BTreeMap::new());
 
-leasehold_testkit::step_enum!(Only for "echo": Run = "run");
+leasehold_testkit::step_enum!(Only, "echo"; Run = "run");
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Input {

@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use leasehold_core::{
     BoxFuture, Client, JobState, Pipeline, PipelineOptions, QueueConfig, RetryPolicy, StepContext,
-    StepError, StepSpec, Steps, UnknownStep, Worker,
+    StepError, StepSpec, Worker,
 };
 use leasehold_testkit::{wait_until_async, RedisCluster, RedisServer};
 use serde::{Deserialize, Serialize};
 
-leasehold_testkit::step_enum!(Step for "math": Double = "double", Add = "add");
+leasehold_testkit::step_enum!(Step, "math"; Double = "double", Add = "add");
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Input {

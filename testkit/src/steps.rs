@@ -8,11 +8,11 @@
 /// depend on `leasehold-core`.
 ///
 /// ```ignore
-/// leasehold_testkit::step_enum!(Step for "sync": Fetch = "fetch", Load = "load");
+/// leasehold_testkit::step_enum!(Step, "sync"; Fetch = "fetch", Load = "load");
 /// ```
 #[macro_export]
 macro_rules! step_enum {
-    ($name:ident for $pipeline:expr: $($variant:ident = $step:literal),+ $(,)?) => {
+    ($name:ident, $pipeline:expr; $($variant:ident = $step:literal),+ $(,)?) => {
         /// The steps of the test pipeline, in order.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
         enum $name {
