@@ -22,6 +22,7 @@
 //! # }
 //! ```
 
+pub mod answers;
 pub mod client;
 pub mod config;
 pub mod contract;

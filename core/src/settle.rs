@@ -19,17 +19,10 @@ use crate::queue::Queue;
 use crate::state::JobState;
 use crate::wire::ops::settle::Settle;
 
+pub use crate::wire::ops::settle::Settled;
+
 pub use crate::wire::holder::{HolderOp, HolderReply};
 pub use crate::wire::lease::LeaseRequest;
-
-/// What a [`Queue::settle`] call did.
-#[derive(Debug)]
-pub struct Settled {
-    /// One reply per operation, in order: each succeeds or is refused on its own.
-    pub replies: Vec<Result<HolderReply>>,
-    /// The jobs leased.
-    pub leased: Leased,
-}
 
 impl Queue {
     /// Performs many holder operations and takes new leases in one round trip.

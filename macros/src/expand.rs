@@ -8,6 +8,7 @@ use syn::ext::IdentExt;
 use syn::{Ident, LitStr};
 
 use crate::errors::Errors;
+use crate::fields::checked_input;
 use crate::model::{self, Model, Param, Step};
 use crate::options::Retry;
 use crate::parse;
@@ -346,30 +347,6 @@ fn key_fn(fn_name: &Ident, template: &Template, input_ty: &syn::Type) -> TokenSt
     quote! {
         fn #fn_name(#param: &Self::Input) -> ::core::option::Option<::std::string::String> {
             ::core::option::Option::Some(#value)
-        }
-    }
-}
-
-/// `input` (a `&Input`) once the constant `message` built from the input's
-/// field list is empty: when it is not, its evaluation fails with the
-/// message at `span`, and the value's type becomes an error, so rustc adds
-/// no "no field" of its own at the accesses that follow.
-pub(crate) fn checked_input(
-    input_ty: &syn::Type,
-    input: &Ident,
-    message: TokenStream,
-    span: Span,
-) -> TokenStream {
-    quote_spanned! {span=>
-        {
-            #[allow(unused_imports)]
-            use ::leasehold::__private::fields::NoFields as _;
-            const MESSAGE: ::leasehold::__private::fields::Message = #message;
-            const OK: bool = match MESSAGE.text() {
-                ::core::option::Option::Some(text) => ::core::panic!("{}", text),
-                ::core::option::Option::None => true,
-            };
-            <#input_ty as ::leasehold::__private::fields::Pass<OK>>::pass(#input)
         }
     }
 }

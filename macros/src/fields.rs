@@ -3,10 +3,10 @@
 //! `window` read (a leasehold message naming the field and the fields there
 //! are, instead of rustc's "no field").
 
-use proc_macro2::TokenStream;
-use quote::quote;
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
 use syn::ext::IdentExt;
-use syn::{Data, DeriveInput, Fields};
+use syn::{Data, DeriveInput, Fields, Ident};
 
 /// The derive: `impl InputFields` with the type's name and its fields.
 pub(crate) fn derive(item: TokenStream) -> TokenStream {
@@ -48,6 +48,30 @@ pub(crate) fn derive(item: TokenStream) -> TokenStream {
         impl #impl_generics ::leasehold::__private::fields::InputFields for #ident #type_generics #where_clause {
             const TYPE_NAME: &'static str = #type_name;
             const FIELDS: &'static [&'static str] = &[#(#fields),*];
+        }
+    }
+}
+
+/// `input` (a `&Input`) once the constant `message` built from the input's
+/// field list is empty: when it is not, its evaluation fails with the
+/// message at `span`, and the value's type becomes an error, so rustc adds
+/// no "no field" of its own at the accesses that follow.
+pub(crate) fn checked_input(
+    input_ty: &syn::Type,
+    input: &Ident,
+    message: TokenStream,
+    span: Span,
+) -> TokenStream {
+    quote_spanned! {span=>
+        {
+            #[allow(unused_imports)]
+            use ::leasehold::__private::fields::NoFields as _;
+            const MESSAGE: ::leasehold::__private::fields::Message = #message;
+            const OK: bool = match MESSAGE.text() {
+                ::core::option::Option::Some(text) => ::core::panic!("{}", text),
+                ::core::option::Option::None => true,
+            };
+            <#input_ty as ::leasehold::__private::fields::Pass<OK>>::pass(#input)
         }
     }
 }

@@ -12,6 +12,7 @@
 
 use proc_macro::TokenStream;
 
+mod case;
 mod errors;
 mod expand;
 mod fields;

@@ -217,7 +217,7 @@ pub(crate) fn expand(d: &ScheduleDecl, pipeline_name: &str, input: &syn::Type) -
             ::leasehold::__private::fields::Probe::<#input>::FIELDS,
         )
     };
-    let checked = crate::expand::checked_input(input, &input_ident, message, d.span);
+    let checked = crate::fields::checked_input(input, &input_ident, message, d.span);
     let check = quote_spanned! {d.span=>
         #[allow(dead_code)]
         fn __leasehold_schedule_window(#input_ident: &#input) {

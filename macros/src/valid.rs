@@ -13,8 +13,8 @@ use syn::{
     Signature, Type,
 };
 
+use crate::case::pascal_case;
 use crate::errors::Errors;
-use crate::model::pascal_case;
 use crate::template::Template;
 
 /// Checks the impl block itself; returns the pipeline type's name.

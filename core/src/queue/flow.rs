@@ -14,18 +14,7 @@ use crate::round_trip::{escape_glob, scan_pages};
 use crate::wire::ops::limit::Limit;
 use crate::wire::ops::pause::Pause as PauseOp;
 
-/// What a pause or resume call did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PauseChange {
-    /// Paused now.
-    Paused,
-    /// It was paused already (the marker is applied again to every pipeline given).
-    AlreadyPaused,
-    /// Resumed now.
-    Resumed,
-    /// It was not paused.
-    NotPaused,
-}
+pub use crate::answers::PauseChange;
 
 /// The record of a pause, as `pause.lua` writes it.
 #[derive(serde::Deserialize)]

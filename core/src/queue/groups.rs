@@ -7,8 +7,6 @@
 //! A group and its children live in one queue (one hash tag): every count is
 //! updated by the script that moves the child, in the same call.
 
-use serde::Serialize;
-
 use crate::error::{Error, Result};
 use crate::group::{check_group_name, GroupStatus};
 use crate::id::JobId;
@@ -22,20 +20,11 @@ use crate::wire::ops::group_retry::GroupRetry;
 use crate::wire::ops::group_seal::GroupSeal;
 use crate::wire::ops::{group_key, groups_key};
 
+pub use crate::answers::{GroupCancelled, GroupRetried};
+
 /// Children a `group_cancel` or `group_retry` call acts on (one script call
 /// per batch: each is bounded, and the group keeps the cursor between them).
 const GROUP_BATCH: usize = 200;
-
-/// What cancelling a group did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct GroupCancelled {
-    /// QUEUED children cancelled at once.
-    pub cancelled: usize,
-    /// LEASED or RUNNING children given a cancel request their holders honour.
-    pub requested: usize,
-    /// Children that ended meanwhile (nothing to do).
-    pub skipped: usize,
-}
 
 impl Queue {
     /// The key of group `name` (its hash; the children, children's states and
@@ -163,15 +152,4 @@ impl Queue {
         })
         .await
     }
-}
-
-/// What one `group_retry` call did.
-#[derive(Debug)]
-pub struct GroupRetried {
-    /// Children given a new attempt.
-    pub retried: Vec<JobId>,
-    /// Children refused, with the reason.
-    pub refused: Vec<(JobId, Error)>,
-    /// Whether every child was handled (no batch is left).
-    pub done: bool,
 }

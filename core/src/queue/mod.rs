@@ -34,13 +34,14 @@ use deadpool_redis::redis::{self, RedisError, Value};
 
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
-use crate::id::JobId;
 pub use crate::pool::connect_pool;
 use crate::pool::{Multiplexed, RedisConn, RedisPool};
 use crate::wire::args::millis;
 use crate::wire::call::ScriptCall;
 use crate::wire::keys::QueueKeys;
 use crate::wire::ops::ScriptOp;
+
+pub use crate::answers::{EnqueueStatus, Enqueued};
 use crate::wire::scripts::{self, LuaScript};
 
 /// A client of one queue. Cheap to clone; clones share the connection pool.
@@ -60,47 +61,6 @@ impl std::fmt::Debug for Queue {
         f.debug_struct("Queue")
             .field("base", &self.keys.base())
             .finish_non_exhaustive()
-    }
-}
-
-/// The reply to `enqueue`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Enqueued {
-    /// The job's id (an existing job's, when `created` is false).
-    pub id: JobId,
-    /// Whether a job was created (`status` is `Created` or `Rerun`).
-    pub created: bool,
-    /// What the enqueue did.
-    pub status: EnqueueStatus,
-    /// For a re-run: the input key's previous latest job.
-    pub previous: Option<JobId>,
-}
-
-/// What an enqueue did with one job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum EnqueueStatus {
-    /// A new job (no earlier job had its input key within the input window).
-    Created,
-    /// A new job, linked to the key's previous job (which ended FAILED,
-    /// CANCELLED or resolved by an operator, or SUCCEEDED and a re-run was asked).
-    Rerun,
-    /// A job with the same input key (or id) is not finished: that job is the answer.
-    Existing,
-    /// The key's latest job SUCCEEDED: that job is the answer (ask for a re-run to run it again).
-    Succeeded,
-}
-
-impl EnqueueStatus {
-    /// The status as the enqueue script names it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EnqueueStatus::Created => "created",
-            EnqueueStatus::Rerun => "rerun",
-            EnqueueStatus::Existing => "existing",
-            EnqueueStatus::Succeeded => "succeeded",
-        }
     }
 }
 

@@ -11,7 +11,7 @@ use crate::contract::{Contract, EnqueueOptions};
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
-use crate::queue::{EnqueueStatus, Queue};
+use crate::queue::Queue;
 use crate::schedule::{DueWindows, Schedule, ScheduleDefinition, Window};
 use crate::state::JobState;
 pub(crate) use crate::wire::ops::schedule_register::Registered;
@@ -19,53 +19,7 @@ use crate::wire::ops::schedule_register::ScheduleRegister;
 use crate::wire::ops::schedule_state::ScheduleState;
 use crate::wire::ops::schedule_tick::ScheduleTick;
 
-/// One window a tick claimed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TickedWindow {
-    /// The window's start (ms).
-    pub start_ms: i64,
-    /// `enqueued`, `caught_up`, `skipped`, `missed` or `triggered`.
-    pub outcome: String,
-    /// The window's job (created now, or the one its input key already had).
-    pub job: Option<JobId>,
-    /// What the enqueue did, for a window with a job.
-    pub status: Option<EnqueueStatus>,
-}
-
-/// The reply of a tick claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TickReply {
-    /// Windows were claimed (`waiting`: the overlap policy holds the next one).
-    Claimed {
-        /// The cursor after the call (ms).
-        cursor: i64,
-        /// The next due time (ms), `None` when the schedule ended.
-        next_due: Option<i64>,
-        /// Redis TIME at the call (ms).
-        now: i64,
-        /// Whether a window is held by the `wait` overlap policy.
-        waiting: bool,
-        /// The claimed windows, oldest first.
-        windows: Vec<TickedWindow>,
-    },
-    /// No window was due yet on Redis time.
-    Early {
-        /// Redis TIME at the call (ms).
-        now: i64,
-    },
-    /// Another replica moved the cursor: recompute from this one.
-    Moved {
-        /// The cursor Redis holds (ms).
-        cursor: i64,
-    },
-    /// Redis has no such schedule (flushed): register it again.
-    Unregistered,
-    /// Redis holds another definition of the schedule (another build registered last).
-    Version {
-        /// The digest Redis holds.
-        digest: String,
-    },
-}
+pub use crate::answers::{TickReply, TickedWindow};
 
 /// One entry of a schedule's ticks stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

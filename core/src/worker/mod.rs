@@ -53,7 +53,7 @@ pub use self::builder::WorkerBuilder;
 use self::runner::Runner;
 use self::shared::{RedisSource, Shared};
 pub use self::sweeper::sweep_queues;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::metrics::Metrics;
 pub(crate) use crate::pipeline::StopWhy;
 use crate::pipeline::{queue_of, Pipeline};
@@ -171,7 +171,9 @@ impl Worker {
                 async move { stop.cancelled().await },
             )
             .await
-            .map_err(|e| Error::InvalidArgument(format!("cannot serve metrics on {addr}: {e}")))?;
+            .map_err(|e| {
+                crate::error::Error::InvalidArgument(format!("cannot serve metrics on {addr}: {e}"))
+            })?;
         }
         let mut loops = JoinSet::new();
         for group in self.groups {

@@ -5,11 +5,11 @@
 use deadpool_redis::redis::Value;
 
 use super::{enqueue_status, group_not_found, ScriptOp};
+use crate::answers::{EnqueueStatus, Enqueued};
 use crate::error::{Error, Result};
 use crate::group::{encode_dependencies, Dependency};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
-use crate::queue::{EnqueueStatus, Enqueued};
 use crate::wire::call::ScriptCall;
 use crate::wire::keys::QueueKeys;
 use crate::wire::new_job::push_new_job;

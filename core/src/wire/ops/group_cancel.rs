@@ -3,8 +3,8 @@
 use deadpool_redis::redis::Value;
 
 use super::{group_batch_status, group_key, ScriptOp};
+use crate::answers::GroupCancelled;
 use crate::error::Result;
-use crate::queue::GroupCancelled;
 use crate::wire::call::ScriptCall;
 use crate::wire::keys::QueueKeys;
 use crate::wire::reply::Reply;

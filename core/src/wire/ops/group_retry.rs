@@ -4,10 +4,10 @@
 use deadpool_redis::redis::Value;
 
 use super::{group_batch_status, group_key, retry_mode, ScriptOp};
+use crate::answers::GroupRetried;
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::lease::RetryMode;
-use crate::queue::GroupRetried;
 use crate::wire::call::ScriptCall;
 use crate::wire::keys::QueueKeys;
 use crate::wire::reply::Reply;

@@ -197,8 +197,8 @@ fn ms_of(script: &'static str, text: &str, what: &str) -> Result<i64> {
 }
 
 /// An enqueue status as `lib/create` names it.
-fn enqueue_status(text: &str) -> Option<crate::queue::EnqueueStatus> {
-    use crate::queue::EnqueueStatus;
+fn enqueue_status(text: &str) -> Option<crate::answers::EnqueueStatus> {
+    use crate::answers::EnqueueStatus;
     match text {
         "created" => Some(EnqueueStatus::Created),
         "rerun" => Some(EnqueueStatus::Rerun),

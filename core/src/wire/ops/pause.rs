@@ -3,8 +3,8 @@
 use deadpool_redis::redis::Value;
 
 use super::ScriptOp;
+use crate::answers::PauseChange;
 use crate::error::{Error, Result};
-use crate::queue::PauseChange;
 use crate::wire::call::ScriptCall;
 use crate::wire::keys::QueueKeys;
 use crate::wire::reply::Reply;

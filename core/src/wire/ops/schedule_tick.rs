@@ -5,10 +5,10 @@
 use deadpool_redis::redis::Value;
 
 use super::{enqueue_status, ms_of, schedule_keys, ScriptOp};
+use crate::answers::{TickReply, TickedWindow};
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
-use crate::queue::{TickReply, TickedWindow};
 use crate::schedule::{DueWindows, Schedule};
 use crate::wire::args::millis;
 use crate::wire::call::ScriptCall;

@@ -8,13 +8,22 @@ use deadpool_redis::redis::Value;
 use super::ScriptOp;
 use crate::error::{Error, Result};
 use crate::lease::Leased;
-use crate::settle::{HolderOp, LeaseRequest, Settled};
 use crate::wire::args::{lock_ttl, millis};
 use crate::wire::call::ScriptCall;
+use crate::wire::holder::{HolderOp, HolderReply};
 use crate::wire::keys::QueueKeys;
-use crate::wire::lease::read_leased;
+use crate::wire::lease::{read_leased, LeaseRequest};
 use crate::wire::reply::Reply;
 use crate::wire::scripts::{self, LuaScript};
+
+/// What a `Queue::settle` call did.
+#[derive(Debug)]
+pub struct Settled {
+    /// One reply per operation, in order: each succeeds or is refused on its own.
+    pub replies: Vec<Result<HolderReply>>,
+    /// The jobs leased.
+    pub leased: Leased,
+}
 
 /// A settle call: `ops` (validated), then `lease` (validated, asking for
 /// something) when given; `ttl` renews checkpoints and the new leases. With
