@@ -30,13 +30,23 @@
 --- @include "lib/args"
 --- @include "lib/groups"
 --- @include "lib/stats"
+-- The stats counter (lib/stats) of each terminal outcome.
+local OUTCOME_COUNTER = { SUCCEEDED = 'succeeded', FAILED = 'failed', CANCELLED = 'cancelled' }
+
+-- Appends `field` and `value` to the list `sets` of an HSET (a function of
+-- the library, not a closure made afresh for every finish).
+local function add_pair(sets, field, value)
+  local n = #sets
+  sets[n + 1], sets[n + 2] = field, value
+end
+
 local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
     reason, res, interrupted, last_step, last_output)
   if not TERMINAL[outcome] then return { 'BAD_ARG', 'outcome' } end
   if type(backoff) ~= 'number' or backoff < 0 then return { 'BAD_ARG', 'backoff' } end
   local used_up = retryable == 'used_up'
   retryable = retryable == '1' or used_up
-  local j = load_fields(jk, HOT_FIELDS, {})
+  local j = load_hot(jk)
   -- A worker shutting down with a cancel pending (not yet seen by it) ends the
   -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
   -- Decided before the table is asked, so the move checked is the one made.
@@ -64,11 +74,10 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     if corrupt then return corrupt end
   end
   local now = now_ms()
-  local f = { j.id, j.attempt, j.max_attempts, j.worker, j.state, j.priority, j.input_key, j.cancel_reason }
-  local id, attempt, worker, from = f[1], tonumber(f[2]), f[4], f[5]
+  local id, attempt, worker, from = j.id, tonumber(j.attempt), j.worker, j.state
   -- A pending cancel request stops the job: no new attempt would honour it (the
   -- request would be cleared with the episode), so the attempt ends FAILED, keeping it.
-  local cancel_pending = f[8] and f[8] ~= ''
+  local cancel_pending = j.cancel_reason and j.cancel_reason ~= ''
   -- whether the attempt is retried; decided (and what it reads checked) before any write
   local retried = false
   if outcome == 'FAILED' and not cancel_pending then
@@ -84,12 +93,8 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     corrupt = corrupt_field(j, { 'priority' })
     if corrupt then return corrupt end
   end
-  -- every field this call sets, written with one HSET at the end
+  -- every field this call sets (field, value, ...), written with one HSET at the end
   local sets = {}
-  local function set(field, value)
-    sets[#sets + 1] = field
-    sets[#sets + 1] = value
-  end
   local steps_changed = false
   if last_step and last_step ~= '' and j.state == 'RUNNING' then
     local steps = j.steps or ''
@@ -97,9 +102,9 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
       if steps ~= '' then steps = steps .. ',' end
       j.steps = steps .. step_entry(last_step, now, j.started_at)
       steps_changed = true
-      set('last_step', last_step)
+      add_pair(sets, 'last_step', last_step)
       -- written only when the step returned something (absent: JSON null)
-      if last_output ~= 'null' then set('out:' .. last_step, last_output) end
+      if last_output ~= 'null' then add_pair(sets, 'out:' .. last_step, last_output) end
     end
   end
   if cleanup then j.cleanup_needed = '1' end
@@ -118,12 +123,12 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   -- never gets another attempt, so nothing ever needs to move it out.
   local plain = outcome == 'SUCCEEDED' and reason == ''
   if plain then
-    if steps_changed then set('steps', j.steps) end
+    if steps_changed then add_pair(sets, 'steps', j.steps) end
   elseif not append_attempt(id, attempt, record_of(j, outcome, now, extra)) then
     -- the record first: nothing is written before it, so an existing one refuses the call cleanly
     return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
   end
-  set('updated_at', now_s())
+  add_pair(sets, 'updated_at', now_s())
   release_lock_at(lk, pk, res, id)
   flow_release(j.flow, id)
   unlease(batch.ix, id)
@@ -134,24 +139,29 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     redis.call('HDEL', jk, 'step', unpack(ATTEMPT_FIELDS))
   end
   -- an accepted cancel the job outran: its finish event says so
-  if outcome == 'SUCCEEDED' and reason == '' and f[8] and f[8] ~= '' then
+  if outcome == 'SUCCEEDED' and reason == '' and cancel_pending then
     local by = (j.cancel_by and j.cancel_by ~= '') and j.cancel_by or '?'
     message = 'completed first: the cancel requested by ' .. by .. ' was not honoured'
   end
-  emit(batch.events, 'finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
+  -- the attempt as its field holds it (checked above: digits only), which is
+  -- how the number prints when it has no leading zero and under 15 digits,
+  -- without formatting it again
+  local attempt_text = (#j.attempt <= 14 and string.byte(j.attempt) ~= 48) and j.attempt or attempt
+  emit(batch.events, 'finish', id, attempt_text, from, outcome, worker,
+    reason ~= '' and reason or message)
 
   if retried then
     local next_attempt = attempt + 1
     local not_before = now + backoff
     redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
-    set('state', 'QUEUED')
-    set('attempt', next_attempt)
-    set('not_before', fmt(not_before))
+    add_pair(sets, 'state', 'QUEUED')
+    add_pair(sets, 'attempt', next_attempt)
+    add_pair(sets, 'not_before', fmt(not_before))
     redis.call('HSET', jk, unpack(sets))
     if backoff > 0 then
       redis.call('ZADD', k_delayed, fmt(not_before), id)
     else
-      redis.call('ZADD', k_ready, ready_score(f[6], now), id)
+      redis.call('ZADD', k_ready, ready_score(j.priority, now), id)
     end
     local why = 'automatic retry, backoff ' .. fmt(backoff) .. ' ms'
     if interrupted then why = 'new attempt after a worker shutdown' end
@@ -161,12 +171,12 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     count_outcome(batch.stats, j.pipeline, 'retried')
     return { 'RETRY', next_attempt, fmt(not_before) }
   end
-  if cleanup then set('cleanup_needed', '1') end
-  set('state', outcome)
+  if cleanup then add_pair(sets, 'cleanup_needed', '1') end
+  add_pair(sets, 'state', outcome)
   redis.call('HSET', jk, unpack(sets))
   free_input_key(j.input_key, id, outcome, now)
   index_done(batch.ix, now_s(), id)
   if j.links then links_moved(batch.events, jk, id, outcome, now) end
-  count_outcome(batch.stats, j.pipeline, string.lower(outcome))
+  count_outcome(batch.stats, j.pipeline, OUTCOME_COUNTER[outcome])
   return { 'OK', outcome }
 end
