@@ -2,22 +2,10 @@
 -- settle runs its operations (an index batch, passed to each transition), then
 -- applied with one command each by flush_indexes before settle leases or purges.
 --- @include "lib/keys"
---- @include "lib/time"
 
 -- A new, empty index batch.
 local function index_batch()
   return { renewed = {}, unleased = {}, done = {} }
-end
-
--- The lease deadline `now` + `ttl` ms as text, formatted once per batch (a
--- call's operations and its lease share one clock and one ttl).
-local function deadline_text(ix, now, ttl)
-  local d = ix.deadline
-  if not d or ix.deadline_ttl ~= ttl then
-    d = fmt(now + ttl)
-    ix.deadline, ix.deadline_ttl = d, ttl
-  end
-  return d
 end
 
 -- Moves `id`'s deadline in the lease index to `deadline` (text), if it is there.

@@ -40,8 +40,13 @@ local function checkpoint(batch, jk, lk, token, step, output, next_step, ttl, lo
   if holder and holder ~= f[1] then return { 'LOST', f[4] } end
   local steps = f[2] or ''
   -- (the lease deadline is the lease index's score only: relet below; the
-  -- same for every operation of the call, formatted once: lib/indexes)
-  local deadline = deadline_text(batch.ix, now, ttl)
+  -- same for every checkpoint of the call, whose clock and ttl are one, so
+  -- formatted once and kept in the call's index batch)
+  local deadline = batch.ix.deadline
+  if not deadline then
+    deadline = fmt(now + ttl)
+    batch.ix.deadline = deadline
+  end
   if not string.find(',' .. steps, ',' .. step .. '@', 1, true) then
     if steps ~= '' then steps = steps .. ',' end
     steps = steps .. step_entry(step, now, f[6])

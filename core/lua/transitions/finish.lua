@@ -30,23 +30,13 @@
 --- @include "lib/args"
 --- @include "lib/groups"
 --- @include "lib/stats"
--- The stats counter (lib/stats) of each terminal outcome.
-local OUTCOME_COUNTER = { SUCCEEDED = 'succeeded', FAILED = 'failed', CANCELLED = 'cancelled' }
-
--- Appends `field` and `value` to the list `sets` of an HSET (a function of
--- the library, not a closure made afresh for every finish).
-local function add_pair(sets, field, value)
-  local n = #sets
-  sets[n + 1], sets[n + 2] = field, value
-end
-
 local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
     reason, res, interrupted, last_step, last_output)
   if not TERMINAL[outcome] then return { 'BAD_ARG', 'outcome' } end
   if type(backoff) ~= 'number' or backoff < 0 then return { 'BAD_ARG', 'backoff' } end
   local used_up = retryable == 'used_up'
   retryable = retryable == '1' or used_up
-  local j = load_hot(jk)
+  local j = load_fields(jk, HOT_FIELDS, {})
   -- A worker shutting down with a cancel pending (not yet seen by it) ends the
   -- attempt CANCELLED: that is what the operator asked for, and nothing failed.
   -- Decided before the table is asked, so the move checked is the one made.
@@ -93,8 +83,9 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     corrupt = corrupt_field(j, { 'priority' })
     if corrupt then return corrupt end
   end
-  -- every field this call sets (field, value, ...), written with one HSET at the end
-  local sets = {}
+  -- every field this call sets (field, value, ...), written with one HSET at
+  -- the end; `ns` counts them (no closure made afresh for every finish)
+  local sets, ns = {}, 0
   local steps_changed = false
   if last_step and last_step ~= '' and j.state == 'RUNNING' then
     local steps = j.steps or ''
@@ -102,9 +93,9 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
       if steps ~= '' then steps = steps .. ',' end
       j.steps = steps .. step_entry(last_step, now, j.started_at)
       steps_changed = true
-      add_pair(sets, 'last_step', last_step)
+      sets[1], sets[2], ns = 'last_step', last_step, 2
       -- written only when the step returned something (absent: JSON null)
-      if last_output ~= 'null' then add_pair(sets, 'out:' .. last_step, last_output) end
+      if last_output ~= 'null' then sets[3], sets[4], ns = 'out:' .. last_step, last_output, 4 end
     end
   end
   if cleanup then j.cleanup_needed = '1' end
@@ -123,12 +114,12 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   -- never gets another attempt, so nothing ever needs to move it out.
   local plain = outcome == 'SUCCEEDED' and reason == ''
   if plain then
-    if steps_changed then add_pair(sets, 'steps', j.steps) end
+    if steps_changed then sets[ns + 1], sets[ns + 2], ns = 'steps', j.steps, ns + 2 end
   elseif not append_attempt(id, attempt, record_of(j, outcome, now, extra)) then
     -- the record first: nothing is written before it, so an existing one refuses the call cleanly
     return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
   end
-  add_pair(sets, 'updated_at', now_s())
+  sets[ns + 1], sets[ns + 2], ns = 'updated_at', now_s(), ns + 2
   release_lock_at(lk, pk, res, id)
   flow_release(j.flow, id)
   unlease(batch.ix, id)
@@ -154,9 +145,8 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     local next_attempt = attempt + 1
     local not_before = now + backoff
     redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
-    add_pair(sets, 'state', 'QUEUED')
-    add_pair(sets, 'attempt', next_attempt)
-    add_pair(sets, 'not_before', fmt(not_before))
+    sets[ns + 1], sets[ns + 2], sets[ns + 3], sets[ns + 4] = 'state', 'QUEUED', 'attempt', next_attempt
+    sets[ns + 5], sets[ns + 6] = 'not_before', fmt(not_before)
     redis.call('HSET', jk, unpack(sets))
     if backoff > 0 then
       redis.call('ZADD', k_delayed, fmt(not_before), id)
@@ -171,12 +161,12 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     count_outcome(batch.stats, j.pipeline, 'retried')
     return { 'RETRY', next_attempt, fmt(not_before) }
   end
-  if cleanup then add_pair(sets, 'cleanup_needed', '1') end
-  add_pair(sets, 'state', outcome)
+  if cleanup then sets[ns + 1], sets[ns + 2], ns = 'cleanup_needed', '1', ns + 2 end
+  sets[ns + 1], sets[ns + 2] = 'state', outcome
   redis.call('HSET', jk, unpack(sets))
   free_input_key(j.input_key, id, outcome, now)
   index_done(batch.ix, now_s(), id)
   if j.links then links_moved(batch.events, jk, id, outcome, now) end
-  count_outcome(batch.stats, j.pipeline, OUTCOME_COUNTER[outcome])
+  count_outcome(batch.stats, j.pipeline, outcome == 'SUCCEEDED' and 'succeeded' or string.lower(outcome))
   return { 'OK', outcome }
 end

@@ -36,7 +36,6 @@
 --- @include "lib/quarantine"
 --- @include "lib/flow"
 --- @include "lib/groups"
---- @include "lib/indexes"
 
 -- The fields lease reads from a job hash (HMGET order); `group` is a group's
 -- child (lib/groups: counted LEASED there), `trace` the enqueuer's trace
@@ -227,7 +226,7 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
   if taken > 0 then
     -- fencing tokens for the taken jobs in one step, in the order they were taken
     local fence = redis.call('INCRBY', K_FENCE, taken) - taken
-    local deadline = deadline_text(batch.ix, now, ttl)
+    local deadline = fmt(now + ttl)
     local index = {}
     local now_text = now_s()
     for t = 1, taken do
