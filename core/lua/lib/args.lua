@@ -25,9 +25,10 @@ local function flag_value(v)
   return FLAGS[v]
 end
 
--- A step name as a `steps` entry can hold it: not empty, no ',' or '@'.
+-- A step name as a `steps` entry can hold it: not empty, no ',' or '@'
+-- (two plain searches: cheaper than one character-class pattern).
 local function is_step_name(v)
-  return type(v) == 'string' and v ~= '' and not string.find(v, '[,@]')
+  return type(v) == 'string' and v ~= '' and not string.find(v, ',', 1, true) and not string.find(v, '@', 1, true)
 end
 
 -- A short, printable rendering of an argument or field for a message.
@@ -81,10 +82,10 @@ local function field_rules()
 end
 
 -- Whether `v` is a plain integer field of at least 1 (an attempt number):
--- the fast check transitions make on every job, building nothing.
+-- the fast check transitions make on every job, building nothing. One
+-- anchored pattern (digits only, the first not '0', at most 15).
 local function is_count(v)
-  return type(v) == 'string' and v ~= '' and #v <= 15 and not string.find(v, '%D') and v ~= '0'
-    and not string.find(v, '^0')
+  return type(v) == 'string' and #v <= 15 and string.find(v, '^[1-9]%d*$') ~= nil
 end
 
 -- Whether a job's `id` and `attempt` fields are well formed (the fast path of

@@ -22,7 +22,8 @@ local EVENTS_PER_ENTRY = 64
 
 -- A new event log.
 local function event_log(trim_each)
-  return { trim_each = trim_each, emitted = false, held = nil, held_by = nil, held_n = 0, entries = 0, events = 0 }
+  return { trim_each = trim_each, emitted = false, held = nil, held_by = nil, held_n = 0, entries = 0, events = 0,
+    plain_by = nil }
 end
 
 -- Writes the events `log` gathered as one stream entry.
@@ -47,14 +48,17 @@ local function emit(log, op, id, attempt, from, to, worker, reason)
   log.emitted = true
   local by = worker or ''
   if not log.trim_each then
-    if (not reason or reason == '') and not string.find(by, '%s') then
+    -- (`plain_by`: the last `by` found without whitespace, so that a call's
+    -- events from one worker search it once)
+    if (not reason or reason == '') and (by == log.plain_by or not string.find(by, '%s')) then
+      log.plain_by = by
       if log.held and (log.held_by ~= by or log.held_n >= EVENTS_PER_ENTRY) then flush_held(log) end
       local h = log.held
       if not h then
         h = {}
         log.held, log.held_by = h, by
       end
-      local n = #h
+      local n = log.held_n * 5
       h[n + 1], h[n + 2], h[n + 3], h[n + 4], h[n + 5] = op, id, tostring(attempt), from, to
       log.held_n = log.held_n + 1
       return

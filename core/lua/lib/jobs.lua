@@ -34,6 +34,7 @@ end
 -- The part of JOB_FIELDS a plain success reads (finish), and the rest, read
 -- only for an attempt whose record is written or that may be retried: every
 -- field read is a scan of the job's listpack, and most jobs end plainly.
+-- (load_fields builds HOT_FIELDS' table with a constructor in this order.)
 local HOT_FIELDS = { 'state', 'token', 'id', 'attempt', 'worker', 'input_key', 'cancel_reason', 'started_at',
   'steps', 'flow', 'links', 'pipeline' }
 local COLD_FIELDS = { 'max_attempts', 'fence', 'priority', 'cancel_at', 'cancel_by', 'leased_at', 'cleanup_needed' }
@@ -42,6 +43,13 @@ local COLD_FIELDS = { 'max_attempts', 'fence', 'priority', 'cancel_at', 'cancel_
 -- a missing `id` of an existing job is the one the key names).
 local function load_fields(jk, names, j)
   local v = redis.call('HMGET', jk, unpack(names))
+  if names == HOT_FIELDS and next(j) == nil then
+    -- (every finish: one table constructor, sized once, not a field at a time)
+    j = { state = v[1], token = v[2], id = v[3], attempt = v[4], worker = v[5], input_key = v[6],
+      cancel_reason = v[7], started_at = v[8], steps = v[9], flow = v[10], links = v[11], pipeline = v[12] }
+    if not j.id and j.state then j.id = job_id_of(jk) end
+    return j
+  end
   for i, name in ipairs(names) do j[name] = v[i] end
   if not j.id and j.state then j.id = job_id_of(jk) end
   return j

@@ -12,11 +12,19 @@
 --- @include "lib/attempts"
 --- @include "lib/args"
 local function checkpoint(batch, jk, lk, token, step, output, next_step, ttl, lock_ttl, has_lock)
-  local f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token', 'started_at', 'resource')
-  f[1] = f[1] or job_id_of(jk)
+  -- `resource` only when a lock is renewed: each field an HMGET names is a
+  -- scan of the job's listpack (a missing one, the whole of it)
+  local f
+  if has_lock then
+    f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token', 'started_at', 'resource')
+  else
+    f = redis.call('HMGET', jk, 'id', 'steps', 'cancel_reason', 'state', 'token', 'started_at')
+  end
+  local key_id = job_id_of(jk)
+  f[1] = f[1] or key_id
   local refusal = refusal_of(f[4], f[5], 'checkpoint', nil, token)
   if refusal then return refusal end
-  if f[1] ~= job_id_of(jk) then return id_mismatch(f[1], jk) end
+  if f[1] ~= key_id then return id_mismatch(f[1], jk) end
   -- the lock renewed is the job's resource's (settle named it from the resource given)
   if has_lock and (not f[7] or f[7] == '' or lk ~= lock_key(f[7])) then
     return { 'BAD_KEY', lk, lock_key(f[7] or '<resource>') }
@@ -31,8 +39,14 @@ local function checkpoint(batch, jk, lk, token, step, output, next_step, ttl, lo
   local holder = has_lock and redis.call('GET', lk)
   if holder and holder ~= f[1] then return { 'LOST', f[4] } end
   local steps = f[2] or ''
-  local deadline = fmt(now + ttl)
-  -- (the lease deadline is the lease index's score only: relet below)
+  -- (the lease deadline is the lease index's score only: relet below; the
+  -- same for every checkpoint of the call, whose clock and ttl are one, so
+  -- formatted once and kept in the call's index batch)
+  local deadline = batch.ix.deadline
+  if not deadline then
+    deadline = fmt(now + ttl)
+    batch.ix.deadline = deadline
+  end
   if not string.find(',' .. steps, ',' .. step .. '@', 1, true) then
     if steps ~= '' then steps = steps .. ',' end
     steps = steps .. step_entry(step, now, f[6])

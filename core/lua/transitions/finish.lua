@@ -64,11 +64,10 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     if corrupt then return corrupt end
   end
   local now = now_ms()
-  local f = { j.id, j.attempt, j.max_attempts, j.worker, j.state, j.priority, j.input_key, j.cancel_reason }
-  local id, attempt, worker, from = f[1], tonumber(f[2]), f[4], f[5]
+  local id, attempt, worker, from = j.id, tonumber(j.attempt), j.worker, j.state
   -- A pending cancel request stops the job: no new attempt would honour it (the
   -- request would be cleared with the episode), so the attempt ends FAILED, keeping it.
-  local cancel_pending = f[8] and f[8] ~= ''
+  local cancel_pending = j.cancel_reason and j.cancel_reason ~= ''
   -- whether the attempt is retried; decided (and what it reads checked) before any write
   local retried = false
   if outcome == 'FAILED' and not cancel_pending then
@@ -84,12 +83,9 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     corrupt = corrupt_field(j, { 'priority' })
     if corrupt then return corrupt end
   end
-  -- every field this call sets, written with one HSET at the end
-  local sets = {}
-  local function set(field, value)
-    sets[#sets + 1] = field
-    sets[#sets + 1] = value
-  end
+  -- every field this call sets (field, value, ...), written with one HSET at
+  -- the end; `ns` counts them (no closure made afresh for every finish)
+  local sets, ns = {}, 0
   local steps_changed = false
   if last_step and last_step ~= '' and j.state == 'RUNNING' then
     local steps = j.steps or ''
@@ -97,9 +93,9 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
       if steps ~= '' then steps = steps .. ',' end
       j.steps = steps .. step_entry(last_step, now, j.started_at)
       steps_changed = true
-      set('last_step', last_step)
+      sets[1], sets[2], ns = 'last_step', last_step, 2
       -- written only when the step returned something (absent: JSON null)
-      if last_output ~= 'null' then set('out:' .. last_step, last_output) end
+      if last_output ~= 'null' then sets[3], sets[4], ns = 'out:' .. last_step, last_output, 4 end
     end
   end
   if cleanup then j.cleanup_needed = '1' end
@@ -118,12 +114,12 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   -- never gets another attempt, so nothing ever needs to move it out.
   local plain = outcome == 'SUCCEEDED' and reason == ''
   if plain then
-    if steps_changed then set('steps', j.steps) end
+    if steps_changed then sets[ns + 1], sets[ns + 2], ns = 'steps', j.steps, ns + 2 end
   elseif not append_attempt(id, attempt, record_of(j, outcome, now, extra)) then
     -- the record first: nothing is written before it, so an existing one refuses the call cleanly
     return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
   end
-  set('updated_at', now_s())
+  sets[ns + 1], sets[ns + 2], ns = 'updated_at', now_s(), ns + 2
   release_lock_at(lk, pk, res, id)
   flow_release(j.flow, id)
   unlease(batch.ix, id)
@@ -134,24 +130,28 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     redis.call('HDEL', jk, 'step', unpack(ATTEMPT_FIELDS))
   end
   -- an accepted cancel the job outran: its finish event says so
-  if outcome == 'SUCCEEDED' and reason == '' and f[8] and f[8] ~= '' then
+  if outcome == 'SUCCEEDED' and reason == '' and cancel_pending then
     local by = (j.cancel_by and j.cancel_by ~= '') and j.cancel_by or '?'
     message = 'completed first: the cancel requested by ' .. by .. ' was not honoured'
   end
-  emit(batch.events, 'finish', id, attempt, from, outcome, worker, reason ~= '' and reason or message)
+  -- the attempt as its field holds it (checked above: digits only), which is
+  -- how the number prints when it has no leading zero and under 15 digits,
+  -- without formatting it again
+  local attempt_text = (#j.attempt <= 14 and string.byte(j.attempt) ~= 48) and j.attempt or attempt
+  emit(batch.events, 'finish', id, attempt_text, from, outcome, worker,
+    reason ~= '' and reason or message)
 
   if retried then
     local next_attempt = attempt + 1
     local not_before = now + backoff
     redis.call('HDEL', jk, unpack(EPISODE_FIELDS))
-    set('state', 'QUEUED')
-    set('attempt', next_attempt)
-    set('not_before', fmt(not_before))
+    sets[ns + 1], sets[ns + 2], sets[ns + 3], sets[ns + 4] = 'state', 'QUEUED', 'attempt', next_attempt
+    sets[ns + 5], sets[ns + 6] = 'not_before', fmt(not_before)
     redis.call('HSET', jk, unpack(sets))
     if backoff > 0 then
       redis.call('ZADD', k_delayed, fmt(not_before), id)
     else
-      redis.call('ZADD', k_ready, ready_score(f[6], now), id)
+      redis.call('ZADD', k_ready, ready_score(j.priority, now), id)
     end
     local why = 'automatic retry, backoff ' .. fmt(backoff) .. ' ms'
     if interrupted then why = 'new attempt after a worker shutdown' end
@@ -161,12 +161,12 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     count_outcome(batch.stats, j.pipeline, 'retried')
     return { 'RETRY', next_attempt, fmt(not_before) }
   end
-  if cleanup then set('cleanup_needed', '1') end
-  set('state', outcome)
+  if cleanup then sets[ns + 1], sets[ns + 2], ns = 'cleanup_needed', '1', ns + 2 end
+  sets[ns + 1], sets[ns + 2] = 'state', outcome
   redis.call('HSET', jk, unpack(sets))
   free_input_key(j.input_key, id, outcome, now)
   index_done(batch.ix, now_s(), id)
   if j.links then links_moved(batch.events, jk, id, outcome, now) end
-  count_outcome(batch.stats, j.pipeline, string.lower(outcome))
+  count_outcome(batch.stats, j.pipeline, outcome == 'SUCCEEDED' and 'succeeded' or string.lower(outcome))
   return { 'OK', outcome }
 end
