@@ -12,6 +12,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::session::cookie;
 use super::state::Shared;
 
 /// Lower-case host names (and IP literals) accepted in `Host` when bound to loopback.
@@ -103,16 +104,7 @@ fn zone_chosen(headers: &axum::http::HeaderMap) -> crate::time::Zone {
         .get("x-leasehold-tz")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let chosen = named.or_else(|| {
-        headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|kv| kv.trim().split_once('='))
-            .find(|(k, _)| *k == ZONE_COOKIE)
-            .map(|(_, v)| v.trim().to_owned())
-    });
+    let chosen = named.or_else(|| cookie(headers, ZONE_COOKIE));
     match chosen.as_deref() {
         Some("local") => crate::time::Zone::Local,
         Some("utc") => crate::time::Zone::Utc,

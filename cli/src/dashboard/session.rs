@@ -197,17 +197,21 @@ impl Sessions {
     }
 }
 
-/// The session id in the request's `Cookie` headers.
-pub(super) fn cookie_id(headers: &HeaderMap) -> Option<String> {
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
+}
+
+/// The session id in the request's `Cookie` headers.
+pub(super) fn cookie_id(headers: &HeaderMap) -> Option<String> {
+    cookie(headers, COOKIE).filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]
