@@ -1,5 +1,6 @@
 //! The scripts as one function library (`FUNCTION LOAD`, `FCALL`): a run binds
-//! its own keys, arguments and clock (nothing is kept from the previous run),
+//! its own keys, arguments and clock (nothing is kept from the previous run;
+//! what the library keeps of names it derived never spares a run its checks),
 //! the library comes back after `FUNCTION FLUSH`, and a server that refuses
 //! functions gets the same scripts through `EVALSHA`.
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use leasehold::lease::Outcome;
 use leasehold::queue::{JobState, Queue, QueueConfig};
+use leasehold::redis::{self, Value};
 use leasehold_testkit::RedisServer;
 use support::{command_calls, connect, enqueue, get, job, lease_one};
 
@@ -43,6 +45,85 @@ async fn a_run_binds_its_own_queue_and_clock() {
     assert_eq!(l.job, second);
     let leases_a: i64 = get(&srv, &["ZCARD", &a.keys().leases()]);
     assert_eq!(leases_a, 0);
+}
+
+/// `settle` with no operation and no lease, through `FCALL`, with `keys` as
+/// its KEYS and `common` as its first three ARGV.
+fn empty_settle(
+    srv: &RedisServer,
+    keys: &[String],
+    common: [&str; 3],
+) -> redis::RedisResult<Value> {
+    let lib = leasehold_core::wire::library_source();
+    let name = lib
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("#!lua name="))
+        .expect("the library names itself on its first line");
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(format!("{name}_settle")).arg(keys.len());
+    for k in keys {
+        cmd.arg(k);
+    }
+    cmd.arg(&common[..])
+        .arg(&["", "60000", "60000", "0", "0", "0"][..]);
+    cmd.query(&mut srv.connection())
+}
+
+/// Whether `err` is the error reply `code` whose text holds `text`.
+fn refused(err: &redis::RedisError, code: &str, text: &str) -> bool {
+    let shown = err.to_string();
+    shown.contains(code) && shown.contains(text)
+}
+
+/// The library keeps the names it derived from the last base and the common
+/// arguments it last found well formed, so that the next run of the same
+/// worker need not derive or check them again: a run with a forged fixed key or
+/// a malformed common argument right after good runs is still refused, and one
+/// of another queue is checked against that queue's names.
+#[tokio::test]
+async fn a_run_after_good_runs_still_checks_its_keys_and_common_arguments() {
+    let srv = RedisServer::start();
+    let q = connect(&srv, "kept").await;
+    q.load_scripts().await.expect("load");
+    let fixed: Vec<String> = q.keys().fixed().to_vec();
+    let good = ["1000", "0", "0"];
+    for _ in 0..2 {
+        empty_settle(&srv, &fixed, good).expect("a good run");
+    }
+    // a forged fixed key, with the base the library derived names from last
+    let mut forged = fixed.clone();
+    forged[6] = forged[0].clone() + ":elsewhere";
+    let err = empty_settle(&srv, &forged, good).expect_err("a forged done key");
+    assert!(refused(&err, "BAD_KEY", "KEYS[7] is"), "{err}");
+    // each common argument malformed, right after a good run
+    for (i, bad) in [(0, "x"), (1, "-1"), (2, "1:x")] {
+        empty_settle(&srv, &fixed, good).expect("a good run");
+        let mut common = good;
+        common[i] = bad;
+        let err = empty_settle(&srv, &fixed, common).expect_err("a malformed common argument");
+        assert!(
+            refused(
+                &err,
+                "BAD_ARG",
+                &format!(
+                    "settle: {}",
+                    ["events", "retention keep", "retention ages"][i]
+                )
+            ),
+            "ARGV[{}] {bad}: {err}",
+            i + 1
+        );
+    }
+    // another queue's keys: its own names, and a key of the first queue refused
+    let other = q.sibling("kept-2").expect("sibling");
+    let theirs: Vec<String> = other.keys().fixed().to_vec();
+    empty_settle(&srv, &theirs, good).expect("a good run of another queue");
+    let mut mixed = theirs.clone();
+    mixed[1] = fixed[1].clone();
+    let err = empty_settle(&srv, &mixed, good).expect_err("a key of the first queue");
+    assert!(refused(&err, "BAD_KEY", "KEYS[2] is"), "{err}");
+    empty_settle(&srv, &fixed, good).expect("the first queue again");
 }
 
 #[tokio::test]

@@ -45,18 +45,23 @@ local function bad_arg(script, what, v)
   return redis.error_reply('BAD_ARG ' .. script .. ': ' .. what .. ' is ' .. shown(v))
 end
 
--- The error reply for the common ARGV (lib/keys) when one is malformed, else nil.
+-- The error reply for the common ARGV (lib/keys) when one is malformed, else
+-- nil. The three texts last found well formed are kept (lib/keys: KEPT): a
+-- run given the same ones needs no second look at them.
 local function common_args(script)
-  if not int_value(CALL_ARGV[1], 0) then return bad_arg(script, 'events max length (ARGV[1])', CALL_ARGV[1]) end
-  if not int_value(CALL_ARGV[2], 0) then return bad_arg(script, 'retention keep count (ARGV[2])', CALL_ARGV[2]) end
+  local a1, a2, ages = CALL_ARGV[1], CALL_ARGV[2], CALL_ARGV[3]
+  local ok = KEPT.argv
+  if a1 ~= nil and a1 == ok[1] and a2 == ok[2] and ages == ok[3] then return nil end
+  if not int_value(a1, 0) then return bad_arg(script, 'events max length (ARGV[1])', a1) end
+  if not int_value(a2, 0) then return bad_arg(script, 'retention keep count (ARGV[2])', a2) end
   -- '<keep age ms>' or '<keep age ms>:<input window ms>', each part digits
   -- (at most 15: read into KEEP_AGE_MS and INPUT_WINDOW_MS by lib/keys)
-  local ages = CALL_ARGV[3]
   if type(ages) ~= 'string' or #ages > 31
     or not (string.find(ages, '^%d+:%d+$') or string.find(ages, '^%d+$'))
     or string.find(ages, '%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d') then
     return bad_arg(script, 'retention ages (ARGV[3])', ages)
   end
+  KEPT.argv = { a1, a2, ages }
   return nil
 end
 

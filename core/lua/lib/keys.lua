@@ -27,8 +27,9 @@
 
 -- These names are bound afresh at the start of every run by bind_call (the
 -- registry makes it a script's first statement): a script may be loaded once
--- as a function library and run many times, so nothing read from KEYS or ARGV
--- is kept from one run to the next, and no library file reads them at its top
+-- as a function library and run many times, so no run's KEYS or ARGV are used
+-- by the next (what is derived from them is kept only to be reused by a run
+-- given the same texts: KEPT below), and no library file reads them at its top
 -- level.
 local BASE, K_LEASES, K_FENCE, K_EVENTS, K_INPUTS, K_PARKED, K_DONE, K_STALE, K_ATTEMPTS
 local EVENTS_MAX, KEEP_COUNT, KEEP_AGE_MS, INPUT_WINDOW_MS
@@ -42,6 +43,16 @@ local K_QUARANTINE, K_QUARANTINE_WHY
 -- The run's ARGV, for the checks of the common ARGV (lib/args).
 local CALL_ARGV
 
+-- What a run derived or checked that the next run given the same texts (the
+-- same worker: most runs) may take as it is, kept between runs of the
+-- function library (a script run by EVAL starts with it empty): `base` and
+-- `ages`, the texts bind_call last derived names and numbers from; `fixed_base`
+-- and `fixed`, the base forged_fixed_key last derived KEYS[2..9] from, and
+-- those keys; `argv`, the common ARGV lib/args last found well formed. Only
+-- names, numbers and texts derived from the arguments, never a run's data.
+-- (One table: a script's main chunk has at most 200 locals.)
+local KEPT = { fixed = {}, argv = {} }
+
 -- Binds the names above to this run's KEYS and ARGV.
 local function bind_call(keys, argv)
   BASE, K_LEASES, K_FENCE, K_EVENTS = keys[1], keys[2], keys[3], keys[4]
@@ -51,11 +62,17 @@ local function bind_call(keys, argv)
   EVENTS_MAX = argv[1]
   KEEP_COUNT = tonumber(argv[2]) or 0
   local ages = argv[3] or ''
-  KEEP_AGE_MS = tonumber(string.match(ages, '^(%d+)')) or 0
-  INPUT_WINDOW_MS = tonumber(string.match(ages, '^%d+:(%d+)$')) or 0
+  if ages ~= KEPT.ages then
+    KEEP_AGE_MS = tonumber(string.match(ages, '^(%d+)')) or 0
+    INPUT_WINDOW_MS = tonumber(string.match(ages, '^%d+:(%d+)$')) or 0
+    KEPT.ages = ages
+  end
   local base = BASE or ''
-  K_OUTCOMES, K_OUTCOMES_AT = base .. ':outcomes', base .. ':outcomes:at'
-  K_QUARANTINE, K_QUARANTINE_WHY = base .. ':quarantine', base .. ':quarantine:why'
+  if base ~= KEPT.base then
+    K_OUTCOMES, K_OUTCOMES_AT = base .. ':outcomes', base .. ':outcomes:at'
+    K_QUARANTINE, K_QUARANTINE_WHY = base .. ':quarantine', base .. ':quarantine:why'
+    KEPT.base = base
+  end
 end
 
 -- The suffixes after the base of KEYS[2..9], in order (the layout above).
@@ -79,9 +96,15 @@ end
 local function forged_fixed_key(keys)
   local base = keys[1]
   if type(base) ~= 'string' or base == '' then return bad_key(1, base, '<prefix>:{<queue>}') end
+  -- (the keys derived from the last base given, KEPT)
+  if base ~= KEPT.fixed_base then
+    local fixed = {}
+    for i = 2, 9 do fixed[i] = base .. FIXED_SUFFIXES[i - 1] end
+    KEPT.fixed_base, KEPT.fixed = base, fixed
+  end
+  local fixed = KEPT.fixed
   for i = 2, 9 do
-    local expected = base .. FIXED_SUFFIXES[i - 1]
-    if keys[i] ~= expected then return bad_key(i, keys[i], expected) end
+    if keys[i] ~= fixed[i] then return bad_key(i, keys[i], fixed[i]) end
   end
   return nil
 end
