@@ -47,6 +47,12 @@ impl std::error::Error for NameError {}
 /// would let `orders` and a look-alike coexist.
 pub fn is_forbidden_char(c: char) -> bool {
     use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    if c.is_ascii() {
+        // (the same answer without the Unicode tables: ASCII has no format
+        // character, its whitespace other than the space is control, and every
+        // name and id the worker reads per job is ASCII in practice)
+        return c == '{' || c == '}' || c == ' ' || c.is_ascii_control();
+    }
     c == '{'
         || c == '}'
         || c.is_whitespace()
@@ -71,6 +77,21 @@ pub fn check_name(name: &str) -> Result<(), NameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ascii_answer_is_the_unicode_one() {
+        use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+        for c in (0u8..128).map(char::from) {
+            let by_tables = c == '{'
+                || c == '}'
+                || c.is_whitespace()
+                || matches!(
+                    c.general_category(),
+                    GeneralCategory::Control | GeneralCategory::Format
+                );
+            assert_eq!(is_forbidden_char(c), by_tables, "U+{:04X}", u32::from(c));
+        }
+    }
 
     #[test]
     fn accepted() {
