@@ -8,7 +8,8 @@
 //! parent, parents that must exist); every move of a child counted in its
 //! state (lease, prefetch, start, release, sweep, retries), the group's keys
 //! deleted with its children by retention, a quarantined child, the
-//! completion job under its pipeline's flow gates, jobs that exist joining a
+//! completion job under its pipeline's flow gates and found by the search
+//! index as an enqueued job is, jobs that exist joining a
 //! group, job ids spelled like refusal codes, cycles refused, and a large
 //! group cancelled and retried a batch per call.
 
@@ -17,10 +18,11 @@ mod support;
 use std::time::Duration;
 
 use leasehold::group::{Dependency, GroupPolicy, GroupStatus, NewGroup, ParentFailure};
+use leasehold::inspect::{Inspector, JobSearch, Page};
 use leasehold::lease::Outcome;
 use leasehold::pipeline::{StepContext, StepError};
 use leasehold::queue::{
-    AttemptError, EnqueueStatus, JobId, JobState, Queue, QueueConfig, Retention, RetryMode,
+    AttemptError, EnqueueStatus, JobId, JobState, NewJob, Queue, QueueConfig, Retention, RetryMode,
 };
 use leasehold::{pipeline, Error};
 use leasehold_testkit::RedisServer;
@@ -529,6 +531,99 @@ async fn retention_deletes_a_settled_groups_keys_with_its_children_and_its_compl
     let names: Vec<String> = get(&srv, &["ZRANGE", left[0], "0", "-1"]);
     assert_eq!(names, vec!["open".to_owned()]);
     assert_eq!(q.groups().await.unwrap().len(), 1);
+}
+
+/// The ids of the jobs `search` finds in `q`.
+async fn found(q: &Queue, search: JobSearch) -> Vec<String> {
+    let page = Inspector::new(q.clone())
+        .search_jobs(&search, Page::default())
+        .await
+        .expect("search");
+    page.jobs.iter().map(|j| j.id.as_str().to_owned()).collect()
+}
+
+/// The members of the queue's search index that name job `id`.
+fn index_members(srv: &RedisServer, q: &Queue, id: &JobId) -> Vec<String> {
+    let members: Vec<Vec<u8>> = get(srv, &["ZRANGE", &q.keys().search(), "0", "-1"]);
+    members
+        .iter()
+        .map(|m| String::from_utf8_lossy(m).into_owned())
+        .filter(|m| m.ends_with(&format!("\0{}", id.as_str())))
+        .collect()
+}
+
+/// A group's completion job is created as every new job is: the search finds
+/// it by its resource and its input window as it finds an enqueued job with
+/// them, and retention deletes its index entries with it.
+#[tokio::test]
+async fn the_completion_job_is_found_by_search_as_an_enqueued_job_is_and_retention_unindexes_it() {
+    let srv = RedisServer::start();
+    let config = QueueConfig::default().retention(Retention::new(0, Duration::from_millis(1)));
+    let q = Queue::connect(&srv.url(), "gs", config).await.unwrap();
+    let input = serde_json::json!({
+        "window": {"start": "2026-05-06T00:00:00Z", "end": "2026-05-07T00:00:00Z"}
+    });
+    let agg = || {
+        NewJob::new("agg", &input)
+            .expect("serialisable input")
+            .resource("shop:s")
+    };
+    let plain = enqueue(&q, agg()).await;
+    let done = JobId::new();
+    q.create_group(&NewGroup::new("s").completion(agg().id(done.clone())), "t")
+        .await
+        .unwrap();
+    // no child: sealing it settles it, and its completion job is enqueued
+    assert_eq!(
+        q.seal_group("s", "t").await.unwrap(),
+        GroupStatus::Completed
+    );
+    assert_eq!(read(&q, &done).await.state, JobState::Queued);
+    for search in [
+        JobSearch {
+            resource: Some("shop:s".into()),
+            ..JobSearch::default()
+        },
+        JobSearch {
+            window: Some("2026-05-06".into()),
+            ..JobSearch::default()
+        },
+        JobSearch {
+            terms: vec!["shop:s".into()],
+            ..JobSearch::default()
+        },
+    ] {
+        let mut ids = found(&q, search.clone()).await;
+        ids.sort();
+        let mut want = vec![plain.as_str().to_owned(), done.as_str().to_owned()];
+        want.sort();
+        assert_eq!(ids, want, "{search:?}");
+    }
+    assert_eq!(
+        index_members(&srv, &q, &done).len(),
+        index_members(&srv, &q, &plain).len(),
+        "the completion job is indexed as the enqueued job is"
+    );
+    // both finish; retention deletes them and their index entries
+    run_one(&q, "agg", Outcome::Succeeded).await;
+    run_one(&q, "agg", Outcome::Succeeded).await;
+    support::eventually("both jobs purged", || async {
+        q.purge(100).await.unwrap();
+        let gone = q.job(&done).await.unwrap().is_none() && q.job(&plain).await.unwrap().is_none();
+        gone.then_some(())
+    })
+    .await;
+    assert!(index_members(&srv, &q, &done).is_empty());
+    assert!(index_members(&srv, &q, &plain).is_empty());
+    let search = JobSearch {
+        resource: Some("shop:s".into()),
+        ..JobSearch::default()
+    };
+    assert!(found(&q, search).await.is_empty());
+    assert!(
+        q.group("s").await.unwrap().is_none(),
+        "the group is deleted"
+    );
 }
 
 #[tokio::test]

@@ -10,13 +10,27 @@ use leasehold_core::{
 
 use crate::failure::{classify, Failure, Outcome};
 
+/// A cluster master, or a queue on one, that could not be read: what
+/// `status` and the dashboard (its queues page and `/api/queues`) say about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unreachable {
+    /// The queue not read; `None` for a master whose queues could not be
+    /// listed (no replica of it answered either).
+    pub queue: Option<String>,
+    /// The master (`host:port`), when a node that answers says which it is.
+    pub master: Option<String>,
+    /// The line naming it ("queue q: master 127.0.0.1:6712 unreachable:
+    /// failover in progress? (...)").
+    pub line: String,
+}
+
 /// Every queue found under the prefix on the masters that answer; with, for
-/// a cluster, one line per master that did not (its queues are not listed).
+/// a cluster, one entry per master that did not (its queues are not listed).
 /// Shared by `status` and the dashboard.
 pub(crate) async fn reachable_queues(
     base: &Queue,
     config: &QueueConfig,
-) -> Result<(Vec<String>, Vec<String>), Error> {
+) -> Result<(Vec<String>, Vec<Unreachable>), Error> {
     let found = discover_reachable_queues(base.pool(), config).await?;
     // a master whose replica listed its queues is named with each of them
     let lost = found
@@ -24,10 +38,15 @@ pub(crate) async fn reachable_queues(
         .iter()
         .filter(|lost| lost.listed_from.is_none())
         .map(|lost| {
-            format!(
-                "master {}:{} unreachable: failover in progress? its queues are not listed ({})",
-                lost.master.host, lost.master.port, lost.error
-            )
+            let master = format!("{}:{}", lost.master.host, lost.master.port);
+            Unreachable {
+                queue: None,
+                line: format!(
+                    "master {master} unreachable: failover in progress? its queues are not listed ({})",
+                    lost.error
+                ),
+                master: Some(master),
+            }
         })
         .collect();
     Ok((found.queues, lost))
@@ -51,21 +70,27 @@ pub(crate) fn is_master_unreachable(base: &Queue, e: &Error) -> bool {
     }
 }
 
-/// The line naming queue `name` as unreachable, with its master when a
-/// reachable node says which it is.
+/// Queue `name` as unreachable, with its master when a reachable node says
+/// which it is.
 pub(crate) async fn unreachable_queue(
     base: &Queue,
     config: &QueueConfig,
     name: &str,
     e: &Error,
-) -> String {
+) -> Unreachable {
     let key_base = format!("{}:{{{name}}}", config.prefix);
-    match base.pool().master_of(&key_base).await {
-        Ok(Some(m)) => format!(
-            "queue {name}: master {}:{} unreachable: failover in progress? ({e})",
-            m.host, m.port
-        ),
-        _ => format!("queue {name}: its master is unreachable: failover in progress? ({e})"),
+    let master = match base.pool().master_of(&key_base).await {
+        Ok(Some(m)) => Some(format!("{}:{}", m.host, m.port)),
+        _ => None,
+    };
+    let line = match &master {
+        Some(m) => format!("queue {name}: master {m} unreachable: failover in progress? ({e})"),
+        None => format!("queue {name}: its master is unreachable: failover in progress? ({e})"),
+    };
+    Unreachable {
+        queue: Some(name.to_owned()),
+        master,
+        line,
     }
 }
 use crate::names;
@@ -139,12 +164,12 @@ impl Ctx {
     }
 
     /// The queues named, or every queue found under the prefix on the
-    /// masters that answer; with, for a cluster, one line per master that
+    /// masters that answer; with, for a cluster, one entry per master that
     /// did not (its queues are not listed).
     pub(crate) async fn reachable_queues(
         &self,
         given: &[String],
-    ) -> Outcome<(Vec<String>, Vec<String>)> {
+    ) -> Outcome<(Vec<String>, Vec<Unreachable>)> {
         if !given.is_empty() {
             return Ok((self.queues(given).await?, Vec::new()));
         }
@@ -159,8 +184,8 @@ impl Ctx {
         is_master_unreachable(&self.base, e)
     }
 
-    /// The line naming queue `name` as unreachable (see [`unreachable_queue`]).
-    pub(crate) async fn unreachable_queue(&self, name: &str, e: &Error) -> String {
+    /// Queue `name` as unreachable (see [`unreachable_queue`]).
+    pub(crate) async fn unreachable_queue(&self, name: &str, e: &Error) -> Unreachable {
         unreachable_queue(&self.base, &self.config, name, e).await
     }
 

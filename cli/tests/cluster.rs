@@ -398,11 +398,84 @@ async fn status_with_a_master_down(url: &str, args: &[&str]) -> Run {
     }
 }
 
+/// The dashboard with a master killed that has no replica: its queues cannot
+/// even be listed, and `/api/queues` says so with an entry for the master
+/// (`"queue": null`, `"reachable": false`, its address and the line the
+/// queues page shows) beside the queues of the other masters.
+#[tokio::test]
+async fn api_queues_names_a_master_whose_queues_cannot_be_listed() {
+    let mut cluster = RedisCluster::start_with(3, 0, |_| {
+        vec!["--cluster-require-full-coverage".into(), "no".into()]
+    });
+    let jobs = scene(&cluster).await;
+    let victim = cluster.owner_of_key(jobs[1].0.keys().base());
+    let port = cluster.node(victim).port().expect("a TCP node");
+    let mut kept: Vec<&str> = QUEUES
+        .iter()
+        .zip(&jobs)
+        .filter(|(_, (q, _))| cluster.owner_of_key(q.keys().base()) != victim)
+        .map(|(name, _)| *name)
+        .collect();
+    kept.sort();
+    let dash = Dashboard::start(&cluster.url(), &[], None).await;
+    let c = http();
+    cluster.kill(victim);
+
+    let line = format!(
+        "master 127.0.0.1:{port} unreachable: failover in progress? its queues are not listed"
+    );
+    // until every node has marked the master failed, a request may still be
+    // handed a redirection to it: ask again for 30 s at most
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let entries = loop {
+        let r = c.get(dash.url("/api/queues")).send().await.expect("GET");
+        if r.status().is_success() {
+            let v: Value = r.json().await.expect("JSON");
+            let entries = v.as_array().expect("a list of queues").clone();
+            if entries.iter().any(|e| e["reachable"] == false) {
+                break entries;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "no answer naming the lost master in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let lost: Vec<&Value> = entries.iter().filter(|e| e["reachable"] == false).collect();
+    assert_eq!(lost.len(), 1, "{entries:?}");
+    let master = lost[0];
+    assert_eq!(master["queue"], Value::Null, "{master}");
+    assert_eq!(master["master"], format!("127.0.0.1:{port}"), "{master}");
+    assert!(
+        master["error"].as_str().unwrap().starts_with(&line),
+        "{master}"
+    );
+    let mut read: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["reachable"] == true)
+        .map(|e| e["queue"].as_str().unwrap())
+        .collect();
+    read.sort();
+    assert_eq!(read, kept, "{entries:?}");
+    let page = c
+        .get(dash.url("/"))
+        .send()
+        .await
+        .expect("GET /")
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(&line), "{page}");
+}
+
 /// The dashboard with a master killed and its replica not promoted: the
 /// queues page and `/api/queues` show every queue of the other masters, and
 /// name each queue they cannot read with its master ("master 127.0.0.1:P
-/// unreachable: failover in progress?"), as `status` does; once the replica
-/// takes over, every queue is shown again.
+/// unreachable: failover in progress?"), as `status` does: the JSON has an
+/// entry for each of them (`"reachable": false`, its master and that line)
+/// beside the queues read (`"reachable": true`); once the replica takes
+/// over, every queue is shown again.
 #[tokio::test]
 async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_queues() {
     let mut cluster = RedisCluster::start_with(3, 1, |i| {
@@ -441,7 +514,7 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
     // until every node has marked the master failed, a request may still be
     // handed a redirection to it: ask again for 30 s at most
     let until = std::time::Instant::now() + Duration::from_secs(30);
-    let (listed, named) = loop {
+    let (listed, named, entries) = loop {
         let r = c.get(dash.url("/api/queues")).send().await.expect("GET");
         if r.status().is_success() {
             let named = r
@@ -449,14 +522,14 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
                 .get("x-leasehold-unreachable")
                 .map(|v| v.to_str().unwrap().to_owned());
             let v: Value = r.json().await.expect("JSON");
-            let listed: Vec<String> = v
-                .as_array()
-                .expect("a list of queues")
+            let entries = v.as_array().expect("a list of queues").clone();
+            let listed: Vec<String> = entries
                 .iter()
+                .filter(|s| s["reachable"] != false)
                 .map(|s| s["queue"].as_str().unwrap().to_owned())
                 .collect();
             if let Some(named) = named {
-                break (listed, named);
+                break (listed, named, entries);
             }
         }
         assert!(
@@ -474,6 +547,30 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
             "{q} not named: {named}"
         );
     }
+    // the body says it too: one entry per queue not read, with its master
+    // and the line the page shows, none of them left out
+    let mut not_read: Vec<&str> = Vec::new();
+    for e in entries.iter().filter(|e| e["reachable"] == false) {
+        let q = e["queue"].as_str().expect("a queue named");
+        assert_eq!(e["master"], format!("127.0.0.1:{port}"), "{e}");
+        let error = e["error"].as_str().expect("an error line");
+        assert!(
+            error.starts_with(&format!(
+                "queue {q}: master 127.0.0.1:{port} unreachable: failover in progress?"
+            )) && named.contains(error),
+            "{e}"
+        );
+        assert!(e.get("counts").is_none(), "{e}");
+        not_read.push(q);
+    }
+    not_read.sort();
+    assert_eq!(not_read, lost, "{entries:?}");
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["reachable"] == true || e["reachable"] == false),
+        "every entry says whether it was read: {entries:?}"
+    );
     let r = c.get(dash.url("/")).send().await.expect("GET /");
     assert!(r.status().is_success(), "{r:?}");
     let page = r.text().await.unwrap();
@@ -501,7 +598,8 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
         let r = c.get(dash.url("/api/queues")).send().await.expect("GET");
         if r.status().is_success() && r.headers().get("x-leasehold-unreachable").is_none() {
             let v: Value = r.json().await.expect("JSON");
-            if v.as_array().map(Vec::len) == Some(QUEUES.len()) {
+            let all = v.as_array().cloned().unwrap_or_default();
+            if all.len() == QUEUES.len() && all.iter().all(|e| e["reachable"] == true) {
                 break;
             }
         }

@@ -535,3 +535,124 @@ async fn a_pipeline_without_an_input_schema_is_enqueued_with_a_note_saying_so() 
     drop(srv);
     dash.stop().await;
 }
+
+/// A field of a job hash, `None` when absent.
+fn hget_opt(srv: &RedisServer, key: &str, field: &str) -> Option<String> {
+    match srv.cmd(&["HGET", key, field]) {
+        leasehold_core::redis::Value::BulkString(b) => Some(String::from_utf8(b).unwrap()),
+        leasehold_core::redis::Value::Nil => None,
+        other => panic!("HGET {key} {field}: {other:?}"),
+    }
+}
+
+/// A registered pipeline takes a `resource` or `input_key` given in the body
+/// when it has no template for that field and refuses it when it has one:
+/// the rule of `leasehold enqueue --resource/--input-key` and of
+/// `Client::enqueue_json`, which answer the same requests the same way.
+#[tokio::test]
+async fn a_key_the_pipeline_has_no_template_for_is_taken_as_the_cli_and_client_take_it() {
+    let (srv, q, dash) = scene().await;
+    // no template at all; a resource template and no input-key template
+    let mut bare = spec(QUEUE);
+    bare.name = "bare".into();
+    bare.resource_template = None;
+    bare.input_key_template = None;
+    bare.version = bare.digest();
+    let mut half = spec(QUEUE);
+    half.name = "half".into();
+    half.input_key_template = None;
+    half.version = half.digest();
+    q.register_pipeline(&bare).await.unwrap();
+    q.register_pipeline(&half).await.unwrap();
+    let to = |pipeline: &str, body: Value| {
+        let url = jobs_url(&dash, QUEUE, pipeline);
+        async move { post_text(&url, body.to_string(), Some(TOKEN)).await }
+    };
+    // one job: both keys as given
+    let (status, v) = to(
+        "bare",
+        json!({ "input": input("a", "2026-05-06T00"), "resource": "box:1", "input_key": "k:1" }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let key = q.keys().job(id_of(&v["jobs"][0]).as_str());
+    assert_eq!(hget(&srv, &key, "resource"), "box:1");
+    assert_eq!(hget(&srv, &key, "input_key"), "k:1");
+    assert_eq!(hget(&srv, &key, "max_attempts"), "4", "the spec's policies");
+    // a batch: per job, and a job without them has none
+    let (status, v) = to(
+        "bare",
+        json!({ "jobs": [
+            { "input": input("a", "2026-05-06T01"), "resource": "box:2", "input_key": "k:2" },
+            { "input": input("a", "2026-05-06T02") }
+        ] }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let first = q.keys().job(id_of(&v["jobs"][0]).as_str());
+    let second = q.keys().job(id_of(&v["jobs"][1]).as_str());
+    assert_eq!(hget(&srv, &first, "resource"), "box:2");
+    assert_eq!(hget(&srv, &first, "input_key"), "k:2");
+    assert_eq!(hget_opt(&srv, &second, "resource"), None);
+    assert_eq!(hget_opt(&srv, &second, "input_key"), None);
+    // the input key given is idempotent like a computed one
+    let (status, v) = to(
+        "bare",
+        json!({ "input": input("b", "2026-05-06T00"), "input_key": "k:1" }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["jobs"][0]["status"], "existing", "{v}");
+    // a template for one field only: the other is taken, that one computed
+    let (status, v) = to(
+        "half",
+        json!({ "input": input("a", "2026-05-06T03"), "input_key": "k:3" }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let key = q.keys().job(id_of(&v["jobs"][0]).as_str());
+    assert_eq!(hget(&srv, &key, "resource"), "shop:a");
+    assert_eq!(hget(&srv, &key, "input_key"), "k:3");
+    // ...and a value for the templated field is refused, naming it
+    let before = dbsize(&srv);
+    let (status, v) = to(
+        "half",
+        json!({ "input": input("a", "2026-05-06T04"), "resource": "box:9" }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["field"], "/resource", "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("computes its resource"),
+        "{v}"
+    );
+    assert_eq!(dbsize(&srv), before, "nothing was written");
+    // the client (the CLI's enqueue goes through the same jobs_from_json)
+    // answers the same requests the same way
+    let client = leasehold_core::Client::from_queue(q.clone());
+    let mut o = leasehold_core::EnqueueOptions::new();
+    o.queue = Some(QUEUE.into());
+    o.resource = Some("box:5".into());
+    o.input_key = Some("k:5".into());
+    let text = input("c", "2026-05-06T05").to_string();
+    let done = client.enqueue_json("bare", &text, &o).await.unwrap();
+    let key = q.keys().job(done.id.as_str());
+    assert_eq!(hget(&srv, &key, "resource"), "box:5");
+    assert_eq!(hget(&srv, &key, "input_key"), "k:5");
+    let refused = client.enqueue_json("half", &text, &o).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("computes its resource"),
+        "{refused}"
+    );
+    o.resource = None;
+    o.input_key = Some("k:6".into());
+    let done = client.enqueue_json("half", &text, &o).await.unwrap();
+    assert!(done.created);
+    let key = q.keys().job(done.id.as_str());
+    assert_eq!(hget(&srv, &key, "resource"), "shop:c");
+    assert_eq!(hget(&srv, &key, "input_key"), "k:6");
+    dash.stop().await;
+}

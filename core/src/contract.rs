@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::group::{Dependency, ParentFailure};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
+use crate::json_jobs::{ComputedKey, JobProblem};
 use crate::pipeline::spec::PipelineSpec;
 use crate::template::KeyTemplate;
 
@@ -173,6 +174,27 @@ impl Contract {
         Ok(())
     }
 
+    /// The first key `options` gives that the pipeline computes from its input
+    /// (its published template), as the problem every enqueue path answers
+    /// with; `None` when there is none. The one rule for a given resource or
+    /// input key: taken as given when the pipeline has no template for it,
+    /// refused when it has one.
+    pub fn computed_given(&self, options: &EnqueueOptions) -> Option<JobProblem> {
+        [
+            (&options.resource, &self.resource, ComputedKey::Resource),
+            (&options.input_key, &self.input_key, ComputedKey::InputKey),
+        ]
+        .into_iter()
+        .find_map(|(given, template, key)| match (given, template) {
+            (Some(_), Some(t)) => Some(JobProblem::Computed {
+                pipeline: self.spec.name.clone(),
+                key,
+                template: t.as_str().to_owned(),
+            }),
+            _ => None,
+        })
+    }
+
     /// The job for `input` (JSON text) with `options`: checked, its resource
     /// and input key computed from the templates, the spec's policies applied.
     pub fn job(&self, input: &str, options: &EnqueueOptions) -> Result<NewJob> {
@@ -183,17 +205,8 @@ impl Contract {
                 problem: format!("not JSON: {e}"),
             })?;
         self.check_input(&value)?;
-        for (given, template, what) in [
-            (&options.resource, &self.resource, "resource"),
-            (&options.input_key, &self.input_key, "input key"),
-        ] {
-            if given.is_some() && template.is_some() {
-                return Err(Error::InvalidArgument(format!(
-                    "pipeline {} computes its {what} from its input (template {:?}); it cannot be given",
-                    self.spec.name,
-                    template.as_ref().map(KeyTemplate::as_str).unwrap_or_default()
-                )));
-            }
+        if let Some(problem) = self.computed_given(options) {
+            return Err(problem.into());
         }
         let render = |t: &KeyTemplate, what: &str| {
             t.render(&value).map_err(|e| Error::InvalidInput {

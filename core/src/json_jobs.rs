@@ -157,26 +157,9 @@ fn job_from_json(terms: Terms<'_>, asked: &JsonJob) -> Result<NewJob, JobProblem
     let options = &asked.options;
     let job = match terms {
         Terms::Published(contract) => {
-            let spec = contract.spec();
-            for (given, template, key) in [
-                (
-                    &options.resource,
-                    &spec.resource_template,
-                    ComputedKey::Resource,
-                ),
-                (
-                    &options.input_key,
-                    &spec.input_key_template,
-                    ComputedKey::InputKey,
-                ),
-            ] {
-                if let (Some(_), Some(template)) = (given, template) {
-                    return Err(JobProblem::Computed {
-                        pipeline: spec.name.clone(),
-                        key,
-                        template: template.clone(),
-                    });
-                }
+            // a key is refused only where the pipeline has a template for it
+            if let Some(problem) = contract.computed_given(options) {
+                return Err(problem);
             }
             contract.job(&asked.input, options)?
         }
@@ -218,6 +201,22 @@ mod tests {
         ));
         let built = jobs_from_json(Terms::Published(&c), &[good]).unwrap();
         assert_eq!(built.jobs[0].resource.as_deref(), Some("shop:a"));
+    }
+
+    #[test]
+    fn a_key_without_a_template_is_taken_as_given() {
+        let c = contract(Some("shop:{shop}"));
+        let mut o = EnqueueOptions::new();
+        o.input_key = Some("k:1".into());
+        let built =
+            jobs_from_json(Terms::Published(&c), &[JsonJob::new(r#"{"shop": "a"}"#, o)]).unwrap();
+        assert_eq!(built.jobs[0].input_key.as_deref(), Some("k:1"));
+        assert_eq!(built.jobs[0].resource.as_deref(), Some("shop:a"));
+        let mut o = EnqueueOptions::new();
+        o.resource = Some("box:1".into());
+        let built =
+            jobs_from_json(Terms::Published(&contract(None)), &[JsonJob::new("{}", o)]).unwrap();
+        assert_eq!(built.jobs[0].resource.as_deref(), Some("box:1"));
     }
 
     #[test]

@@ -52,7 +52,10 @@ pub(crate) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
             1 => "1 queue".to_owned(),
             n => format!("{n} queues"),
         },
-        lost.join("\n  ")
+        lost.iter()
+            .map(|l| l.line.as_str())
+            .collect::<Vec<_>>()
+            .join("\n  ")
     )))
 }
 

@@ -12,7 +12,7 @@ use super::error::{DashError, Res};
 use super::state::{App, QUEUE_CACHE};
 use crate::context::{
     is_master_unreachable, list_jobs_across, reachable_queues, unknown_pipeline, unknown_queue,
-    unreachable_queue,
+    unreachable_queue, Unreachable,
 };
 
 /// Most jobs one listing page shows.
@@ -25,8 +25,8 @@ pub(super) const MAX_EVENTS: usize = 1_000;
 pub(crate) struct Overview {
     /// The status of each queue read.
     pub queues: Vec<QueueStatus>,
-    /// One line per cluster master (or queue) that did not answer.
-    pub unreachable: Vec<String>,
+    /// One entry per cluster master (or queue) that did not answer.
+    pub unreachable: Vec<Unreachable>,
 }
 
 impl App {
@@ -59,10 +59,10 @@ impl App {
     }
 
     /// The queues shown, and on a Redis Cluster with a master down (its
-    /// replica not promoted yet) one line per master whose queues could not
+    /// replica not promoted yet) one entry per master whose queues could not
     /// be listed: the queues of the masters that answer are still shown, as
     /// `status` shows them.
-    pub(crate) async fn reachable_queues(&self) -> Res<(Vec<String>, Vec<String>)> {
+    pub(crate) async fn reachable_queues(&self) -> Res<(Vec<String>, Vec<Unreachable>)> {
         if !self.pinned.is_empty() {
             return Ok((self.pinned.clone(), Vec::new()));
         }
@@ -116,7 +116,7 @@ impl App {
     }
 
     /// Every queue at a glance: the status of each queue that can be read,
-    /// and on a Redis Cluster with a master down one line per master or
+    /// and on a Redis Cluster with a master down one entry per master or
     /// queue that cannot ("master 127.0.0.1:6712 unreachable: failover in
     /// progress? ..."), as `status` names them.
     pub(crate) async fn overview(&self) -> Res<Overview> {

@@ -14,7 +14,7 @@
 //!
 //!   | path | answer |
 //!   |---|---|
-//!   | `GET /api/queues` | `[QueueStatus]` |
+//!   | `GET /api/queues` | `[QueueStatus + "reachable": true]`, and on a cluster with a master down `{queue, "reachable": false, master, error}` per queue (or master) not read (see `overview`) |
 //!   | `GET /api/jobs?queue&state&pipeline&resource&worker&offset&limit` | `JobPage` |
 //!   | `GET /api/jobs/{queue}/{id}` | `JobDetail` (lease token redacted) + `timeline` + `cancel_explained` |
 //!   | `GET /api/jobs/{queue}/{id}/events` | `[Event]`, oldest first |

@@ -7,6 +7,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use leasehold_core::{JobState, QueueStatus};
 use maud::{html, Markup};
+use serde::Serialize;
 
 use super::error::ApiError;
 use super::html::{auth_fields, job_url, jobs_url, opt, Nav, Page};
@@ -306,7 +307,7 @@ async fn overview(State(app): State<Shared>) -> Page {
                     div.unreachable {
                         h3.warn { "Not every queue could be read (Redis Cluster): " (all.len()) " shown" }
                         ul {
-                            @for line in &overview.unreachable { li { (line) } }
+                            @for lost in &overview.unreachable { li { (lost.line) } }
                         }
                     }
                 }
@@ -321,15 +322,65 @@ async fn overview(State(app): State<Shared>) -> Page {
     ))
 }
 
-/// `GET /api/queues`: the status of each queue read. On a Redis Cluster
-/// with a master down, the queues of the masters that answer, and the
-/// header `x-leasehold-unreachable` naming what could not be read (one
-/// line per master or queue, joined by "; ").
+/// One entry of `/api/queues`: a queue read (its status, `"reachable":
+/// true`), or a queue (or a cluster master whose queues could not be
+/// listed: `"queue": null`) that could not be read, with the line the
+/// queues page shows for it.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum QueueEntry<'a> {
+    /// A queue read.
+    Read {
+        /// Always true.
+        reachable: bool,
+        /// Its status.
+        #[serde(flatten)]
+        status: &'a QueueStatus,
+    },
+    /// A queue or master that did not answer.
+    Lost {
+        /// The queue; `None` for a master whose queues are not listed.
+        queue: Option<&'a str>,
+        /// Always false.
+        reachable: bool,
+        /// The master (`host:port`), when known.
+        master: Option<&'a str>,
+        /// The line naming it, as on the queues page.
+        error: &'a str,
+    },
+}
+
+/// `GET /api/queues`: one entry per queue: the status of each queue read
+/// (`"reachable": true`) and, on a Redis Cluster with a master down, one
+/// entry per queue that could not be read (`"reachable": false`, its
+/// `master` and the `error` line the queues page shows) or per master whose
+/// queues could not even be listed (`"queue": null`). The same lines are in
+/// the header `x-leasehold-unreachable` (joined by "; ").
 async fn queues(State(app): State<Shared>) -> Result<Response, ApiError> {
     let overview = app.overview().await?;
-    let mut response = Json(overview.queues).into_response();
+    let entries: Vec<QueueEntry<'_>> = overview
+        .queues
+        .iter()
+        .map(|status| QueueEntry::Read {
+            reachable: true,
+            status,
+        })
+        .chain(overview.unreachable.iter().map(|lost| QueueEntry::Lost {
+            queue: lost.queue.as_deref(),
+            reachable: false,
+            master: lost.master.as_deref(),
+            error: &lost.line,
+        }))
+        .collect();
+    let mut response = Json(entries).into_response();
     if !overview.unreachable.is_empty() {
-        let lines = overview.unreachable.join("; ").replace(['\r', '\n'], " ");
+        let lines = overview
+            .unreachable
+            .iter()
+            .map(|l| l.line.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+            .replace(['\r', '\n'], " ");
         if let Ok(v) = axum::http::HeaderValue::from_str(&lines) {
             response.headers_mut().insert("x-leasehold-unreachable", v);
         }

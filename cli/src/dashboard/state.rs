@@ -9,13 +9,14 @@ use leasehold_core::{Queue, QueueConfig};
 use tokio::sync::Mutex;
 
 use super::session::{Sessions, Token};
+use crate::context::Unreachable;
 
 /// How long the list of discovered queues is reused.
 pub(super) const QUEUE_CACHE: Duration = Duration::from_secs(10);
 
-/// A discovery: when, the queues found, and one line per cluster master that
-/// did not answer.
-pub(crate) type Discovered = (Instant, Vec<String>, Vec<String>);
+/// A discovery: when, the queues found, and one entry per cluster master
+/// that did not answer.
+pub(crate) type Discovered = (Instant, Vec<String>, Vec<Unreachable>);
 
 /// What every handler shares.
 pub(crate) struct App {
@@ -27,7 +28,7 @@ pub(crate) struct App {
     pub shown_url: String,
     /// `--queue`, if given.
     pub pinned: Vec<String>,
-    /// Discovered queues and when, with a line per cluster master that did
+    /// Discovered queues and when, with an entry per cluster master that did
     /// not answer (its queues are not listed).
     pub discovered: Mutex<Option<Discovered>>,
     /// The action token, if configured.

@@ -1,5 +1,7 @@
 -- create: one new job in QUEUED (ready, or delayed until not-before), idempotent
--- on its input key and id: the enqueue of `enqueue` and of `schedule_tick`.
+-- on its input key and id: the enqueue of `enqueue` and of `schedule_tick`
+-- (create_job; the job itself is written by lib/new_job, as a group's
+-- completion job is).
 -- A job is given as JOB_VALUES (11) values of the run's ARGV (`argv`, passed
 -- in: a library file never reads ARGV itself) from offset `a` (argv[a + 1 ..
 -- a + 11]), in the one layout the client's new-job encoder writes
@@ -8,15 +10,10 @@
 -- the key's latest job SUCCEEDED), flow (its flow-control gates, lib/flow; ''
 -- for none, and no field), trace (a W3C traceparent; '' for none, and no
 -- field: a plain job pays nothing).
--- A created job's input window (lib/search) is kept in its `window` field, and
--- its search index members are added to `sb` (written once per call by the caller).
 --- @include "lib/keys"
---- @include "lib/time"
---- @include "lib/events"
---- @include "lib/ready"
 --- @include "lib/args"
---- @include "lib/search"
 --- @include "lib/flow"
+--- @include "lib/new_job"
 
 -- The values of one new job in a call's ARGV.
 local JOB_VALUES = 11
@@ -78,50 +75,11 @@ end
 -- Returns id, status ('created' | 'rerun' | 'existing' | 'succeeded'),
 -- previous id or '', and whether a job was created.
 local function create_job(events, jk, k_ready, k_delayed, queue, pipeline, argv, a, why, sb)
-  local flow, trace = argv[a + 10], argv[a + 11]
-  local id, input, input_key, resource = argv[a + 1], argv[a + 2], argv[a + 3], argv[a + 4]
-  local priority, delay_ms, max_attempts, stale_lock = argv[a + 5], tonumber(argv[a + 6]), argv[a + 7], argv[a + 8]
   local existing, previous = existing_job(argv, a, jk)
   if existing then return existing, previous, '', false end
-  local now = now_ms()
-  local not_before = now + delay_ms
-  -- a field at its default is not written (lib/jobs): the key names the queue,
-  -- and an absent input key, resource, priority, attempts allowed, STALE lock
-  -- policy, step, last step or cleanup flag reads as none, none, 0, 1, hold,
-  -- none, none, 0
-  -- no `id` (the key names the job) and no `not_before` unless delayed (it is
-  -- then `created_at`); the fields every transition reads come first, since a
-  -- field is found by a scan of the hash from its start
-  local fields = { 'state', 'QUEUED', 'attempt', '1', 'pipeline', pipeline, 'input', input,
-    'created_at', fmt(now), 'updated_at', fmt(now) }
-  local function opt(name, value, default)
-    if value and value ~= '' and value ~= default then
-      fields[#fields + 1] = name
-      fields[#fields + 1] = value
-    end
-  end
-  if delay_ms > 0 then opt('not_before', fmt(not_before)) end
-  opt('input_key', input_key)
-  opt('resource', resource)
-  opt('priority', priority, '0')
-  opt('max_attempts', max_attempts, '1')
-  opt('stale_lock', stale_lock, 'hold')
-  local window = input_window(input)
-  opt('window', window)
-  opt('previous', previous)
-  opt('flow', flow)
-  opt('trace', trace)
-  redis.call('HSET', jk, unpack(fields))
-  search_add(sb, id, input_key, search_resource(resource, flow), window)
-  if input_key ~= '' then redis.call('HSET', K_INPUTS, input_key, id) end
-  if delay_ms > 0 then
-    redis.call('ZADD', k_delayed, fmt(not_before), id)
-  else
-    redis.call('ZADD', k_ready, ready_score(priority, now), id)
-  end
   if previous ~= '' then
     why = 're-run of ' .. previous .. ((why ~= '' and ('; ' .. why)) or '')
   end
-  emit(events, 'enqueue', id, 1, '', 'QUEUED', '', why)
-  return id, ((previous ~= '') and 'rerun' or 'created'), previous, true
+  write_new_job(events, jk, k_ready, k_delayed, pipeline, argv, a, previous, why, sb)
+  return argv[a + 1], ((previous ~= '') and 'rerun' or 'created'), previous, true
 end

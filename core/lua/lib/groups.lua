@@ -44,6 +44,8 @@
 --- @include "lib/moves"
 --- @include "lib/jobs"
 --- @include "lib/attempts"
+--- @include "lib/search"
+--- @include "lib/new_job"
 
 local function group_key(g) return BASE .. ':group:' .. g end
 local function dependents_key(id) return BASE .. ':dependents:' .. id end
@@ -137,13 +139,16 @@ local function group_gc(g, gk)
   return true
 end
 
--- Enqueues group `g`'s completion job, once, with the pipeline's resource and
--- flow-control gates it was declared with, and its trace context.
+-- Enqueues group `g`'s completion job, once, as every new job is created
+-- (lib/new_job write_new_job: its search index members, its input window, the
+-- fields at their default left out), with the pipeline's resource and
+-- flow-control gates it was declared with, its trace context and a
+-- `completes` field naming the group.
 local function fire_completion(events, g, gk, now)
   local c = redis.call('HMGET', gk, 'completion_id', 'completion_pipeline', 'completion_input',
     'completion_priority', 'completion_max_attempts', 'completion_stale_lock', 'fired', 'completion_resource',
     'completion_flow', 'completion_trace')
-  if not c[1] or c[1] == '' or c[7] == '1' then return end
+  if not c[1] or c[1] == '' or c[7] == '1' or not c[2] or c[2] == '' then return end
   redis.call('HSET', gk, 'fired', '1')
   local id, p = c[1], c[2]
   local jk = job_key(id)
@@ -152,19 +157,13 @@ local function fire_completion(events, g, gk, now)
     redis.call('HSET', gk, 'completion_purged', '1')
     return
   end
-  -- fields at their default are left out, as by lib/create
-  local fields = { 'id', id, 'pipeline', p, 'input', c[3], 'created_at', fmt(now),
-    'updated_at', fmt(now), 'not_before', fmt(now), 'attempt', '1', 'state', 'QUEUED', 'completes', g }
-  for _, o in ipairs({ { 'resource', c[8] }, { 'priority', c[4], '0' }, { 'max_attempts', c[5], '1' },
-    { 'stale_lock', c[6], 'hold' }, { 'flow', c[9] }, { 'trace', c[10] } }) do
-    if o[2] and o[2] ~= '' and o[2] ~= o[3] then
-      fields[#fields + 1] = o[1]
-      fields[#fields + 1] = o[2]
-    end
-  end
-  redis.call('HSET', jk, unpack(fields))
-  redis.call('ZADD', ready_key(p), ready_score(c[4], now), id)
-  emit(events, 'enqueue', id, 1, '', 'QUEUED', '', 'completion of group ' .. g)
+  -- the JOB_VALUES layout of lib/create and lib/new_job: no input key, delay or re-run
+  local v = { id, c[3] or '', '', c[8] or '', c[4] or '0', '0', c[5] or '1', c[6] or 'hold', '0', c[9] or '',
+    c[10] or '' }
+  local sb = search_batch()
+  write_new_job(events, jk, ready_key(p), delayed_key(p), p, v, 0, '', 'completion of group ' .. g, sb,
+    { 'completes', g })
+  flush_search(sb)
   wake(wake_key(p))
 end
 

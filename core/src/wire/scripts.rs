@@ -51,6 +51,7 @@ includes![
     "lib/stale",
     "lib/retention",
     "lib/args",
+    "lib/new_job",
     "lib/create",
     "lib/schedule",
     "lib/quarantine",

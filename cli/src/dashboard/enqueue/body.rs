@@ -36,9 +36,9 @@ struct JobBody {
     max_attempts: Option<u32>,
     /// The job's id.
     id: Option<String>,
-    /// The resource (unregistered pipelines only).
+    /// The resource (a registered pipeline with a resource template computes it).
     resource: Option<String>,
-    /// The input key (unregistered pipelines only).
+    /// The input key (a registered pipeline with an input-key template computes it).
     input_key: Option<String>,
 }
 
@@ -61,9 +61,9 @@ pub(super) struct RequestBody {
     max_attempts: Option<u32>,
     /// One job's id.
     id: Option<String>,
-    /// One job's resource (unregistered pipelines only).
+    /// One job's resource (a registered pipeline with a resource template computes it).
     resource: Option<String>,
-    /// One job's input key (unregistered pipelines only).
+    /// One job's input key (a registered pipeline with an input-key template computes it).
     input_key: Option<String>,
     /// The pipeline has no published spec: take resource and input key as given.
     #[serde(default)]

@@ -13,6 +13,9 @@
 //! In a batch the top-level `rerun`, `priority`, `delay_ms` and
 //! `max_attempts` are defaults that a job's own value overrides; `id`,
 //! `resource` and `input_key` belong to one job and are given inside it.
+//! A `resource` or `input_key` given for a registered pipeline is taken when
+//! the pipeline has no template for it and refused when it has one, the rule
+//! of the CLI and the client (`jobs_from_json`, `Contract::computed_given`).
 //! `"unregistered": true` (top level) enqueues for a pipeline no worker has
 //! registered, with each job's `resource` and `input_key` taken as given.
 //! `"group": "<name>"` and `"depends_on": ["<job id>", "group:<name>"]` (top
@@ -196,8 +199,8 @@ fn bad_job(app: &App, pipeline: &str, items: &[Item], bad: BadJob) -> Refusal {
 }
 
 /// 400 for job `i` of a registered pipeline that gives its key `name`
-/// (`resource`, `input_key`): the body takes them for unregistered pipelines
-/// only.
+/// (`resource`, `input_key`) although the pipeline's published template
+/// computes it (without a template the value given is taken).
 fn leave_out(pipeline: &str, items: &[Item], i: usize, name: &str) -> Refusal {
     let at = items
         .get(i)
@@ -270,8 +273,8 @@ async fn jobs_for(
             StatusCode::CONFLICT,
             "registered_pipeline",
             format!(
-                "pipeline {pipeline} is registered in queue {queue}: its contract computes \
-                 resource and input key; drop \"unregistered\""
+                "pipeline {pipeline} is registered in queue {queue}: its published contract \
+                 builds its jobs (input schema, templates, policies); drop \"unregistered\""
             ),
             json!({ "pipeline": pipeline, "queue": queue }),
         ));
@@ -288,15 +291,8 @@ async fn jobs_for(
         ));
     }
     let contract = Contract::new(spec).map_err(|e| DashError::Internal(core_message(e)))?;
-    for (i, item) in items.iter().enumerate() {
-        let given = [
-            ("resource", item.options.resource.is_some()),
-            ("input_key", item.options.input_key.is_some()),
-        ];
-        if let Some((name, _)) = given.into_iter().find(|(_, given)| *given) {
-            return Err(leave_out(pipeline, items, i, name));
-        }
-    }
+    // a given resource or input key is judged by jobs_from_json, as for the
+    // CLI and the client: refused only where the pipeline has a template
     built(app, pipeline, items, Terms::Published(&contract))
 }
 
