@@ -126,6 +126,37 @@ async fn a_run_after_good_runs_still_checks_its_keys_and_common_arguments() {
     empty_settle(&srv, &fixed, good).expect("the first queue again");
 }
 
+/// Lua allows a function 200 locals. Every script as `EVAL` runs it (servers
+/// without functions) keeps room for 16 more in its main chunk, where the
+/// shared files' helpers are, and 16 more in its own body: a new shared
+/// helper or a longer script is refused here, with the script's name, before a
+/// server without functions refuses it.
+#[test]
+fn every_script_has_room_for_more_locals() {
+    let srv = RedisServer::start();
+    let spare: String = (1..=16)
+        .map(|i| format!("local spare_{i} = {i}\n"))
+        .collect();
+    for name in leasehold_core::wire::script_names() {
+        let text = leasehold_core::wire::script_source(name).expect("a script");
+        let body_at = text
+            .find("return (function()\n")
+            .expect("the script's own text runs as a function");
+        let (shared, body) = text.split_at(body_at);
+        let body = body.replacen(
+            "return (function()\n",
+            &format!("return (function()\n{spare}"),
+            1,
+        );
+        let padded = format!("{shared}{spare}{body}");
+        let loaded: redis::RedisResult<String> = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(&padded)
+            .query(&mut srv.connection());
+        assert!(loaded.is_ok(), "{name}: {loaded:?}");
+    }
+}
+
 #[tokio::test]
 async fn the_library_is_loaded_again_after_function_flush() {
     let srv = RedisServer::start();

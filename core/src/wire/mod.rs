@@ -20,4 +20,4 @@ pub(crate) mod refusal;
 pub(crate) mod reply;
 pub(crate) mod scripts;
 
-pub use scripts::{library_source, script_source};
+pub use scripts::{library_source, script_names, script_source};

@@ -202,19 +202,29 @@ fn script_parts(name: &str, seen: &mut HashSet<String>, out: &mut String) -> Str
     text
 }
 
+/// The names of the scripts clients call (each one's file is `core/lua/<name>.lua`).
+pub fn script_names() -> impl Iterator<Item = &'static str> {
+    SCRIPTS.iter().map(|(name, _)| *name)
+}
+
 /// The full text of the script `name` for `EVAL`, includes resolved; `None`
-/// for an unknown name.
+/// for an unknown name. The script's own text runs as a function of its own
+/// (as it does in the library): Lua allows a function 200 locals, and the
+/// shared files' helpers, which are the main chunk's locals, take most of
+/// them, so the script's own locals are counted apart.
 pub fn script_source(name: &str) -> Option<String> {
     if !SCRIPTS.iter().any(|(n, _)| *n == name) {
         return None;
     }
     let mut out = String::new();
     let text = script_parts(name, &mut HashSet::new(), &mut out);
+    out.push_str("return (function()\n");
     out.push_str(BEGIN_CALL);
     out.push_str(&text);
     if !text.ends_with('\n') {
         out.push('\n');
     }
+    out.push_str("end)()\n");
     Some(out)
 }
 
