@@ -8,8 +8,9 @@
 -- here), flow, trace. Its input window (lib/search) is kept in its `window`
 -- field, and its search index members are added to `sb` (written once per
 -- call by the caller). A file of its own, apart from lib/create's argument
--- checks, so that the scripts that settle groups (settle among them, whose
--- EVAL text is near Lua's 200 locals) take in one more local only.
+-- checks, so that the scripts that settle groups (settle among them) take in
+-- one more local only: the shared helpers are locals of one main chunk, which
+-- Lua allows 200 (tests/function_library.rs keeps every script 16 short of it).
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
