@@ -5,8 +5,9 @@
 use leasehold_core::inspect::JobSearch;
 use leasehold_core::{
     discover_queues, discover_reachable_queues, Error, Inspector, JobFilter, JobId, JobPage, Page,
-    Queue, QueueConfig,
+    Queue, QueueConfig, QueueStatus,
 };
+use serde::Serialize;
 
 use crate::failure::{classify, Failure, Outcome};
 
@@ -22,6 +23,55 @@ pub(crate) struct Unreachable {
     /// The line naming it ("queue q: master 127.0.0.1:6712 unreachable:
     /// failover in progress? (...)").
     pub line: String,
+}
+
+/// One entry of `status --json` and `/api/queues`: a queue read (its status,
+/// `"reachable": true`), or a queue (or a cluster master whose queues could
+/// not be listed: `"queue": null`) that could not be read, with the line
+/// `status` and the queues page show for it.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(crate) enum QueueEntry<'a> {
+    /// A queue read.
+    Read {
+        /// Always true.
+        reachable: bool,
+        /// Its status.
+        #[serde(flatten)]
+        status: &'a QueueStatus,
+    },
+    /// A queue or master that did not answer.
+    Lost {
+        /// The queue; `None` for a master whose queues are not listed.
+        queue: Option<&'a str>,
+        /// Always false.
+        reachable: bool,
+        /// The master (`host:port`), when known.
+        master: Option<&'a str>,
+        /// The line naming it ([`Unreachable::line`]).
+        error: &'a str,
+    },
+}
+
+/// The entries of `status --json` and `/api/queues`: each queue `read`
+/// (`"reachable": true`), then each queue or master `lost` (`"reachable":
+/// false`).
+pub(crate) fn queue_entries<'a>(
+    read: &'a [QueueStatus],
+    lost: &'a [Unreachable],
+) -> Vec<QueueEntry<'a>> {
+    read.iter()
+        .map(|status| QueueEntry::Read {
+            reachable: true,
+            status,
+        })
+        .chain(lost.iter().map(|lost| QueueEntry::Lost {
+            queue: lost.queue.as_deref(),
+            reachable: false,
+            master: lost.master.as_deref(),
+            error: &lost.line,
+        }))
+        .collect()
 }
 
 /// Every queue found under the prefix on the masters that answer; with, for

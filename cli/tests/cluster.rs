@@ -355,17 +355,47 @@ async fn status_with_a_master_down_shows_the_others_and_names_the_lost_queues() 
     }
     assert!(!run.stderr.contains("give a cluster URL"), "{}", run.stderr);
 
+    // the JSON has the entries of /api/queues: each queue read
+    // ("reachable": true, its status) and each queue not read ("reachable":
+    // false, its master and the line printed on stderr)
     let json = status_with_a_master_down(&url, &["status", "--json"]).await;
-    let listed: Vec<String> = json
-        .json()
-        .as_array()
-        .expect("a list of queues")
+    let v = json.json();
+    let entries = v.as_array().expect("a list of queues");
+    let listed: Vec<String> = entries
         .iter()
+        .filter(|s| s["reachable"] == true)
         .map(|s| s["queue"].as_str().unwrap().to_owned())
         .collect();
     let mut want: Vec<String> = kept.iter().map(|q| q.to_string()).collect();
     want.sort();
-    assert_eq!(listed, want);
+    assert_eq!(listed, want, "{v:#}");
+    assert!(
+        entries
+            .iter()
+            .filter(|s| s["reachable"] == true)
+            .all(|s| s.get("counts").is_some()),
+        "{v:#}"
+    );
+    let mut not_read: Vec<&str> = Vec::new();
+    for e in entries.iter().filter(|e| e["reachable"] == false) {
+        let q = e["queue"].as_str().expect("a queue named");
+        assert_eq!(e["master"], format!("127.0.0.1:{port}"), "{e}");
+        let error = e["error"].as_str().expect("an error line");
+        assert!(
+            error.starts_with(&format!(
+                "queue {q}: master 127.0.0.1:{port} unreachable: failover in progress?"
+            )) && json.stderr.contains(error),
+            "{e}\n{}",
+            json.stderr
+        );
+        assert!(e.get("counts").is_none(), "{e}");
+        not_read.push(q);
+    }
+    not_read.sort();
+    let mut lost_sorted = lost.clone();
+    lost_sorted.sort();
+    assert_eq!(not_read, lost_sorted, "{v:#}");
+    assert_eq!(entries.len(), QUEUES.len(), "{v:#}");
 
     let one = status_with_a_master_down(&url, &["status", "--queue", lost[0]]).await;
     assert!(
@@ -381,7 +411,15 @@ async fn status_with_a_master_down_shows_the_others_and_names_the_lost_queues() 
     // the replica takes over: every queue is back
     cluster.take_over(replica);
     let back = run_cmd(command(&url, &["status", "--json"])).await.ok();
-    assert_eq!(back.json().as_array().map(Vec::len), Some(QUEUES.len()));
+    let back = back.json();
+    assert_eq!(back.as_array().map(Vec::len), Some(QUEUES.len()));
+    assert!(
+        back.as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["reachable"] == true),
+        "{back:#}"
+    );
 }
 
 /// Runs `args` until it exits 5 (a master down, the rest shown), for 30 s at
@@ -458,6 +496,22 @@ async fn api_queues_names_a_master_whose_queues_cannot_be_listed() {
         .collect();
     read.sort();
     assert_eq!(read, kept, "{entries:?}");
+    // /metrics: the master's queues unlisted, a 0 for it with an empty queue
+    let metrics = get_metrics(&c, &dash).await;
+    assert!(
+        metrics.contains(&format!(
+            "leasehold_queue_reachable{{queue=\"\",master=\"127.0.0.1:{port}\"}} 0\n"
+        )),
+        "{metrics}"
+    );
+    for q in &kept {
+        assert!(
+            metrics.contains(&format!(
+                "leasehold_queue_reachable{{queue=\"{q}\",master=\"\"}} 1\n"
+            )),
+            "{q} not 1:\n{metrics}"
+        );
+    }
     let page = c
         .get(dash.url("/"))
         .send()
@@ -571,6 +625,25 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
             .all(|e| e["reachable"] == true || e["reachable"] == false),
         "every entry says whether it was read: {entries:?}"
     );
+    // /metrics says it too: leasehold_queue_reachable 0 for each queue not
+    // read, with its master, and 1 for each queue read
+    let metrics = get_metrics(&c, &dash).await;
+    for q in &lost {
+        assert!(
+            metrics.contains(&format!(
+                "leasehold_queue_reachable{{queue=\"{q}\",master=\"127.0.0.1:{port}\"}} 0\n"
+            )),
+            "{q} not 0:\n{metrics}"
+        );
+    }
+    for q in &kept {
+        assert!(
+            metrics.contains(&format!(
+                "leasehold_queue_reachable{{queue=\"{q}\",master=\"\"}} 1\n"
+            )),
+            "{q} not 1:\n{metrics}"
+        );
+    }
     let r = c.get(dash.url("/")).send().await.expect("GET /");
     assert!(r.status().is_success(), "{r:?}");
     let page = r.text().await.unwrap();
@@ -609,4 +682,22 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    let metrics = get_metrics(&c, &dash).await;
+    let reach: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("leasehold_queue_reachable{"))
+        .collect();
+    assert_eq!(reach.len(), QUEUES.len(), "{metrics}");
+    assert!(reach.iter().all(|l| l.ends_with("} 1")), "{metrics}");
+}
+
+/// The dashboard's `/metrics`, which must answer 200.
+async fn get_metrics(c: &reqwest::Client, dash: &Dashboard) -> String {
+    let r = c
+        .get(dash.url("/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics");
+    assert!(r.status().is_success(), "{r:?}");
+    r.text().await.unwrap()
 }

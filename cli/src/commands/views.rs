@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{one, out, print_json, print_json_line};
-use crate::context::{list_jobs_across, Ctx};
+use crate::context::{list_jobs_across, queue_entries, Ctx};
 use crate::failure::{Failure, Outcome};
 use crate::grammar::{job_id, JobsArgs, StateArg};
 use crate::render;
@@ -19,7 +19,10 @@ const FOLLOW_BLOCK: Duration = Duration::from_secs(2);
 
 /// `status`. On a Redis Cluster with a master down (its replica not
 /// promoted yet), the queues of the other masters are shown and the rest
-/// named, and the exit code is 5 (Redis cannot be reached).
+/// named, and the exit code is 5 (Redis cannot be reached). With `--json`,
+/// the entries of `/api/queues`: each queue read (`"reachable": true`) and
+/// each queue or master not read (`"reachable": false`, its `master` and the
+/// `error` line also printed on stderr).
 pub(crate) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
     let (names, mut lost) = ctx.reachable_queues(queues).await?;
     let mut all = Vec::with_capacity(names.len());
@@ -33,7 +36,7 @@ pub(crate) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
         }
     }
     if ctx.json {
-        print_json(&all)?;
+        print_json(&queue_entries(&all, &lost))?;
     } else if all.is_empty() && lost.is_empty() {
         return out(&format!(
             "no queues found under prefix {:?} at {}\n",

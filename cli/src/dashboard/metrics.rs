@@ -18,6 +18,7 @@
 //! | `leasehold_live_workers` | queue | workers whose registration is live |
 //! | `leasehold_expired_leases` | queue | leases past their deadline no sweep has handled |
 //! | `leasehold_quarantined_jobs` | queue | jobs set aside as unreadable |
+//! | `leasehold_queue_reachable` | queue, master | 1: the queue was read; 0: on a Redis Cluster with a master down, a queue (or, `queue=""`, a master whose queues could not be listed) that was not, with its master when known (`master=""` otherwise, and for the queues read) |
 
 use std::sync::atomic::AtomicU64;
 
@@ -28,12 +29,24 @@ use axum::routing::get;
 use axum::Router;
 use leasehold_core::metrics::{PipelineLabels, QueueLabels, StateLabels};
 use leasehold_core::{JobState, QueueStatus};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::error::Res;
 use super::state::{App, Shared};
+use crate::context::Unreachable;
+
+/// Labels of `leasehold_queue_reachable`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReachLabels {
+    /// The queue; empty for a master whose queues could not be listed.
+    queue: String,
+    /// The master (`host:port`) of a queue not read, when known; empty
+    /// otherwise.
+    master: String,
+}
 
 /// The route of the metrics.
 pub(super) fn routes() -> Router<Shared> {
@@ -60,7 +73,8 @@ impl App {
     /// Every queue's status as Prometheus text, one scrape at a time.
     async fn scrape(&self) -> Res<String> {
         let _one_at_a_time = self.scrape.lock().await;
-        Ok(encode(&self.overview().await?.queues))
+        let overview = self.overview().await?;
+        Ok(encode(&overview.queues, &overview.unreachable))
     }
 }
 
@@ -68,8 +82,26 @@ fn gauge(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// The OpenMetrics text of `statuses`.
-fn encode(statuses: &[QueueStatus]) -> String {
+/// The OpenMetrics text of `statuses`, with each queue or master `lost`
+/// (not read) as `leasehold_queue_reachable` 0.
+fn encode(statuses: &[QueueStatus], lost: &[Unreachable]) -> String {
+    let reachable = Family::<ReachLabels, Gauge>::default();
+    for s in statuses {
+        reachable
+            .get_or_create(&ReachLabels {
+                queue: s.queue.clone(),
+                master: String::new(),
+            })
+            .set(1);
+    }
+    for l in lost {
+        reachable
+            .get_or_create(&ReachLabels {
+                queue: l.queue.clone().unwrap_or_default(),
+                master: l.master.clone().unwrap_or_default(),
+            })
+            .set(0);
+    }
     let jobs = Family::<StateLabels, Gauge>::default();
     let terminal = Family::<QueueLabels, Gauge>::default();
     let waiting = Family::<PipelineLabels, Gauge>::default();
@@ -201,9 +233,52 @@ fn encode(statuses: &[QueueStatus]) -> String {
         "Jobs set aside as unreadable",
         quarantined,
     );
+    r.register(
+        "leasehold_queue_reachable",
+        "1 when the queue was read; 0 for a queue (or, with an empty queue label, a cluster master whose queues could not be listed) that could not be read, its master down",
+        reachable,
+    );
     let mut out = String::new();
     if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &r) {
         eprintln!("leasehold dashboard: cannot encode metrics: {e}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_or_master_not_read_is_unreachable_with_its_labels_escaped() {
+        let lost = [
+            Unreachable {
+                queue: Some("odd\"q\\".into()),
+                master: Some("127.0.0.1:7001".into()),
+                line: "queue odd: master 127.0.0.1:7001 unreachable".into(),
+            },
+            Unreachable {
+                queue: None,
+                master: Some("127.0.0.1:7002".into()),
+                line: "master 127.0.0.1:7002 unreachable".into(),
+            },
+            Unreachable {
+                queue: Some("nomaster".into()),
+                master: None,
+                line: "queue nomaster: its master is unreachable".into(),
+            },
+        ];
+        let text = encode(&[], &lost);
+        assert!(
+            text.contains("# TYPE leasehold_queue_reachable gauge\n"),
+            "{text}"
+        );
+        for line in [
+            r#"leasehold_queue_reachable{queue="odd\"q\\",master="127.0.0.1:7001"} 0"#,
+            r#"leasehold_queue_reachable{queue="",master="127.0.0.1:7002"} 0"#,
+            r#"leasehold_queue_reachable{queue="nomaster",master=""} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
+    }
 }

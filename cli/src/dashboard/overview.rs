@@ -7,12 +7,12 @@ use axum::routing::get;
 use axum::{Json, Router};
 use leasehold_core::{JobState, QueueStatus};
 use maud::{html, Markup};
-use serde::Serialize;
 
 use super::error::ApiError;
 use super::html::{auth_fields, job_url, jobs_url, opt, Nav, Page};
 use super::locks::locks_table;
 use super::state::Shared;
+use crate::context::queue_entries;
 use crate::time::human;
 
 /// The routes of the overview.
@@ -322,34 +322,6 @@ async fn overview(State(app): State<Shared>) -> Page {
     ))
 }
 
-/// One entry of `/api/queues`: a queue read (its status, `"reachable":
-/// true`), or a queue (or a cluster master whose queues could not be
-/// listed: `"queue": null`) that could not be read, with the line the
-/// queues page shows for it.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum QueueEntry<'a> {
-    /// A queue read.
-    Read {
-        /// Always true.
-        reachable: bool,
-        /// Its status.
-        #[serde(flatten)]
-        status: &'a QueueStatus,
-    },
-    /// A queue or master that did not answer.
-    Lost {
-        /// The queue; `None` for a master whose queues are not listed.
-        queue: Option<&'a str>,
-        /// Always false.
-        reachable: bool,
-        /// The master (`host:port`), when known.
-        master: Option<&'a str>,
-        /// The line naming it, as on the queues page.
-        error: &'a str,
-    },
-}
-
 /// `GET /api/queues`: one entry per queue: the status of each queue read
 /// (`"reachable": true`) and, on a Redis Cluster with a master down, one
 /// entry per queue that could not be read (`"reachable": false`, its
@@ -358,20 +330,7 @@ enum QueueEntry<'a> {
 /// the header `x-leasehold-unreachable` (joined by "; ").
 async fn queues(State(app): State<Shared>) -> Result<Response, ApiError> {
     let overview = app.overview().await?;
-    let entries: Vec<QueueEntry<'_>> = overview
-        .queues
-        .iter()
-        .map(|status| QueueEntry::Read {
-            reachable: true,
-            status,
-        })
-        .chain(overview.unreachable.iter().map(|lost| QueueEntry::Lost {
-            queue: lost.queue.as_deref(),
-            reachable: false,
-            master: lost.master.as_deref(),
-            error: &lost.line,
-        }))
-        .collect();
+    let entries = queue_entries(&overview.queues, &overview.unreachable);
     let mut response = Json(entries).into_response();
     if !overview.unreachable.is_empty() {
         let lines = overview
