@@ -376,22 +376,7 @@ async fn status_with_a_master_down_shows_the_others_and_names_the_lost_queues() 
             .all(|s| s.get("counts").is_some()),
         "{v:#}"
     );
-    let mut not_read: Vec<&str> = Vec::new();
-    for e in entries.iter().filter(|e| e["reachable"] == false) {
-        let q = e["queue"].as_str().expect("a queue named");
-        assert_eq!(e["master"], format!("127.0.0.1:{port}"), "{e}");
-        let error = e["error"].as_str().expect("an error line");
-        assert!(
-            error.starts_with(&format!(
-                "queue {q}: master 127.0.0.1:{port} unreachable: failover in progress?"
-            )) && json.stderr.contains(error),
-            "{e}\n{}",
-            json.stderr
-        );
-        assert!(e.get("counts").is_none(), "{e}");
-        not_read.push(q);
-    }
-    not_read.sort();
+    let not_read = queues_not_read(entries, port, &json.stderr);
     let mut lost_sorted = lost.clone();
     lost_sorted.sort();
     assert_eq!(not_read, lost_sorted, "{v:#}");
@@ -603,21 +588,7 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
     }
     // the body says it too: one entry per queue not read, with its master
     // and the line the page shows, none of them left out
-    let mut not_read: Vec<&str> = Vec::new();
-    for e in entries.iter().filter(|e| e["reachable"] == false) {
-        let q = e["queue"].as_str().expect("a queue named");
-        assert_eq!(e["master"], format!("127.0.0.1:{port}"), "{e}");
-        let error = e["error"].as_str().expect("an error line");
-        assert!(
-            error.starts_with(&format!(
-                "queue {q}: master 127.0.0.1:{port} unreachable: failover in progress?"
-            )) && named.contains(error),
-            "{e}"
-        );
-        assert!(e.get("counts").is_none(), "{e}");
-        not_read.push(q);
-    }
-    not_read.sort();
+    let not_read = queues_not_read(&entries, port, &named);
     assert_eq!(not_read, lost, "{entries:?}");
     assert!(
         entries
@@ -689,6 +660,30 @@ async fn the_dashboard_with_a_master_down_shows_the_others_and_names_the_lost_qu
         .collect();
     assert_eq!(reach.len(), QUEUES.len(), "{metrics}");
     assert!(reach.iter().all(|l| l.ends_with("} 1")), "{metrics}");
+}
+
+/// The queues that `entries` (the JSON of `status --json` or `GET
+/// /api/queues`) gives as not read, sorted; each entry checked on the way: its
+/// master is the one on `port`, its error is the failover line and is also in
+/// `shown` (the stderr of `status`, or the lines the page shows), and it has
+/// no counts.
+fn queues_not_read<'a>(entries: &'a [Value], port: u16, shown: &str) -> Vec<&'a str> {
+    let mut not_read: Vec<&str> = Vec::new();
+    for e in entries.iter().filter(|e| e["reachable"] == false) {
+        let q = e["queue"].as_str().expect("a queue named");
+        assert_eq!(e["master"], format!("127.0.0.1:{port}"), "{e}");
+        let error = e["error"].as_str().expect("an error line");
+        assert!(
+            error.starts_with(&format!(
+                "queue {q}: master 127.0.0.1:{port} unreachable: failover in progress?"
+            )) && shown.contains(error),
+            "{e}\n{shown}"
+        );
+        assert!(e.get("counts").is_none(), "{e}");
+        not_read.push(q);
+    }
+    not_read.sort();
+    not_read
 }
 
 /// The dashboard's `/metrics`, which must answer 200.
