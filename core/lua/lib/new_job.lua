@@ -55,7 +55,9 @@ local function write_new_job(events, jk, k_ready, k_delayed, pipeline, argv, a, 
   opt('previous', previous)
   opt('flow', flow)
   opt('trace', trace)
-  for i = 1, #(extra or {}), 2 do opt(extra[i], extra[i + 1]) end
+  if extra then
+    for i = 1, #extra, 2 do opt(extra[i], extra[i + 1]) end
+  end
   redis.call('HSET', jk, unpack(fields))
   search_add(sb, id, input_key, search_resource(resource, flow), window)
   if input_key and input_key ~= '' then redis.call('HSET', K_INPUTS, input_key, id) end
