@@ -283,6 +283,11 @@ pub(crate) fn verdict(j: &Job) -> Option<String> {
         JobState::Failed => {
             let a = j.attempts.iter().find(|a| a.n == j.attempt)?;
             Some(match &a.error {
+                // a process step's exit names its code and the setting that decided
+                Some(e) if !e.retryable && e.kind == "exit" => format!(
+                    "not retryable: {}; `leasehold retry` starts a new attempt anyway",
+                    e.message.lines().next().unwrap_or_default()
+                ),
                 Some(e) if !e.retryable => format!(
                     "not retryable: the step said retrying won't help ({}); `leasehold retry` starts a new attempt anyway",
                     e.kind

@@ -465,7 +465,7 @@ json.dump({"seen": json.load(open(os.environ["LEASEHOLD_PREVIOUS"]))}, open(os.e
 async fn exit_codes_map_to_outcomes_per_step() {
     let srv = RedisServer::start();
     let pipeline = DeclaredPipeline::new("codes")
-        .step("bad", ProcessStep::shell("exit 3"))
+        .step("bad", ProcessStep::shell("exit 65"))
         .options(
             PipelineOptions::new()
                 .retry(RetryPolicy::exponential(3).initial_backoff(Duration::from_millis(10))),
@@ -474,9 +474,47 @@ async fn exit_codes_map_to_outcomes_per_step() {
     let q = connect(&srv.url(), "codes").await;
     let id = enqueue(&srv.url(), "codes", &json!({})).await;
     let job = ended(&q, &id).await;
-    // any other code than 75 is permanent by default: no second attempt
+    // 65 (EX_DATAERR) is permanent by default: no second attempt, and the
+    // verdict names the code and the setting that decided
     assert_eq!((job.state, job.attempt), (JobState::Failed, 1), "{job:?}");
-    assert!(!job.attempts[0].error.as_ref().unwrap().retryable);
+    let error = job.attempts[0].error.as_ref().unwrap();
+    assert!(!error.retryable);
+    assert!(
+        error
+            .message
+            .contains("exited with code 65 (permanent: listed in permanent_exit_codes)"),
+        "{error:?}"
+    );
+    stop(worker).await;
+
+    // an ordinary failure (a Python exception, a `set -e` script: exit 1) is
+    // retried by default
+    let pipeline = DeclaredPipeline::new("codes1")
+        .step(
+            "flaky",
+            ProcessStep::shell("[ \"$LEASEHOLD_ATTEMPT\" = 2 ] || exit 1"),
+        )
+        .options(
+            PipelineOptions::new()
+                .retry(RetryPolicy::exponential(3).initial_backoff(Duration::from_millis(10))),
+        );
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = connect(&srv.url(), "codes1").await;
+    let id = enqueue(&srv.url(), "codes1", &json!({})).await;
+    let job = ended(&q, &id).await;
+    assert_eq!(
+        (job.state, job.attempt),
+        (JobState::Succeeded, 2),
+        "{job:?}"
+    );
+    let error = job.attempts[0].error.as_ref().unwrap();
+    assert!(error.retryable, "{error:?}");
+    assert!(
+        error
+            .message
+            .contains("exited with code 1 (retryable: other_exits = \"retryable\")"),
+        "{error:?}"
+    );
     stop(worker).await;
 
     let pipeline = DeclaredPipeline::new("codes2")

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use leasehold_core::process::{DeclaredPipeline, ExitCodes, ProcessStep};
+use leasehold_core::process::{DeclaredPipeline, ExitCodes, ExitCodesError, ProcessStep};
 use leasehold_core::{
     parse_duration, CatchUp, FlowOptions, Overlap, PipelineOptions, Rate, RetryPolicy, Schedule,
     StaleLock, StepSpec,
@@ -127,8 +127,8 @@ struct StepDoc {
     env: BTreeMap<String, String>,
     timeout: Option<Spanned<String>>,
     grace: Option<Spanned<String>>,
-    retryable_exit_codes: Option<Vec<i32>>,
-    permanent_exit_codes: Option<Vec<i32>>,
+    retryable_exit_codes: Option<Spanned<Vec<i32>>>,
+    permanent_exit_codes: Option<Spanned<Vec<i32>>>,
     other_exits: Option<Spanned<String>>,
     tail_bytes: Option<usize>,
     retry: Option<Spanned<RetryDoc>>,
@@ -256,10 +256,21 @@ impl Reader<'_> {
         }
         let mut codes = ExitCodes::default();
         if let Some(c) = &s.retryable_exit_codes {
-            codes = codes.retryable(c.iter().copied());
+            codes = codes.retryable(c.get_ref().iter().copied());
         }
         if let Some(c) = &s.permanent_exit_codes {
-            codes = codes.permanent(c.iter().copied());
+            codes = codes.permanent(c.get_ref().iter().copied());
+        }
+        if let Some(e) = codes.check().first() {
+            let list = match e {
+                ExitCodesError::OutOfRange {
+                    list: "permanent_exit_codes",
+                    ..
+                } => s.permanent_exit_codes.as_ref(),
+                _ => s.retryable_exit_codes.as_ref(),
+            };
+            let span = list.map_or(doc.span(), |l| l.span());
+            return Err(self.error(span, e.to_string()));
         }
         if let Some(o) = &s.other_exits {
             codes = codes.others_retryable(match o.get_ref().as_str() {

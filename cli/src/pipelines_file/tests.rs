@@ -97,3 +97,31 @@ fn every_error_names_its_line_and_column() {
     let twice = error("[[pipeline]]\nname = \"a\"\n[[pipeline.step]]\nname = \"s\"\nrun = [\"true\"]\n[[pipeline.step]]\nname = \"s\"\nrun = [\"true\"]\n");
     assert!(twice.starts_with("p.toml:7:8: "), "{twice}");
 }
+
+#[test]
+fn exit_code_lists_that_contradict_or_overflow_are_refused() {
+    let head = "[[pipeline]]\nname = \"a\"\n[[pipeline.step]]\nname = \"s\"\nrun = [\"true\"]\n";
+    let in_both = error(&format!(
+        "{head}retryable_exit_codes = [65]\npermanent_exit_codes = [65]\n"
+    ));
+    assert!(
+        in_both.starts_with("p.toml:6:24: exit code 65 is in both"),
+        "{in_both}"
+    );
+    let zero = error(&format!("{head}permanent_exit_codes = [0]\n"));
+    assert!(
+        zero.starts_with("p.toml:6:24: permanent_exit_codes holds 0: "),
+        "{zero}"
+    );
+    let big = error(&format!("{head}retryable_exit_codes = [300]\n"));
+    assert!(
+        big.starts_with("p.toml:6:24: retryable_exit_codes holds 300: "),
+        "{big}"
+    );
+    // the sysexits and exit 1 may be listed either way
+    assert!(parse(
+        Path::new("p.toml"),
+        &format!("{head}retryable_exit_codes = [65, 1]\npermanent_exit_codes = [2]\n")
+    )
+    .is_ok());
+}

@@ -10,9 +10,12 @@
 //! in a temporary directory of the attempt holding the job's input
 //! (`LEASEHOLD_INPUT`) and the previous step's output (`LEASEHOLD_PREVIOUS`);
 //! the child writes its own output as JSON to `LEASEHOLD_OUTPUT`. Exit code 0
-//! is success, [`EXIT_RETRYABLE`] (75) a retryable failure, any other code a
-//! permanent one ([`ExitCodes`] changes this per step); a death by a signal
-//! the worker did not send is retryable. When the job's cancellation token
+//! is success; [`EXIT_RETRYABLE`] (75) is a retryable failure; the sysexits
+//! for a usage, data, input or configuration error ([`DEFAULT_PERMANENT`]:
+//! 64, 65, 66, 78) are permanent; any other non-zero code is retryable within
+//! the attempts allowed ([`ExitCodes`] changes this per step, and the error
+//! names the setting that decided); a death by a signal the worker did not
+//! send is retryable. When the job's cancellation token
 //! fires (an operator's cancel, a lost lease or its local deadline, a worker
 //! shutdown past its grace) or the step's time limit passes, the whole group
 //! gets SIGTERM, then SIGKILL after the step's grace (default 10 s; on a lost
@@ -49,7 +52,10 @@ mod supervisor;
 #[cfg(unix)]
 pub use self::declared::DeclaredPipeline;
 #[cfg(unix)]
-pub use self::exit_codes::{ExitCodes, EXIT_PERMANENT, EXIT_RETRYABLE};
+pub use self::exit_codes::{
+    ExitCodes, ExitCodesError, ExitRule, ExitVerdict, DEFAULT_PERMANENT, EXIT_PERMANENT,
+    EXIT_RETRYABLE,
+};
 #[cfg(unix)]
 pub use self::logs::PROGRESS_PREFIX;
 pub use self::record::{read as read_records, CutOff, CutWhy, ProcessRecord};

@@ -501,8 +501,9 @@ impl ProcessStep {
         match ended.status.code() {
             Some(0) => read_output(output_path),
             Some(code) => {
-                let message = format!("{program} exited with code {code}{detail}");
-                Err(if self.exit_codes.is_retryable(code) {
+                let verdict = self.exit_codes.verdict(code);
+                let message = format!("{program} exited with code {code} ({verdict}){detail}");
+                Err(if verdict.retryable {
                     StepError::retryable(message)
                 } else {
                     StepError::permanent(message)
