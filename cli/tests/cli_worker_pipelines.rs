@@ -130,9 +130,21 @@ run = ["python3", "load.py"]
 "#,
     )
     .unwrap();
+    // a free loopback port for the worker's metrics
+    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
     let mut worker = command(
         &srv.url(),
-        &["worker", "--pipelines", file.to_str().unwrap()],
+        &[
+            "worker",
+            "--pipelines",
+            file.to_str().unwrap(),
+            "--metrics-addr",
+            &metrics_addr,
+        ],
     );
     worker.stderr(std::process::Stdio::null());
     let mut worker = worker.spawn().unwrap();
@@ -194,6 +206,18 @@ run = ["python3", "load.py"]
         "| fetching source:shop-a",
         "| loaded 3 rows",
     ]);
+    // --metrics-addr: the worker's own Prometheus metrics count the job's steps
+    let metrics = reqwest::get(format!("http://{metrics_addr}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("leasehold_step_duration_seconds_count{")
+            && metrics.contains("step=\"load\""),
+        "{metrics}"
+    );
     // SIGTERM: a graceful stop, exit 0
     // SAFETY: the worker is this test's own child
     unsafe { libc::kill(worker.id().unwrap() as i32, libc::SIGTERM) };
@@ -221,7 +245,8 @@ async fn first_log_line(url: &str, local: bool, tz: &str, file: &std::path::Path
     // the first line that starts with a time (a banner comes before the log)
     let line = tokio::time::timeout(WAIT, async {
         while let Ok(Some(line)) = lines.next_line().await {
-            let line = strip_colours(&line);
+            // stderr is a pipe here, not a terminal: no colour codes
+            assert!(!line.contains('\u{1b}'), "colour in a piped log: {line:?}");
             if line.starts_with(|c: char| c.is_ascii_digit()) {
                 return line;
             }
@@ -234,24 +259,6 @@ async fn first_log_line(url: &str, local: bool, tz: &str, file: &std::path::Path
     unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
     let _ = tokio::time::timeout(WAIT, child.wait()).await;
     line
-}
-
-/// `line` without its terminal colour sequences (`ESC [ ... m`).
-fn strip_colours(line: &str) -> String {
-    let mut out = String::new();
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c == 'm' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

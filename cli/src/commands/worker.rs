@@ -3,6 +3,8 @@
 //! SIGTERM. The file is read and checked whole before the worker connects
 //! (see `pipelines_file.rs`), so a worker never starts half-configured.
 
+use std::io::IsTerminal;
+
 use leasehold_core::{shutdown_signal, Worker};
 
 use crate::context::Ctx;
@@ -39,6 +41,12 @@ impl tracing_subscriber::fmt::time::FormatTime for LogClock {
     }
 }
 
+/// Whether the worker's log has colour: only on a terminal, and never with
+/// `NO_COLOR` set (a log file or a journal gets plain text).
+fn log_colour(stderr_is_terminal: bool) -> bool {
+    stderr_is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// `worker`.
 pub(crate) async fn run(ctx: &Ctx, args: WorkerArgs) -> Outcome {
     let pipelines = crate::pipelines_file::load(&args.pipelines).map_err(Failure::Usage)?;
@@ -48,6 +56,7 @@ pub(crate) async fn run(ctx: &Ctx, args: WorkerArgs) -> Outcome {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(log_colour(std::io::stderr().is_terminal()))
         .with_timer(LogClock)
         .try_init();
     let mut builder = Worker::builder(ctx.url.clone())
@@ -55,6 +64,9 @@ pub(crate) async fn run(ctx: &Ctx, args: WorkerArgs) -> Outcome {
         .concurrency(args.concurrency)
         .lease_ttl(args.lease_ttl)
         .shutdown_grace(args.shutdown_grace);
+    if let Some(addr) = args.metrics_addr {
+        builder = builder.metrics_addr(addr);
+    }
     for pipeline in pipelines {
         builder = builder.declared(pipeline).map_err(|e| ctx.fail(e))?;
     }

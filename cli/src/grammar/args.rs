@@ -232,6 +232,10 @@ pub(crate) struct WorkerArgs {
     /// cut off (process steps then get SIGTERM and their grace).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    /// Serve the worker's Prometheus metrics on this address (GET /metrics),
+    /// for example 127.0.0.1:9464. Off unless given.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// Parses a job id given on the command line.

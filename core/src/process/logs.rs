@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
-use tracing::{debug, info};
+use tracing::debug;
 
 /// The longest line passed on as one: a longer one is cut into pieces.
 const MAX_LINE: usize = 8 * 1024;
@@ -100,7 +100,9 @@ impl Sink {
                 return;
             }
         }
-        info!(
+        // at DEBUG: the tail keeps the last lines anyway, and a chatty step
+        // must not fill the worker's log (RUST_LOG=leasehold::process=debug shows them)
+        debug!(
             target: "leasehold::process",
             job = %self.job,
             step = self.step,
