@@ -67,7 +67,7 @@ run = ["true"]
         .code(2);
     assert!(
         run.stderr
-            .contains(&format!("{path}:3:1: unknown field `steps`")),
+            .contains(&format!("{path}:3:1: unknown setting `steps`")),
         "{run:#?}"
     );
 

@@ -50,6 +50,14 @@ impl KeyTemplate {
         })
     }
 
+    /// The field paths the template names, in order (`["window", "start"]`).
+    pub fn fields(&self) -> impl Iterator<Item = &[String]> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Field(path) => Some(path.as_slice()),
+            Part::Text(_) => None,
+        })
+    }
+
     /// The template as written.
     pub fn as_str(&self) -> &str {
         &self.text

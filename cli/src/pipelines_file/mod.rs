@@ -4,6 +4,7 @@
 //! build. The whole file is checked before anything runs; every error names
 //! its line and column.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
@@ -136,12 +137,92 @@ struct StepDoc {
 
 // ---- reading it -----------------------------------------------------------------
 
-/// Reads what the file's text says, reporting errors at their spans.
+/// The largest pipelines file read: a file of pipelines is a page or two of
+/// settings, and a bigger one is refused before it is read whole.
+pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Every problem found in a pipelines file, in the order of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileErrors(pub Vec<FileError>);
+
+impl fmt::Display for FileErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        if self.0.len() > 1 {
+            write!(f, "\n{} mistakes in all", self.0.len())?;
+        }
+        Ok(())
+    }
+}
+
+/// Bounds of a duration setting: the least and the most it may be.
+struct Bounds {
+    min: Duration,
+    max: Duration,
+}
+
+impl Bounds {
+    const fn new(min: Duration, max: Duration) -> Self {
+        Bounds { min, max }
+    }
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(86_400);
+const MS: Duration = Duration::from_millis(1);
+/// A step's time limit: more than zero, a week at most.
+const TIMEOUT: Bounds = Bounds::new(MS, Duration::from_secs(7 * 86_400));
+/// A step's grace between SIGTERM and SIGKILL: zero (SIGKILL at once) to an hour.
+const GRACE: Bounds = Bounds::new(Duration::ZERO, HOUR);
+/// A lease's time-to-live: 1 s to a day.
+const LEASE_TTL: Bounds = Bounds::new(Duration::from_secs(1), DAY);
+/// A retry backoff: zero to a week.
+const BACKOFF: Bounds = Bounds::new(Duration::ZERO, Duration::from_secs(7 * 86_400));
+/// A schedule's grace for a late tick: zero to a week.
+const SCHEDULE_GRACE: Bounds = Bounds::new(Duration::ZERO, Duration::from_secs(7 * 86_400));
+
+/// A duration as the messages write it.
+fn shown(d: Duration) -> String {
+    crate::time::human_duration(d)
+}
+
+/// A parser's message in the file's own words: settings, not fields.
+fn plain(message: &str) -> String {
+    let message = message.trim_end();
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        return match rest.split_once(", expected ") {
+            Some((name, expected)) => {
+                format!("unknown setting {name}; the settings here are {expected}")
+            }
+            None => format!("unknown setting {rest}"),
+        };
+    }
+    if let Some(name) = message.strip_prefix("missing field ") {
+        return format!("{name} is required here");
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            if let Some((found, expected)) = rest.split_once(", expected ") {
+                return format!("expected {expected}, found {found}");
+            }
+        }
+    }
+    message.to_owned()
+}
+
+/// Reads what the file's text says, collecting every error at its span.
 struct Reader<'a> {
     path: &'a Path,
     text: &'a str,
     /// The directory the file is in (relative `cwd`s and the default one).
     dir: PathBuf,
+    /// What is wrong so far.
+    errors: RefCell<Vec<FileError>>,
 }
 
 impl Reader<'_> {
@@ -155,39 +236,112 @@ impl Reader<'_> {
         }
     }
 
-    fn duration(&self, value: &Spanned<String>, what: &str) -> Result<Duration, FileError> {
-        parse_duration(value.get_ref())
-            .map_err(|e| self.error(value.span(), format!("{what}: {e}")))
+    /// Records a problem at `span` and goes on reading.
+    fn report(&self, span: Range<usize>, message: impl Into<String>) {
+        let e = self.error(span, message);
+        self.errors.borrow_mut().push(e);
     }
 
-    fn retry(&self, doc: &Spanned<RetryDoc>, base: RetryPolicy) -> Result<RetryPolicy, FileError> {
+    /// `r`'s value, or `None` with its error recorded.
+    fn keep<T>(&self, r: Result<T, FileError>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.errors.borrow_mut().push(e);
+                None
+            }
+        }
+    }
+
+    fn error_count(&self) -> usize {
+        self.errors.borrow().len()
+    }
+
+    /// A duration setting, within `bounds`.
+    fn duration(
+        &self,
+        value: &Spanned<String>,
+        what: &str,
+        bounds: &Bounds,
+    ) -> Result<Duration, FileError> {
+        let d = parse_duration(value.get_ref())
+            .map_err(|e| self.error(value.span(), format!("{what}: {e}")))?;
+        if d < bounds.min {
+            let least = if bounds.min == MS {
+                "more than 0s".to_owned()
+            } else {
+                format!("at least {}", shown(bounds.min))
+            };
+            return Err(self.error(
+                value.span(),
+                format!("{what} is {}: it must be {least}", value.get_ref().trim()),
+            ));
+        }
+        if d > bounds.max {
+            return Err(self.error(
+                value.span(),
+                format!(
+                    "{what} is {}: it must be {} at most",
+                    value.get_ref().trim(),
+                    shown(bounds.max)
+                ),
+            ));
+        }
+        Ok(d)
+    }
+
+    /// A retry policy: every bad setting is recorded.
+    fn retry(&self, doc: &Spanned<RetryDoc>, base: RetryPolicy) -> RetryPolicy {
         let r = doc.get_ref();
         let mut policy = base;
         if let Some(n) = &r.max_attempts {
             if *n.get_ref() == 0 {
-                return Err(self.error(n.span(), "max_attempts must be at least 1"));
+                self.report(n.span(), "max_attempts must be at least 1");
+            } else {
+                policy = policy.max_attempts(*n.get_ref());
             }
-            policy = policy.max_attempts(*n.get_ref());
         }
-        if let Some(d) = &r.initial_backoff {
-            policy = policy.initial_backoff(self.duration(d, "initial_backoff")?);
+        let initial = r.initial_backoff.as_ref().and_then(|d| {
+            self.keep(self.duration(d, "initial_backoff", &BACKOFF))
+                .map(|v| (d, v))
+        });
+        let max = r
+            .max_backoff
+            .as_ref()
+            .and_then(|d| self.keep(self.duration(d, "max_backoff", &BACKOFF)));
+        if let Some((_, v)) = initial {
+            policy = policy.initial_backoff(v);
         }
-        if let Some(d) = &r.max_backoff {
-            policy = policy.max_backoff(self.duration(d, "max_backoff")?);
+        if let Some(v) = max {
+            policy = policy.max_backoff(v);
+        }
+        if let (Some((span, i)), Some(m)) = (initial, max) {
+            if i > m {
+                self.report(
+                    span.span(),
+                    format!(
+                        "initial_backoff ({}) is longer than max_backoff ({})",
+                        shown(i),
+                        shown(m)
+                    ),
+                );
+            }
         }
         if let Some(m) = &r.multiplier {
             if !(m.get_ref().is_finite() && *m.get_ref() >= 1.0) {
-                return Err(self.error(m.span(), "multiplier must be a number of at least 1"));
+                self.report(m.span(), "multiplier must be a number of at least 1");
+            } else {
+                policy = policy.multiplier(*m.get_ref());
             }
-            policy = policy.multiplier(*m.get_ref());
         }
         if let Some(j) = &r.jitter {
             if !(0.0..=1.0).contains(j.get_ref()) {
-                return Err(self.error(j.span(), "jitter must be between 0 and 1"));
+                self.report(j.span(), "jitter must be between 0 and 1");
+            } else {
+                policy = policy.jitter(*j.get_ref());
             }
-            policy = policy.jitter(*j.get_ref());
         }
-        Ok(policy)
+        policy
     }
 
     fn json(
@@ -199,61 +353,91 @@ impl Reader<'_> {
             .map_err(|e| self.error(value.span(), format!("{what}: {e}")))
     }
 
-    fn step(&self, doc: &Spanned<StepDoc>) -> Result<(StepSpec, ProcessStep, String), FileError> {
+    fn step(&self, doc: &Spanned<StepDoc>) -> Option<(StepSpec, ProcessStep, String)> {
         let s = doc.get_ref();
         let Some(step_name) = &s.name else {
-            return Err(self.error(doc.span(), "a step needs a name: name = \"fetch\""));
+            self.report(doc.span(), "a step needs a name: name = \"fetch\"");
+            return None;
         };
         let (spec, command) = self.command(doc, step_name.get_ref())?;
-        Ok((spec, command, step_name.get_ref().clone()))
+        Some((spec, command, step_name.get_ref().clone()))
     }
 
-    /// A step's (or the cleanup's) command and spec, named `name`.
-    fn command(
-        &self,
-        doc: &Spanned<StepDoc>,
-        name: &str,
-    ) -> Result<(StepSpec, ProcessStep), FileError> {
+    /// A step's (or the cleanup's) command and spec, named `name`: every
+    /// problem is recorded, `None` when there was one.
+    fn command(&self, doc: &Spanned<StepDoc>, name: &str) -> Option<(StepSpec, ProcessStep)> {
+        let before = self.error_count();
         let s = doc.get_ref();
-        let mut command = match (&s.run, &s.shell) {
-            (Some(run), None) => {
-                let Some((program, args)) = run.get_ref().split_first() else {
-                    return Err(self.error(run.span(), "run must name a program: run = [\"program\", \"arg\", ...]"));
-                };
-                if program.is_empty() {
-                    return Err(self.error(run.span(), "run's program is empty"));
-                }
-                ProcessStep::new(program).args(args)
-            }
-            (None, Some(shell)) => {
-                if shell.get_ref().trim().is_empty() {
-                    return Err(self.error(shell.span(), "shell is empty"));
-                }
-                ProcessStep::shell(shell.get_ref())
-            }
-            (Some(_), Some(shell)) => {
-                return Err(self.error(shell.span(), "a step has either run (argv, no shell) or shell, not both"))
-            }
-            (None, None) => {
-                return Err(self.error(doc.span(), format!(
-                    "step {name:?} has no command: give run = [\"program\", \"arg\", ...] (no shell) or shell = \"...\""
-                )))
-            }
-        };
         let cwd = match &s.cwd {
-            Some(c) => self.dir.join(c.get_ref()),
+            Some(c) => {
+                let dir = self.dir.join(c.get_ref());
+                if !dir.is_dir() {
+                    let why = if dir.exists() {
+                        "is not a directory"
+                    } else {
+                        "does not exist"
+                    };
+                    self.report(c.span(), format!("cwd {}: {why}", dir.display()));
+                }
+                dir
+            }
             None => self.dir.clone(),
         };
-        command = command.current_dir(cwd);
-        for (name, value) in &s.env {
-            command = command.env(name, value);
+        let path_var = s.env.get("PATH").map(std::ffi::OsString::from);
+        let mut command = match (&s.run, &s.shell) {
+            (Some(run), None) => match run.get_ref().split_first() {
+                None => {
+                    self.report(
+                        run.span(),
+                        "run must name a program: run = [\"program\", \"arg\", ...]",
+                    );
+                    None
+                }
+                Some((program, _)) if program.is_empty() => {
+                    self.report(run.span(), "run's program is empty");
+                    None
+                }
+                Some((program, args)) => {
+                    if let Err(why) = programs::resolve(program, &cwd, path_var.as_deref()) {
+                        self.report(run.span(), why);
+                    }
+                    Some(ProcessStep::new(program).args(args))
+                }
+            },
+            (None, Some(shell)) if shell.get_ref().trim().is_empty() => {
+                self.report(shell.span(), "shell is empty");
+                None
+            }
+            (None, Some(shell)) => Some(ProcessStep::shell(shell.get_ref())),
+            (Some(_), Some(shell)) => {
+                self.report(
+                    shell.span(),
+                    "a step has either run (argv, no shell) or shell, not both",
+                );
+                None
+            }
+            (None, None) => {
+                self.report(doc.span(), format!(
+                    "step {name:?} has no command: give run = [\"program\", \"arg\", ...] (no shell) or shell = \"...\""
+                ));
+                None
+            }
+        };
+        if let Some(c) = command.take() {
+            let mut c = c.current_dir(&cwd);
+            for (k, v) in &s.env {
+                c = c.env(k, v);
+            }
+            command = Some(c);
         }
-        if let Some(t) = &s.timeout {
-            command = command.timeout(self.duration(t, "timeout")?);
-        }
-        if let Some(g) = &s.grace {
-            command = command.grace(self.duration(g, "grace")?);
-        }
+        let timeout = s
+            .timeout
+            .as_ref()
+            .and_then(|t| self.keep(self.duration(t, "timeout", &TIMEOUT)));
+        let grace = s
+            .grace
+            .as_ref()
+            .and_then(|g| self.keep(self.duration(g, "grace", &GRACE)));
         let mut codes = ExitCodes::default();
         if let Some(c) = &s.retryable_exit_codes {
             codes = codes.retryable(c.get_ref().iter().copied());
@@ -261,7 +445,7 @@ impl Reader<'_> {
         if let Some(c) = &s.permanent_exit_codes {
             codes = codes.permanent(c.get_ref().iter().copied());
         }
-        if let Some(e) = codes.check().first() {
+        for e in codes.check() {
             let list = match e {
                 ExitCodesError::OutOfRange {
                     list: "permanent_exit_codes",
@@ -269,105 +453,142 @@ impl Reader<'_> {
                 } => s.permanent_exit_codes.as_ref(),
                 _ => s.retryable_exit_codes.as_ref(),
             };
-            let span = list.map_or(doc.span(), |l| l.span());
-            return Err(self.error(span, e.to_string()));
+            self.report(list.map_or(doc.span(), |l| l.span()), e.to_string());
         }
         if let Some(o) = &s.other_exits {
-            codes = codes.others_retryable(match o.get_ref().as_str() {
-                "retryable" => true,
-                "permanent" => false,
-                other => {
-                    return Err(self.error(
-                        o.span(),
-                        format!(
-                            "other_exits is {other:?}: expected \"permanent\" or \"retryable\""
-                        ),
-                    ))
-                }
-            });
+            match o.get_ref().as_str() {
+                "retryable" => codes = codes.others_retryable(true),
+                "permanent" => codes = codes.others_retryable(false),
+                other => self.report(
+                    o.span(),
+                    format!("other_exits is {other:?}: expected \"permanent\" or \"retryable\""),
+                ),
+            }
         }
-        command = command.exit_codes(codes);
+        let retry = s
+            .retry
+            .as_ref()
+            .map(|r| self.retry(r, RetryPolicy::default()));
+        if self.error_count() > before {
+            return None;
+        }
+        let mut command = command?.exit_codes(codes);
+        if let Some(t) = timeout {
+            command = command.timeout(t);
+        }
+        if let Some(g) = grace {
+            command = command.grace(g);
+        }
         if let Some(n) = s.tail_bytes {
             command = command.tail_bytes(n);
         }
         let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
         let mut spec = StepSpec::new(leaked);
-        if let Some(r) = &s.retry {
-            spec = spec.retry(self.retry(r, RetryPolicy::default())?);
+        if let Some(r) = retry {
+            spec = spec.retry(r);
         }
-        Ok((spec, command))
+        Some((spec, command))
     }
 
-    fn schedule(&self, doc: &Spanned<ScheduleDoc>) -> Result<Schedule, FileError> {
+    fn schedule(&self, doc: &Spanned<ScheduleDoc>) -> Option<Schedule> {
+        let before = self.error_count();
         let s = doc.get_ref();
         let name = s.name.get_ref();
         let at = |span: Range<usize>| {
             move |e: leasehold_core::ScheduleError| self.error(span.clone(), e.to_string())
         };
-        let mut schedule = match (&s.cron, &s.every) {
-            (Some(cron), None) => Schedule::cron(name, cron.get_ref()).map_err(at(cron.span()))?,
-            (None, Some(every)) => {
-                Schedule::every(name, self.duration(every, "every")?).map_err(at(every.span()))?
+        let schedule = match (&s.cron, &s.every) {
+            (Some(cron), None) => {
+                self.keep(Schedule::cron(name, cron.get_ref()).map_err(at(cron.span())))
             }
+            (None, Some(every)) => self.keep(
+                parse_duration(every.get_ref())
+                    .map_err(|e| self.error(every.span(), format!("every: {e}")))
+                    .and_then(|d| Schedule::every(name, d).map_err(at(every.span()))),
+            ),
             _ => {
-                return Err(self.error(
+                self.report(
                     doc.span(),
                     format!(
                         "schedule {name:?} needs exactly one of cron = \"...\" or every = \"...\""
                     ),
-                ))
+                );
+                None
             }
         };
+        // a stand-in, so that the other settings are checked too
+        let mut schedule = schedule.unwrap_or_else(|| {
+            Schedule::every("unchecked", Duration::from_secs(60)).expect("a valid interval")
+        });
         if let Some(z) = &s.zone {
-            schedule = schedule.in_zone(z.get_ref()).map_err(at(z.span()))?;
+            if let Some(next) =
+                self.keep(schedule.clone().in_zone(z.get_ref()).map_err(at(z.span())))
+            {
+                schedule = next;
+            }
         }
         if let Some(t) = &s.start {
-            schedule = schedule.starting_at(t.get_ref()).map_err(at(t.span()))?;
+            if let Some(next) = self.keep(
+                schedule
+                    .clone()
+                    .starting_at(t.get_ref())
+                    .map_err(at(t.span())),
+            ) {
+                schedule = next;
+            }
         }
         if let Some(t) = &s.end {
-            schedule = schedule.ending_at(t.get_ref()).map_err(at(t.span()))?;
+            if let Some(next) = self.keep(
+                schedule
+                    .clone()
+                    .ending_at(t.get_ref())
+                    .map_err(at(t.span())),
+            ) {
+                schedule = next;
+            }
         }
         if let Some(c) = &s.catch_up {
             let max = s.catch_up_max.as_ref().map_or(24, |m| *m.get_ref());
-            schedule = schedule.catch_up(match c.get_ref().as_str() {
-                "all" => CatchUp::All { max },
-                "latest" => CatchUp::Latest,
-                "none" => CatchUp::None,
-                other => {
-                    return Err(self.error(
-                        c.span(),
-                        format!("catch_up is {other:?}: expected \"all\", \"latest\" or \"none\""),
-                    ))
-                }
-            });
+            match c.get_ref().as_str() {
+                "all" => schedule = schedule.catch_up(CatchUp::All { max }),
+                "latest" => schedule = schedule.catch_up(CatchUp::Latest),
+                "none" => schedule = schedule.catch_up(CatchUp::None),
+                other => self.report(
+                    c.span(),
+                    format!("catch_up is {other:?}: expected \"all\", \"latest\" or \"none\""),
+                ),
+            }
         } else if let Some(m) = &s.catch_up_max {
-            return Err(self.error(m.span(), "catch_up_max goes with catch_up = \"all\""));
+            self.report(m.span(), "catch_up_max goes with catch_up = \"all\"");
         }
         if let Some(o) = &s.overlap {
-            schedule = schedule.overlap(match o.get_ref().as_str() {
-                "allow" => Overlap::Allow,
-                "skip" => Overlap::Skip,
-                "wait" => Overlap::Wait,
-                other => {
-                    return Err(self.error(
-                        o.span(),
-                        format!("overlap is {other:?}: expected \"allow\", \"skip\" or \"wait\""),
-                    ))
-                }
-            });
+            match o.get_ref().as_str() {
+                "allow" => schedule = schedule.overlap(Overlap::Allow),
+                "skip" => schedule = schedule.overlap(Overlap::Skip),
+                "wait" => schedule = schedule.overlap(Overlap::Wait),
+                other => self.report(
+                    o.span(),
+                    format!("overlap is {other:?}: expected \"allow\", \"skip\" or \"wait\""),
+                ),
+            }
         }
         if let Some(g) = &s.grace {
-            schedule = schedule.grace(self.duration(g, "grace")?);
+            if let Some(d) = self.keep(self.duration(g, "grace", &SCHEDULE_GRACE)) {
+                schedule = schedule.grace(d);
+            }
         }
         if let Some(input) = &s.input {
-            schedule = schedule
-                .input(self.json(input, "input")?)
-                .map_err(at(input.span()))?;
+            if let Some(v) = self.keep(self.json(input, "input")) {
+                if let Some(next) = self.keep(schedule.clone().input(v).map_err(at(input.span()))) {
+                    schedule = next;
+                }
+            }
         }
-        Ok(schedule)
+        (self.error_count() == before).then_some(schedule)
     }
 
-    fn pipeline(&self, doc: &Spanned<PipelineDoc>) -> Result<DeclaredPipeline, FileError> {
+    fn pipeline(&self, doc: &Spanned<PipelineDoc>) -> Option<DeclaredPipeline> {
+        let before = self.error_count();
         let p = doc.get_ref();
         let name = p.name.get_ref();
         let invalid = |span: Range<usize>| {
@@ -382,27 +603,24 @@ impl Reader<'_> {
             options = options.queue(Box::leak(q.get_ref().clone().into_boxed_str()));
         }
         if let Some(t) = &p.lease_ttl {
-            let ttl = self.duration(t, "lease_ttl")?;
-            if ttl < Duration::from_secs(1) {
-                return Err(self.error(t.span(), "lease_ttl must be at least 1s"));
+            if let Some(ttl) = self.keep(self.duration(t, "lease_ttl", &LEASE_TTL)) {
+                options = options.lease_ttl(ttl);
             }
-            options = options.lease_ttl(ttl);
         }
         if let Some(s) = &p.stale_lock {
-            options = options.stale_lock(match s.get_ref().as_str() {
-                "hold" => StaleLock::Hold,
-                "release" => StaleLock::Release,
-                other => {
-                    return Err(self.error(
-                        s.span(),
-                        format!("stale_lock is {other:?}: expected \"hold\" or \"release\""),
-                    ))
-                }
-            });
+            match s.get_ref().as_str() {
+                "hold" => options = options.stale_lock(StaleLock::Hold),
+                "release" => options = options.stale_lock(StaleLock::Release),
+                other => self.report(
+                    s.span(),
+                    format!("stale_lock is {other:?}: expected \"hold\" or \"release\""),
+                ),
+            }
         }
         if let Some(r) = &p.retry {
-            options = options.retry(self.retry(r, RetryPolicy::default())?);
+            options = options.retry(self.retry(r, RetryPolicy::default()));
         }
+        let mut templates: Vec<(&Spanned<String>, &str)> = Vec::new();
         if let Some(f) = &p.flow {
             let doc = f.get_ref();
             let mut flow = FlowOptions::new();
@@ -413,87 +631,148 @@ impl Reader<'_> {
                 flow = flow.max_running(n);
             }
             if let Some(rate) = &doc.rate {
-                rate.get_ref()
-                    .parse::<Rate>()
-                    .map_err(|e| self.error(rate.span(), format!("rate: {e}")))?;
-                flow = flow.rate(Box::leak(rate.get_ref().clone().into_boxed_str()));
+                match rate.get_ref().parse::<Rate>() {
+                    Ok(_) => flow = flow.rate(Box::leak(rate.get_ref().clone().into_boxed_str())),
+                    Err(e) => self.report(rate.span(), format!("rate: {e}")),
+                }
             }
             if let Some(l) = &doc.limiter {
-                leasehold_core::KeyTemplate::parse(l.get_ref())
-                    .map_err(|e| self.error(l.span(), format!("limiter template: {e}")))?;
-                flow = flow.limiter(Box::leak(l.get_ref().clone().into_boxed_str()));
+                match leasehold_core::KeyTemplate::parse(l.get_ref()) {
+                    Ok(_) => {
+                        templates.push((l, "limiter"));
+                        flow = flow.limiter(Box::leak(l.get_ref().clone().into_boxed_str()));
+                    }
+                    Err(e) => self.report(l.span(), format!("limiter template: {e}")),
+                }
             }
             options = options.flow(flow);
         }
         pipeline = pipeline.options(options);
         if let Some(t) = &p.resource {
-            pipeline = pipeline
-                .resource_template(t.get_ref())
-                .map_err(invalid(t.span()))?;
+            if let Some(next) = self.keep(
+                pipeline
+                    .clone()
+                    .resource_template(t.get_ref())
+                    .map_err(invalid(t.span())),
+            ) {
+                pipeline = next;
+                templates.push((t, "resource"));
+            }
         }
         if let Some(t) = &p.input_key {
-            pipeline = pipeline
-                .input_key_template(t.get_ref())
-                .map_err(invalid(t.span()))?;
+            if let Some(next) = self.keep(
+                pipeline
+                    .clone()
+                    .input_key_template(t.get_ref())
+                    .map_err(invalid(t.span())),
+            ) {
+                pipeline = next;
+                templates.push((t, "input_key"));
+            }
         }
+        let mut schema = None;
         if let Some(s) = &p.input_schema {
-            pipeline = pipeline
-                .input_schema(self.json(s, "input_schema")?)
-                .map_err(invalid(s.span()))?;
+            if let Some(v) = self.keep(self.json(s, "input_schema")) {
+                if let Some(next) = self.keep(
+                    pipeline
+                        .clone()
+                        .input_schema(v.clone())
+                        .map_err(invalid(s.span())),
+                ) {
+                    pipeline = next;
+                    schema = Some(v);
+                }
+            }
+        }
+        if let Some(schema) = &schema {
+            for (t, what) in &templates {
+                if let Some(why) = dry_run::template_against_schema(t.get_ref(), schema) {
+                    self.report(
+                        t.span(),
+                        format!("{what} template {:?}: {why}", t.get_ref()),
+                    );
+                }
+            }
         }
         if p.steps.is_empty() {
-            return Err(self.error(
+            self.report(
                 doc.span(),
                 format!("pipeline {name:?} has no steps: add [[pipeline.step]] tables"),
-            ));
+            );
         }
         let mut seen: Vec<String> = Vec::new();
         for step in &p.steps {
-            let (spec, command, step_name) = self.step(step)?;
-            if seen.contains(&step_name) {
-                let at = step
-                    .get_ref()
-                    .name
-                    .as_ref()
-                    .map_or(step.span(), |n| n.span());
-                return Err(self.error(
-                    at,
-                    format!("step {step_name:?} is declared twice in pipeline {name:?}"),
-                ));
+            if let Some(n) = &step.get_ref().name {
+                if seen.contains(n.get_ref()) {
+                    self.report(
+                        n.span(),
+                        format!(
+                            "step {:?} is declared twice in pipeline {name:?}",
+                            n.get_ref()
+                        ),
+                    );
+                    continue;
+                }
+                seen.push(n.get_ref().clone());
             }
-            seen.push(step_name);
-            pipeline = pipeline.step_with(spec, command);
+            if let Some((spec, command, _)) = self.step(step) {
+                pipeline = pipeline.step_with(spec, command);
+            }
         }
         if let Some(c) = &p.cleanup {
             if let Some(n) = &c.get_ref().name {
-                return Err(self.error(n.span(), "the cleanup command has no name"));
+                self.report(n.span(), "the cleanup command has no name");
             }
             if let Some(r) = &c.get_ref().retry {
-                return Err(self.error(r.span(), "the cleanup command is not retried"));
+                self.report(r.span(), "the cleanup command is not retried");
             }
-            pipeline = pipeline.cleanup(self.command(c, "cleanup")?.1);
+            if let Some((_, command)) = self.command(c, "cleanup") {
+                pipeline = pipeline.cleanup(command);
+            }
         }
-        let mut schedules: Vec<String> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        let mut schedules = Vec::new();
         for s in &p.schedules {
-            if schedules.contains(s.get_ref().name.get_ref()) {
-                return Err(self.error(
+            let sname = s.get_ref().name.get_ref();
+            if names.contains(sname) {
+                self.report(
                     s.get_ref().name.span(),
-                    format!(
-                        "schedule {:?} is declared twice in pipeline {name:?}",
-                        s.get_ref().name.get_ref()
-                    ),
-                ));
+                    format!("schedule {sname:?} is declared twice in pipeline {name:?}"),
+                );
+                continue;
             }
-            schedules.push(s.get_ref().name.get_ref().clone());
-            pipeline = pipeline.schedule(self.schedule(s)?);
+            names.push(sname.clone());
+            if let Some(schedule) = self.schedule(s) {
+                pipeline = pipeline.schedule(schedule.clone());
+                schedules.push((s, schedule));
+            }
         }
-        pipeline.check().map_err(invalid(p.name.span()))?;
-        Ok(pipeline)
+        if self.error_count() > before {
+            return None;
+        }
+        if let Err(e) = pipeline.check() {
+            self.report(p.name.span(), e.to_string());
+            return None;
+        }
+        // a dry run of each schedule's first tick: its input through the
+        // pipeline's contract (schema and templates), as an enqueue would
+        for (doc, schedule) in &schedules {
+            if let Err(why) = dry_run::first_tick(&pipeline, schedule) {
+                let at = doc
+                    .get_ref()
+                    .input
+                    .as_ref()
+                    .map_or(doc.span(), |i| i.span());
+                self.report(at, why);
+            }
+        }
+        (self.error_count() == before).then_some(pipeline)
     }
 }
 
-/// Parses and checks pipelines file `path` whose text is `text`.
-pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<DeclaredPipeline>, FileError> {
+/// Parses and checks pipelines file `path` whose text is `text`: every
+/// mistake found, in the order of the file.
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<DeclaredPipeline>, FileErrors> {
     let dir = path
         .parent()
         .map(|d| {
@@ -506,32 +785,83 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<DeclaredPipeline>, Fi
         .unwrap_or(Path::new("."))
         .to_owned();
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-    let reader = Reader { path, text, dir };
-    let doc: FileDoc = toml::from_str(text)
-        .map_err(|e| reader.error(e.span().unwrap_or(0..0), e.message().trim_end().to_owned()))?;
+    let reader = Reader {
+        path,
+        text,
+        dir,
+        errors: RefCell::new(Vec::new()),
+    };
+    let doc: FileDoc = toml::from_str(text).map_err(|e| {
+        FileErrors(vec![
+            reader.error(e.span().unwrap_or(0..0), plain(e.message()))
+        ])
+    })?;
     if doc.pipelines.is_empty() {
-        return Err(reader.error(0..0, "no pipeline declared: add [[pipeline]] tables"));
+        return Err(FileErrors(vec![
+            reader.error(0..0, "no pipeline declared: add [[pipeline]] tables")
+        ]));
     }
     let mut out: Vec<DeclaredPipeline> = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
     for p in &doc.pipelines {
-        let pipeline = reader.pipeline(p)?;
-        if out.iter().any(|o| o.name() == pipeline.name()) {
-            return Err(reader.error(
+        let name = p.get_ref().name.get_ref();
+        if names.contains(&name.as_str()) {
+            reader.report(
                 p.get_ref().name.span(),
-                format!("pipeline {:?} is declared twice", pipeline.name()),
-            ));
+                format!("pipeline {name:?} is declared twice"),
+            );
+            continue;
         }
-        out.push(pipeline);
+        names.push(name);
+        if let Some(pipeline) = reader.pipeline(p) {
+            out.push(pipeline);
+        }
     }
-    Ok(out)
+    let mut errors = reader.errors.into_inner();
+    if errors.is_empty() {
+        return Ok(out);
+    }
+    errors.sort_by_key(|e| (e.line, e.column));
+    errors.dedup();
+    Err(FileErrors(errors))
 }
 
-/// Reads, parses and checks pipelines file `path`.
+/// Reads, parses and checks pipelines file `path` (at most
+/// [`MAX_FILE_BYTES`], UTF-8): every mistake found, one a line.
 pub(crate) fn load(path: &Path) -> Result<Vec<DeclaredPipeline>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read pipelines file {}: {e}", path.display()))?;
+    use std::io::Read;
+    let cannot = |e: std::io::Error| format!("cannot read pipelines file {}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "{}: the pipelines file is larger than {} KiB, the most it may be",
+            path.display(),
+            MAX_FILE_BYTES / 1024
+        ));
+    }
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let bytes = e.as_bytes();
+            let prefix = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
+            let (line, column) = line_column(prefix, valid);
+            return Err(format!(
+                "{}:{line}:{column}: the file is not valid UTF-8 (byte 0x{:02x})",
+                path.display(),
+                bytes.get(valid).copied().unwrap_or(0)
+            ));
+        }
+    };
     parse(path, &text).map_err(|e| e.to_string())
 }
+
+mod dry_run;
+mod programs;
 
 #[cfg(test)]
 mod tests;
