@@ -150,6 +150,22 @@ fn cases() -> Vec<Case> {
             format!("{H}input_schema = {{ type = \"object\", properties = {{ source = {{ type = \"string\" }} }}, additionalProperties = false }}\n[[pipeline.schedule]]\nname = \"h\"\nevery = \"1h\"\ninput = {{ source = \"a\" }}\n{STEP}"),
             &[(7, "can never enqueue")],
         ),
+        // arguments that take the job
+        case(
+            "argument names a forbidden field",
+            format!("{H}{SCHEMA}[[pipeline.step]]\nname = \"s\"\nrun = [\"echo\", \"--shop={{shop}}\"]\n"),
+            &[(6, "run's arguments: it names field `shop`")],
+        ),
+        case(
+            "argument formats a field that is no instant",
+            format!("{H}[[pipeline.schedule]]\nname = \"h\"\nevery = \"1h\"\ninput = {{ source = \"a\" }}\n[[pipeline.step]]\nname = \"s\"\nrun = [\"echo\", \"{{source:%H}}\"]\n"),
+            &[(9, "cannot fill argument \"{source:%H}\"")],
+        ),
+        case(
+            "argument the first tick lacks",
+            format!("{H}[[pipeline.schedule]]\nname = \"h\"\nevery = \"1h\"\n[[pipeline.step]]\nname = \"s\"\nrun = [\"echo\", \"{{region}}\"]\n"),
+            &[(8, "no field `region`")],
+        ),
         // several mistakes: all of them, in one pass
         case(
             "three mistakes at once",

@@ -740,6 +740,66 @@ json.dump(out, open(os.environ["LEASEHOLD_OUTPUT"], "w"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arguments_take_the_jobs_fields_and_window_each_as_one_argument() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("pwned");
+    let dump = script(
+        dir.path(),
+        "argv.py",
+        "import json, os, sys\njson.dump(sys.argv[1:], open(os.environ['LEASEHOLD_OUTPUT'], 'w'))\n",
+    );
+    let pipeline = DeclaredPipeline::new("argv")
+        .step(
+            "dump",
+            ProcessStep::new(PYTHON).arg(&dump).args([
+                "{note}",
+                "--hour={window.start:%Y-%m-%dT%H}",
+                "{window.end}",
+                "{\"literal\": 1}",
+                "{{.Go}}",
+            ]),
+        )
+        .options(PipelineOptions::new().retry(RetryPolicy::exponential(3)));
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = connect(&srv.url(), "argv").await;
+    let note = format!("a b; $(touch {}) `x`", marker.display());
+    let input = json!({
+        "note": note,
+        "window": {"start": "2026-01-01T10:00:00Z", "end": "2026-01-01T11:00:00Z"},
+    });
+    let id = enqueue(&srv.url(), "argv", &input).await;
+    let job = ended(&q, &id).await;
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    assert_eq!(
+        job.outputs["dump"],
+        json!([
+            note,
+            "--hour=2026-01-01T10",
+            "2026-01-01T11:00:00Z",
+            "{\"literal\": 1}",
+            "{{.Go}}"
+        ])
+    );
+    assert!(!marker.exists(), "a shell interpreted a field");
+    // a field the input lacks: a permanent failure that names the argument,
+    // and nothing runs
+    let id = enqueue(&srv.url(), "argv", &json!({"window": input["window"]})).await;
+    let job = ended(&q, &id).await;
+    assert_eq!((job.state, job.attempt), (JobState::Failed, 1), "{job:?}");
+    let error = job.attempts[0].error.as_ref().unwrap();
+    assert_eq!(error.kind, "input", "{error:?}");
+    assert!(!error.retryable);
+    assert!(
+        error
+            .message
+            .contains("argument 2 (\"{note}\"): the input has no field `note`"),
+        "{error:?}"
+    );
+    stop(worker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_cut_off_from_redis_kills_its_script_before_the_lease_deadline() {
     let srv = RedisServer::start_tcp();
     let target: std::net::SocketAddr = format!("127.0.0.1:{}", srv.port().unwrap())

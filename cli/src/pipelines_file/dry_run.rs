@@ -7,11 +7,20 @@ use leasehold_core::{Contract, EnqueueOptions, KeyTemplate, Schedule};
 use serde_json::Value;
 
 /// Why template `text` can never render for an input `schema` accepts, if
-/// so: it names a field the schema forbids (`additionalProperties = false`)
-/// or one the schema makes an object, an array or null.
+/// so (see [`fields_against_schema`]).
 pub(super) fn template_against_schema(text: &str, schema: &Value) -> Option<String> {
     let template = KeyTemplate::parse(text).ok()?;
-    for path in template.fields() {
+    fields_against_schema(template.fields().map(<[String]>::to_vec), schema)
+}
+
+/// Why one of `fields` (paths into the input) can never be filled from an
+/// input `schema` accepts, if so: a field the schema forbids
+/// (`additionalProperties = false`), or one it makes an object, an array or null.
+pub(super) fn fields_against_schema(
+    fields: impl IntoIterator<Item = Vec<String>>,
+    schema: &Value,
+) -> Option<String> {
+    for path in fields {
         let mut at = schema;
         for (depth, member) in path.iter().enumerate() {
             let properties = at.get("properties").and_then(Value::as_object);
@@ -40,15 +49,22 @@ pub(super) fn template_against_schema(text: &str, schema: &Value) -> Option<Stri
     None
 }
 
-/// The first tick of `schedule`, dry: its window from now, its input through
-/// `pipeline`'s contract (schema, resource and input-key templates).
-pub(super) fn first_tick(pipeline: &DeclaredPipeline, schedule: &Schedule) -> Result<(), String> {
+/// The input of `schedule`'s first tick: its window from now (or from its
+/// start), the static part and `window`; `None` for a schedule that never ticks.
+pub(super) fn first_tick_input(schedule: &Schedule) -> Option<Value> {
     let cursor = schedule.initial_cursor(jiff::Timestamp::now());
-    let Some(window) = schedule.window_from(cursor) else {
-        // a schedule whose end has passed never ticks: nothing to try
-        return Ok(());
-    };
-    let input = schedule.input_for(&window);
+    schedule
+        .window_from(cursor)
+        .map(|window| schedule.input_for(&window))
+}
+
+/// `input` (a tick's) through `pipeline`'s contract (schema, resource and
+/// input-key templates), as an enqueue would take it.
+pub(super) fn enqueue_dry(
+    pipeline: &DeclaredPipeline,
+    schedule: &Schedule,
+    input: &Value,
+) -> Result<(), String> {
     let contract = Contract::new(pipeline.spec()).map_err(|e| e.to_string())?;
     contract
         .job(&input.to_string(), &EnqueueOptions::new())

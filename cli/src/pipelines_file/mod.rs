@@ -11,7 +11,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use leasehold_core::process::{DeclaredPipeline, ExitCodes, ExitCodesError, ProcessStep};
+use leasehold_core::process::{
+    arg_fields, render_arg, DeclaredPipeline, ExitCodes, ExitCodesError, ProcessStep,
+};
 use leasehold_core::{
     parse_duration, CatchUp, FlowOptions, Overlap, PipelineOptions, Rate, RetryPolicy, Schedule,
     StaleLock, StepSpec,
@@ -684,7 +686,20 @@ impl Reader<'_> {
                 }
             }
         }
+        // the steps' (and the cleanup's) argv, for their placeholders
+        let argvs: Vec<&Spanned<Vec<String>>> = p
+            .steps
+            .iter()
+            .chain(&p.cleanup)
+            .filter_map(|s| s.get_ref().run.as_ref())
+            .collect();
         if let Some(schema) = &schema {
+            for run in &argvs {
+                let fields = run.get_ref().iter().skip(1).flat_map(|a| arg_fields(a));
+                if let Some(why) = dry_run::fields_against_schema(fields, schema) {
+                    self.report(run.span(), format!("run's arguments: {why}"));
+                }
+            }
             for (t, what) in &templates {
                 if let Some(why) = dry_run::template_against_schema(t.get_ref(), schema) {
                     self.report(
@@ -757,13 +772,30 @@ impl Reader<'_> {
         // a dry run of each schedule's first tick: its input through the
         // pipeline's contract (schema and templates), as an enqueue would
         for (doc, schedule) in &schedules {
-            if let Err(why) = dry_run::first_tick(&pipeline, schedule) {
+            let Some(input) = dry_run::first_tick_input(schedule) else {
+                continue;
+            };
+            if let Err(why) = dry_run::enqueue_dry(&pipeline, schedule, &input) {
                 let at = doc
                     .get_ref()
                     .input
                     .as_ref()
                     .map_or(doc.span(), |i| i.span());
                 self.report(at, why);
+                continue;
+            }
+            for run in &argvs {
+                for arg in run.get_ref().iter().skip(1) {
+                    if let Err(why) = render_arg(arg, &input) {
+                        self.report(
+                            run.span(),
+                            format!(
+                                "the first tick of schedule {:?} cannot fill argument {arg:?}: {why}",
+                                schedule.name()
+                            ),
+                        );
+                    }
+                }
             }
         }
         (self.error_count() == before).then_some(pipeline)

@@ -36,6 +36,8 @@
 //! ```
 
 #[cfg(unix)]
+mod argv;
+#[cfg(unix)]
 mod declared;
 #[cfg(unix)]
 mod exit_codes;
@@ -49,6 +51,8 @@ mod step;
 #[cfg(unix)]
 mod supervisor;
 
+#[cfg(unix)]
+pub use self::argv::{arg_fields, render_arg};
 #[cfg(unix)]
 pub use self::declared::DeclaredPipeline;
 #[cfg(unix)]

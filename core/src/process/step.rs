@@ -28,6 +28,8 @@ pub const DEFAULT_TAIL_BYTES: usize = 16 * 1024;
 pub struct ProcessStep {
     program: OsString,
     args: Vec<OsString>,
+    /// The shell form: its script gets no placeholders (only the variables).
+    shell: bool,
     env: Vec<(OsString, OsString)>,
     current_dir: Option<PathBuf>,
     timeout: Option<Duration>,
@@ -82,6 +84,7 @@ impl ProcessStep {
         ProcessStep {
             program: program.into(),
             args: Vec::new(),
+            shell: false,
             env: Vec::new(),
             current_dir: None,
             timeout: None,
@@ -94,10 +97,16 @@ impl ProcessStep {
     /// Runs `script` with `/bin/sh -c`: the shell form, for when a shell is
     /// really wanted (pipes, globs, expansions). Extra arguments become `$0`, `$1`, ...
     pub fn shell(script: impl Into<OsString>) -> Self {
-        ProcessStep::new("/bin/sh").arg("-c").arg(script.into())
+        let mut step = ProcessStep::new("/bin/sh").arg("-c").arg(script.into());
+        step.shell = true;
+        step
     }
 
-    /// Adds an argument, passed as given (never through a shell).
+    /// Adds an argument, passed as one argument (never through a shell).
+    /// Placeholders in it (`{source}`, `{window.start}`,
+    /// `{window.start:%Y-%m-%dT%H}`) are filled from the job's input when the
+    /// step runs; any other `{` stays as written (see `docs/operations.md`,
+    /// "Arguments from the job"). The shell form fills none.
     #[must_use]
     pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
         self.args.push(arg.into());
@@ -224,7 +233,17 @@ impl ProcessStep {
             write(&previous_path, previous)?;
         }
         let mut command = Command::new(&self.program);
-        command.args(&self.args);
+        if self.shell {
+            command.args(&self.args);
+        } else {
+            command.args(super::argv::render(&self.args, input).map_err(|e| {
+                StepError::permanent(format!(
+                    "cannot fill the arguments of {:?}: {e}",
+                    self.program
+                ))
+                .with_kind("input")
+            })?);
+        }
         if let Some(cwd) = &self.current_dir {
             command.current_dir(cwd);
         }
