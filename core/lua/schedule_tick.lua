@@ -94,7 +94,7 @@ if mode == 'tick' then
   if not first_ok then return bad_arg(S, 'window 1 start (not after the cursor)', ARGV[17]) end
 end
 
-local h = redis.call('HMGET', K_SCHEDULE, 'digest', 'cursor', 'paused', 'last_job', 'waiting', 'next_due')
+local h = redis.call('HMGET', K_SCHEDULE, 'digest', 'cursor', 'paused', 'last_job', 'waiting', 'next_due', 'failures')
 if not h[1] then return { 'UNREGISTERED' } end
 local now = now_ms()
 local events = event_log(true)
@@ -206,6 +206,11 @@ if claimed > 0 then
   end
   -- an ended schedule stays listed, last
   redis.call('ZADD', K_SCHEDULES, (new_next ~= '') and new_next or '+inf', name)
+  -- a claimed tick ends a failing spell
+  if h[7] then
+    redis.call('HDEL', K_SCHEDULE, 'failures', 'failing_since', 'last_error', 'last_error_at')
+    record_tick(K_TICKS, 'recovered', '', '', '', '', by, h[7] .. ' failed ticks before')
+  end
 end
 redis.call('HINCRBY', K_SCHEDULE, 'ticks', claimed)
 for field, c in pairs(counts) do

@@ -69,10 +69,10 @@ pub use group::{check_group_name, Dependency, GroupPolicy, GroupStatus, ParentFa
 pub use id::JobId;
 pub use inspect::{
     cancel_status, discover_queues, discover_reachable_queues, verdicts, CancelOutcome,
-    CancelStatus, Cleanup, DiscoveredQueues, Ending, Event, EventFollower, GateStatus, Inspector,
-    JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo, OldestWaiting, Page,
-    PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, UnreachableMaster, Unreadable,
-    Verdicts, WorkerInfo, Workers,
+    CancelStatus, Cleanup, DiscoveredQueues, Ending, Event, EventFollower, FailingSchedule,
+    GateStatus, Inspector, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo,
+    OldestWaiting, Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts,
+    UnreachableMaster, Unreadable, Verdicts, WorkerInfo, Workers,
 };
 pub use inspect::{GroupChild, GroupInfo, GroupView};
 pub use job_spec::{NewGroup, NewJob};

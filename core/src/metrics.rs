@@ -155,6 +155,9 @@ pub struct Metrics {
     pub schedule_ticks: Family<TickLabels, Counter>,
     /// Time from a window's due time to its enqueue, on Redis's clock.
     pub schedule_lag_seconds: HistogramFamily<ScheduleLabels>,
+    /// Schedule ticks this process tried that failed (a refused input, a
+    /// template that cannot render, Redis out of reach).
+    pub schedule_tick_failures: Family<ScheduleLabels, Counter>,
     /// The progress (0 to 100) running process steps reported with
     /// `::progress N`, per job; a step's series goes when the step ends.
     pub step_progress: Family<ProgressLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
@@ -248,6 +251,12 @@ impl Metrics {
             "Time from a schedule window's due time to its enqueue (Redis clock)",
             schedule_lag_seconds.clone(),
         );
+        let schedule_tick_failures = Family::<ScheduleLabels, Counter>::default();
+        registry.register(
+            "schedule_tick_failures",
+            "Schedule ticks this process tried that failed",
+            schedule_tick_failures.clone(),
+        );
         let step_progress =
             Family::<ProgressLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(
@@ -260,6 +269,7 @@ impl Metrics {
             step_progress,
             schedule_ticks,
             schedule_lag_seconds,
+            schedule_tick_failures,
             transitions,
             step_seconds,
             queue_wait_seconds,

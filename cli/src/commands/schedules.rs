@@ -84,6 +84,13 @@ pub(crate) async fn list(ctx: &Ctx, queue: Option<String>) -> Outcome {
                     .map(|b| format!(" by {b}"))
                     .unwrap_or_default()
             )
+        } else if let Some(f) = &i.failing {
+            format!(
+                "FAILING ({} failed ticks since {}; last error: {})",
+                f.failures,
+                f.since_ms.map_or("-".into(), time::stamp),
+                f.last_error
+            )
         } else {
             "active".into()
         };

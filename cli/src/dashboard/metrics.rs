@@ -18,6 +18,7 @@
 //! | `leasehold_live_workers` | queue | workers whose registration is live |
 //! | `leasehold_expired_leases` | queue | leases past their deadline no sweep has handled |
 //! | `leasehold_quarantined_jobs` | queue | jobs set aside as unreadable |
+//! | `leasehold_schedule_failing` | queue, schedule | failed ticks of a failing schedule since its last claimed one (only failing schedules have a series) |
 //! | `leasehold_queue_reachable` | queue, master | 1: the queue was read; 0: on a Redis Cluster with a master down, a queue (or, `queue=""`, a master whose queues could not be listed) that was not, with its master when known (`master=""` otherwise, and for the queues read) |
 
 use std::sync::atomic::AtomicU64;
@@ -27,7 +28,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use leasehold_core::metrics::{PipelineLabels, QueueLabels, StateLabels};
+use leasehold_core::metrics::{PipelineLabels, QueueLabels, ScheduleLabels, StateLabels};
 use leasehold_core::{JobState, QueueStatus};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -114,7 +115,16 @@ fn encode(statuses: &[QueueStatus], lost: &[Unreachable]) -> String {
     let workers = Family::<QueueLabels, Gauge>::default();
     let expired = Family::<QueueLabels, Gauge>::default();
     let quarantined = Family::<QueueLabels, Gauge>::default();
+    let failing = Family::<ScheduleLabels, Gauge>::default();
     for s in statuses {
+        for f in &s.failing_schedules {
+            failing
+                .get_or_create(&ScheduleLabels {
+                    queue: s.queue.clone(),
+                    schedule: f.name.clone(),
+                })
+                .set(gauge(f.failing.failures));
+        }
         let q = QueueLabels {
             queue: s.queue.clone(),
         };
@@ -232,6 +242,11 @@ fn encode(statuses: &[QueueStatus], lost: &[Unreachable]) -> String {
         "leasehold_quarantined_jobs",
         "Jobs set aside as unreadable",
         quarantined,
+    );
+    r.register(
+        "leasehold_schedule_failing",
+        "Failed ticks of a failing schedule since its last claimed one",
+        failing,
     );
     r.register(
         "leasehold_queue_reachable",

@@ -148,6 +148,12 @@ fn queue_card(s: &QueueStatus, actions: bool) -> Markup {
                     p.note { a href=(jobs_url(q, "STALE")) { "all STALE jobs" } }
                 }
             }
+            @for f in &s.failing_schedules {
+                p.warn.failing-schedule {
+                    strong { "Schedule " a href=(format!("schedules#{}", f.name)) { (f.name) } " FAILING" }
+                    ": " (f.failing.failures) " failed ticks; last error: " (f.failing.last_error)
+                }
+            }
             (quarantine_section(s, actions))
             @if actions { (pause_forms(s)) }
         }

@@ -198,6 +198,18 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
             }
             out.push_str(&t.render("    "));
         }
+        for f in &s.failing_schedules {
+            let _ = writeln!(
+                out,
+                "  schedule {} FAILING: {} failed ticks since {} (`leasehold schedules`); last error: {}",
+                f.name,
+                f.failing.failures,
+                f.failing
+                    .since_ms
+                    .map_or("-".into(), crate::time::stamp),
+                f.failing.last_error
+            );
+        }
         if s.counts.quarantined > 0 {
             let _ = writeln!(
                 out,

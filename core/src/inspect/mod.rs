@@ -77,9 +77,9 @@ pub use inspector::Inspector;
 pub use search::{JobSearch, SEARCH_CAP};
 pub use verdicts::{retryable, verdicts, Cleanup, Verdicts};
 pub use views::{
-    Ending, GateStatus, JobDetail, JobFilter, JobPage, JobSummary, LockClaim, LockInfo,
-    OldestWaiting, Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts, Unreadable,
-    WorkerInfo, Workers,
+    Ending, FailingSchedule, GateStatus, JobDetail, JobFilter, JobPage, JobSummary, LockClaim,
+    LockInfo, OldestWaiting, Page, PipelineWaiting, QueueStatus, RawJob, StaleJob, StateCounts,
+    Unreadable, WorkerInfo, Workers,
 };
 
 /// Most index entries one [`Inspector::list_jobs`] call reads before it stops

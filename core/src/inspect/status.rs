@@ -6,10 +6,11 @@ use deadpool_redis::redis;
 
 use super::GateStatus;
 use super::{
-    Inspector, OldestWaiting, PipelineWaiting, QueueStatus, StateCounts, Unreadable, CHUNK,
-    MAX_LEASES, STATUS_STALE_LIMIT, TERMINAL_SAMPLE,
+    FailingSchedule, Inspector, OldestWaiting, PipelineWaiting, QueueStatus, StateCounts,
+    Unreadable, CHUNK, MAX_LEASES, STATUS_STALE_LIMIT, TERMINAL_SAMPLE,
 };
 use crate::error::Result;
+use crate::queue::ScheduleFailing;
 use crate::record::Millis;
 use crate::state::JobState;
 
@@ -156,6 +157,7 @@ impl Inspector {
             )
             .await?;
         let pauses = self.queue().pauses().await?;
+        let failing_schedules = self.failing_schedules_on(&mut conn).await?;
         drop(conn);
         let workers = self.workers().await?;
         let locks = self
@@ -191,7 +193,51 @@ impl Inspector {
             stale,
             quarantined,
             unreadable: bad,
+            failing_schedules,
         })
+    }
+
+    /// The schedules whose ticks fail (a `failures` count in their hash).
+    async fn failing_schedules_on(&self, conn: &mut RedisConn) -> Result<Vec<FailingSchedule>> {
+        let keys = self.keys();
+        let names: Vec<String> = self
+            .timed(
+                redis::cmd("ZRANGE")
+                    .arg(keys.schedules())
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(conn),
+            )
+            .await?;
+        let mut out = Vec::new();
+        for chunk in names.chunks(CHUNK) {
+            let mut pipe = redis::pipe();
+            for name in chunk {
+                pipe.cmd("HMGET")
+                    .arg(keys.schedule(name))
+                    .arg("failures")
+                    .arg("failing_since")
+                    .arg("last_error")
+                    .arg("last_error_at");
+            }
+            let rows: Vec<[Option<String>; 4]> = self.timed(pipe.query_async(conn)).await?;
+            for (name, [failures, since, error, at]) in chunk.iter().zip(rows) {
+                let int = |v: &Option<String>| v.as_deref().and_then(|v| v.parse::<i64>().ok());
+                let Some(failures) = int(&failures).filter(|n| *n > 0) else {
+                    continue;
+                };
+                out.push(FailingSchedule {
+                    name: name.clone(),
+                    failing: ScheduleFailing {
+                        failures: failures as u64,
+                        since_ms: int(&since),
+                        last_error: error.unwrap_or_default(),
+                        last_error_at_ms: int(&at),
+                    },
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// The flow-control gates with waiting jobs (the `waiting` index): limit,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CancelStatus, Event, Verdicts};
 use crate::id::JobId;
-use crate::queue::QuarantineEntry;
+use crate::queue::{QuarantineEntry, ScheduleFailing};
 use crate::record::{Job, Millis, StaleLock};
 use crate::state::JobState;
 
@@ -382,6 +382,19 @@ pub struct QueueStatus {
     /// What could not be read (at most [`STATUS_STALE_LIMIT`](super::STATUS_STALE_LIMIT) listed; `counts.unreadable` has them all).
     #[serde(default)]
     pub unreadable: Vec<Unreadable>,
+    /// The schedules whose ticks fail, by name.
+    #[serde(default)]
+    pub failing_schedules: Vec<FailingSchedule>,
+}
+
+/// A schedule whose ticks fail, as `status` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingSchedule {
+    /// The schedule's name.
+    pub name: String,
+    /// Its failed ticks, since when, and the last error.
+    #[serde(flatten)]
+    pub failing: ScheduleFailing,
 }
 
 /// Everything about one job: the record with every attempt, its lock, the

@@ -24,7 +24,7 @@ pub use crate::job_spec::NewGroup;
 pub use flow::PauseChange;
 pub use groups::{GroupCancelled, GroupRetried};
 pub use quarantine::{escape_bytes, QuarantineEntry, MAX_QUARANTINE_LISTED};
-pub use schedules::{ScheduleInfo, TickEntry, TickReply, TickedWindow};
+pub use schedules::{ScheduleFailing, ScheduleInfo, TickEntry, TickReply, TickedWindow};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

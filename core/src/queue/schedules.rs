@@ -16,7 +16,7 @@ use crate::schedule::{DueWindows, Schedule, ScheduleDefinition, Window};
 use crate::state::JobState;
 pub(crate) use crate::wire::ops::schedule_register::Registered;
 use crate::wire::ops::schedule_register::ScheduleRegister;
-use crate::wire::ops::schedule_state::ScheduleState;
+use crate::wire::ops::schedule_state::{ScheduleAction, ScheduleState};
 use crate::wire::ops::schedule_tick::ScheduleTick;
 
 pub use crate::answers::{TickReply, TickedWindow};
@@ -27,7 +27,8 @@ pub struct TickEntry {
     /// When (ms, from the stream entry id).
     pub at: i64,
     /// The outcome or action (`enqueued`, `caught_up`, `skipped`, `missed`,
-    /// `delayed`, `triggered`, `paused`, `resumed`, `registered`, `redefined`).
+    /// `delayed`, `triggered`, `paused`, `resumed`, `registered`, `redefined`,
+    /// `failing`, `recovered`).
     pub outcome: String,
     /// The window's start and end (ms), for a tick.
     pub window: Option<(i64, i64)>,
@@ -74,6 +75,22 @@ pub struct ScheduleInfo {
     pub registered_by: Option<String>,
     /// When it was registered last (ms).
     pub registered_at_ms: Option<i64>,
+    /// Its ticks failing since the last claimed one, if they are.
+    pub failing: Option<ScheduleFailing>,
+}
+
+/// A schedule whose ticks fail (a refused input, a template that cannot
+/// render): cleared by the next claimed tick.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ScheduleFailing {
+    /// Failed ticks counted (every replica's tries).
+    pub failures: u64,
+    /// Since when (ms).
+    pub since_ms: Option<i64>,
+    /// The last error.
+    pub last_error: String,
+    /// When it was recorded (ms).
+    pub last_error_at_ms: Option<i64>,
 }
 
 /// The counters a schedule's hash holds.
@@ -266,11 +283,31 @@ impl Queue {
         by: &str,
         reason: &str,
     ) -> Result<bool> {
+        let action = if pause {
+            ScheduleAction::Pause
+        } else {
+            ScheduleAction::Resume
+        };
+        let was = self
+            .run(&ScheduleState {
+                name,
+                action,
+                by,
+                reason,
+            })
+            .await?;
+        Ok(was == 1)
+    }
+
+    /// Records that a tick of schedule `name` failed with `error` (by worker
+    /// `by`); returns the failures counted since its last claimed tick (the
+    /// first marks it failing in its ticks stream).
+    pub async fn record_schedule_failure(&self, name: &str, by: &str, error: &str) -> Result<u64> {
         self.run(&ScheduleState {
             name,
-            pause,
+            action: ScheduleAction::Failing,
             by,
-            reason,
+            reason: error,
         })
         .await
     }
@@ -330,6 +367,12 @@ impl Queue {
             last_lag_ms: int("last_lag_ms"),
             registered_by: h.get("registered_by").cloned(),
             registered_at_ms: int("registered_at"),
+            failing: int("failures").filter(|n| *n > 0).map(|n| ScheduleFailing {
+                failures: n as u64,
+                since_ms: int("failing_since"),
+                last_error: h.get("last_error").cloned().unwrap_or_default(),
+                last_error_at_ms: int("last_error_at"),
+            }),
         }))
     }
 

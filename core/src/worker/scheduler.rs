@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::contract::Contract;
 use crate::error::Result;
@@ -230,6 +230,22 @@ async fn fire(s: Scheduled, worker: String, metrics: Arc<Metrics>, stop: Cancell
             Err(e) => {
                 failures += 1;
                 warn!(schedule = %name, error = %e, attempt = failures, "schedule tick failed; the window stays due");
+                metrics
+                    .schedule_tick_failures
+                    .get_or_create(&ScheduleLabels {
+                        queue: queue.name().to_owned(),
+                        schedule: name.clone(),
+                    })
+                    .inc();
+                // recorded in Redis, so `schedules`, `status`, the dashboard
+                // and /metrics show it failing (when Redis itself is the
+                // trouble, this fails too: the log and the worker's metrics say it)
+                if let Err(record) = queue
+                    .record_schedule_failure(&name, &worker, &e.to_string())
+                    .await
+                {
+                    debug!(schedule = %name, error = %record, "cannot record the failed tick");
+                }
                 if !sleep(backoff(failures), &stop).await {
                     return;
                 }

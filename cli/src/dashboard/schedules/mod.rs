@@ -132,7 +132,14 @@ async fn schedules(State(app): State<Shared>, Query(n): Query<Notice>) -> Page {
                         table.grid {
                             tbody {
                                 tr { th { "When" } td { (cadence(i)) } }
-                                tr { th { "Status" } td { @if i.paused { strong { "PAUSED" } (i.paused_by.as_ref().map(|b| format!(" by {b}")).unwrap_or_default()) } @else { "active" } } }
+                                tr { th { "Status" } td { @if i.paused { strong { "PAUSED" } (i.paused_by.as_ref().map(|b| format!(" by {b}")).unwrap_or_default()) } @else if i.failing.is_some() { strong.warn { "FAILING" } } @else { "active" } } }
+                                @if let Some(f) = &i.failing {
+                                    tr.warn { th { "Failing" } td {
+                                        (f.failures) " failed ticks"
+                                        @if let Some(ms) = f.since_ms { " since " (stamp(ms)) }
+                                        "; last error: " span.mono { (f.last_error) }
+                                    } }
+                                }
                                 tr { th { "Next due" } td { @match i.next_due_ms { Some(ms) => { (stamp(ms)) " (" (when(now, ms)) ")" }, None => "ended" } } }
                                 tr { th { "Last window" } td { @match i.last_window { Some((s, e)) => { (stamp(s)) " .. " (stamp(e)) }, None => "-" } } }
                                 tr { th { "Last job" } td {

@@ -1,4 +1,4 @@
-//! `schedule_state.lua`: pauses or resumes a schedule.
+//! `schedule_state.lua`: pauses or resumes a schedule, or records a failed tick.
 
 use deadpool_redis::redis::Value;
 
@@ -9,17 +9,29 @@ use crate::wire::keys::QueueKeys;
 use crate::wire::reply::Reply;
 use crate::wire::scripts::{self, LuaScript};
 
-/// Pauses (`pause`) or resumes schedule `name`.
+/// What [`ScheduleState`] does to a schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScheduleAction {
+    /// An operator pauses it.
+    Pause,
+    /// An operator resumes it.
+    Resume,
+    /// A worker's tick failed (the reason is the error).
+    Failing,
+}
+
+/// Pauses or resumes schedule `name`, or records a failed tick of it.
 pub(crate) struct ScheduleState<'a> {
     pub(crate) name: &'a str,
-    pub(crate) pause: bool,
+    pub(crate) action: ScheduleAction,
     pub(crate) by: &'a str,
     pub(crate) reason: &'a str,
 }
 
 impl ScriptOp for ScheduleState<'_> {
-    /// Whether the schedule is paused after.
-    type Output = bool;
+    /// Pause and resume: whether it was paused before (`1` / `0`); failing:
+    /// the failures counted since the last claimed tick.
+    type Output = u64;
 
     fn script(&self) -> &'static LuaScript {
         &scripts::SCHEDULE_STATE
@@ -29,16 +41,26 @@ impl ScriptOp for ScheduleState<'_> {
     fn encode(&self, keys: &QueueKeys, call: &mut ScriptCall<'_>) {
         schedule_keys(keys, call, self.name);
         call.arg(self.name)
-            .arg(if self.pause { "pause" } else { "resume" })
+            .arg(match self.action {
+                ScheduleAction::Pause => "pause",
+                ScheduleAction::Resume => "resume",
+                ScheduleAction::Failing => "failing",
+            })
             .arg(self.by)
             .arg(self.reason);
     }
 
-    /// `{'OK', paused flag}` or `{'NOT_FOUND'}`.
-    fn decode(&self, keys: &QueueKeys, reply: Value) -> Result<bool> {
+    /// `{'OK', paused flag or failures}` or `{'NOT_FOUND'}`.
+    fn decode(&self, keys: &QueueKeys, reply: Value) -> Result<u64> {
         let mut reply = Reply::new("schedule_state", reply)?;
         match reply.text()?.as_str() {
-            "OK" => Ok(reply.text()? == "1"),
+            "OK" => {
+                let n = reply.text()?;
+                n.parse().map_err(|_| Error::Protocol {
+                    script: "schedule_state",
+                    detail: format!("not a count: {n:?}"),
+                })
+            }
             "NOT_FOUND" => Err(Error::UnknownSchedule {
                 queue: keys.queue().to_owned(),
                 schedule: self.name.to_owned(),
