@@ -37,6 +37,7 @@ pub mod lease;
 mod lease_clock;
 pub mod metrics;
 pub mod name;
+pub mod notify;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod pipeline;

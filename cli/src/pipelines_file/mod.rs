@@ -11,6 +11,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use leasehold_core::notify::{Notify, NotifyEvent};
 use leasehold_core::process::{
     arg_fields, render_arg, DeclaredPipeline, ExitCodes, ExitCodesError, ProcessStep,
 };
@@ -82,6 +83,16 @@ struct PipelineDoc {
     #[serde(default, rename = "step")]
     steps: Vec<Spanned<StepDoc>>,
     cleanup: Option<Spanned<StepDoc>>,
+    notify: Option<Spanned<NotifyDoc>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotifyDoc {
+    run: Spanned<Vec<String>>,
+    on: Option<Vec<Spanned<String>>>,
+    timeout: Option<Spanned<String>>,
+    cwd: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -492,6 +503,56 @@ impl Reader<'_> {
         Some((spec, command))
     }
 
+    /// The notice hook: its command resolved as a step's, its events and timeout.
+    fn notify(&self, doc: &Spanned<NotifyDoc>) -> Option<Notify> {
+        let before = self.error_count();
+        let n = doc.get_ref();
+        let cwd = match &n.cwd {
+            Some(c) => {
+                let dir = self.dir.join(c.get_ref());
+                if !dir.is_dir() {
+                    self.report(c.span(), format!("cwd {}: does not exist", dir.display()));
+                }
+                dir
+            }
+            None => self.dir.clone(),
+        };
+        match n.run.get_ref().first() {
+            None => self.report(
+                n.run.span(),
+                "run must name a program: run = [\"program\", \"arg\", ...]",
+            ),
+            Some(program) => {
+                if let Err(why) = programs::resolve(program, &cwd, None) {
+                    self.report(n.run.span(), why);
+                }
+            }
+        }
+        let mut events = Vec::new();
+        for e in n.on.iter().flatten() {
+            match e.get_ref().parse::<NotifyEvent>() {
+                Ok(event) => events.push(event),
+                Err(why) => self.report(e.span(), why),
+            }
+        }
+        let timeout = n
+            .timeout
+            .as_ref()
+            .and_then(|t| self.keep(self.duration(t, "timeout", &TIMEOUT)));
+        if self.error_count() > before {
+            return None;
+        }
+        // it runs from the file's directory (or its cwd), as a step does
+        let mut hook = Notify::command(n.run.get_ref().clone()).current_dir(cwd);
+        if n.on.is_some() {
+            hook = hook.on(events);
+        }
+        if let Some(t) = timeout {
+            hook = hook.timeout(t);
+        }
+        Some(hook)
+    }
+
     fn schedule(&self, doc: &Spanned<ScheduleDoc>) -> Option<Schedule> {
         let before = self.error_count();
         let s = doc.get_ref();
@@ -743,6 +804,11 @@ impl Reader<'_> {
             }
             if let Some((_, command)) = self.command(c, "cleanup") {
                 pipeline = pipeline.cleanup(command);
+            }
+        }
+        if let Some(n) = &p.notify {
+            if let Some(hook) = self.notify(n) {
+                pipeline = pipeline.notify(hook);
             }
         }
         let mut names: Vec<String> = Vec::new();

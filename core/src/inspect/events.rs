@@ -111,7 +111,7 @@ pub(super) fn parse_event(queue: &str, key: &str, id: String, flat: Vec<String>)
 /// The events of stream entry `id` of `queue`'s stream `key`, from its flat
 /// field list: the one in its fields, then those of its `more` field (the
 /// entry's `by`, no reason), in the order they happened.
-pub(super) fn parse_entry(
+pub(crate) fn parse_entry(
     queue: &str,
     key: &str,
     id: String,
@@ -166,7 +166,7 @@ pub(super) fn parse_entry(
 }
 
 /// Stream entries as `XRANGE` and friends return them: id and flat field list.
-pub(super) type RawEntries = Vec<(String, Vec<String>)>;
+pub(crate) type RawEntries = Vec<(String, Vec<String>)>;
 
 impl Inspector {
     /// The events of job `id` still in the stream, oldest first. Reads the

@@ -48,7 +48,7 @@
 mod cancel;
 pub(crate) mod conn;
 mod discover;
-mod events;
+pub(crate) mod events;
 mod follower;
 pub(crate) mod groups;
 mod history;

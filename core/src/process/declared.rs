@@ -38,6 +38,7 @@ pub struct DeclaredPipeline {
     input_schema: Option<Value>,
     schedules: Vec<Schedule>,
     cleanup: Option<ProcessStep>,
+    notify: Option<crate::notify::Notify>,
 }
 
 /// A string kept for the life of the process (a declared pipeline's names
@@ -58,6 +59,7 @@ impl DeclaredPipeline {
             input_schema: None,
             schedules: Vec::new(),
             cleanup: None,
+            notify: None,
         }
     }
 
@@ -123,6 +125,19 @@ impl DeclaredPipeline {
     pub fn schedule(mut self, schedule: Schedule) -> Self {
         self.schedules.push(schedule);
         self
+    }
+
+    /// Sets the notice hook: run when a job ends FAILED, goes STALE, or a
+    /// schedule starts failing (see [`crate::notify`]).
+    #[must_use]
+    pub fn notify(mut self, hook: crate::notify::Notify) -> Self {
+        self.notify = Some(hook);
+        self
+    }
+
+    /// The notice hook, if set.
+    pub fn notify_hook(&self) -> Option<&crate::notify::Notify> {
+        self.notify.as_ref()
     }
 
     /// Sets the cleanup command: run after a failed or cancelled attempt (and

@@ -36,6 +36,8 @@ pub struct WorkerBuilder {
     #[cfg(feature = "metrics-server")]
     metrics_addr: Option<SocketAddr>,
     schedules: Vec<(&'static str, crate::schedule::Schedule)>,
+    /// Notice hooks, by pipeline name.
+    notify: Vec<(String, crate::notify::Notify)>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -72,6 +74,7 @@ impl WorkerBuilder {
             #[cfg(feature = "metrics-server")]
             metrics_addr: None,
             schedules: Vec::new(),
+            notify: Vec::new(),
         }
     }
 
@@ -177,8 +180,20 @@ impl WorkerBuilder {
     /// file): checked here, so a worker never starts with half of it.
     #[cfg(unix)]
     pub fn declared(mut self, pipeline: crate::process::DeclaredPipeline) -> Result<Self> {
+        if let Some(hook) = pipeline.notify_hook() {
+            self.notify.push((pipeline.name().to_owned(), hook.clone()));
+        }
         self.runners.push(pipeline.into_runner()?);
         Ok(self)
+    }
+    /// Runs `hook` when a job of pipeline `pipeline` ends FAILED, goes STALE,
+    /// or one of its schedules starts failing (see [`crate::notify`]); once
+    /// per event across the replicas that name it.
+    #[must_use]
+    pub fn notify(mut self, pipeline: &str, hook: crate::notify::Notify) -> Self {
+        self.notify.retain(|(p, _)| p != pipeline);
+        self.notify.push((pipeline.to_owned(), hook));
+        self
     }
     /// Serves pipeline `P`, shared with other code.
     #[must_use]
@@ -245,9 +260,23 @@ impl WorkerBuilder {
             }
             seen.push(key);
         }
+        for (pipeline, _) in &self.notify {
+            if !self.runners.iter().any(|r| r.name() == pipeline) {
+                return Err(Error::InvalidArgument(format!(
+                    "a notice hook is for pipeline {pipeline}, which this worker does not serve"
+                )));
+            }
+        }
+        let hook_of = |pipeline: &str| {
+            self.notify
+                .iter()
+                .find(|(p, _)| p == pipeline)
+                .map(|(_, h)| Arc::new(h.clone()))
+        };
         let id = instance_id();
         let mut lease_groups = Vec::new();
         let mut scheduled = Vec::new();
+        let mut notifiers: Vec<super::notifier::QueueNotifier> = Vec::new();
         for ((queue, ttl), runners) in groups {
             let queue = probe.sibling(&queue)?;
             queue.load_scripts().await?;
@@ -275,7 +304,24 @@ impl WorkerBuilder {
                         schedule: schedule.clone(),
                         cursor: registered.cursor,
                         now: registered.now,
+                        notify: hook_of(runner.name()),
                     });
+                }
+            }
+            let hooks: BTreeMap<String, Arc<crate::notify::Notify>> = runners
+                .iter()
+                .filter_map(|r| hook_of(r.name()).map(|h| (r.name().to_owned(), h)))
+                .collect();
+            if !hooks.is_empty() {
+                match notifiers
+                    .iter_mut()
+                    .find(|n| n.queue.name() == queue.name())
+                {
+                    Some(n) => n.hooks.extend(hooks),
+                    None => notifiers.push(super::notifier::QueueNotifier {
+                        queue: queue.clone(),
+                        hooks,
+                    }),
                 }
             }
             lease_groups.push(lease_loop::LeaseGroup {
@@ -296,6 +342,7 @@ impl WorkerBuilder {
         Ok(Worker {
             id,
             scheduled,
+            notifiers,
             source: self.source,
             concurrency: self.concurrency,
             prefetch: self.prefetch,

@@ -29,6 +29,7 @@ mod cleanup_claims;
 mod heartbeat;
 mod holder_call;
 mod lease_loop;
+mod notifier;
 pub(crate) mod runner;
 mod scheduler;
 mod settler;
@@ -65,6 +66,7 @@ use std::net::SocketAddr;
 pub struct Worker {
     id: String,
     scheduled: Vec<scheduler::Scheduled>,
+    notifiers: Vec<notifier::QueueNotifier>,
     source: RedisSource,
     concurrency: usize,
     prefetch: Option<usize>,
@@ -226,6 +228,12 @@ impl Worker {
                 shared.stop_leasing.clone(),
             ))
         });
+
+        // notifiers run only for queues whose pipelines name a notice hook;
+        // they end with the other background tasks
+        for n in self.notifiers {
+            tokio::spawn(notifier::run(n, shared.id.clone(), stop_background.clone()));
+        }
 
         shutdown.await;
         info!(worker = %shared.id, active = shared.active.len(), "shutting down: no more leases");

@@ -21,6 +21,7 @@ use tracing::{debug, info, warn};
 use crate::contract::Contract;
 use crate::error::Result;
 use crate::metrics::{Metrics, ScheduleLabels, TickLabels};
+use crate::notify::NotifyEvent;
 use crate::queue::{Queue, TickReply};
 use crate::schedule::{Cadence, Schedule};
 
@@ -41,6 +42,8 @@ pub(crate) struct Scheduled {
     pub cursor: i64,
     /// Redis TIME at registration (ms).
     pub now: i64,
+    /// Its pipeline's notice hook, if it names one.
+    pub notify: Option<Arc<crate::notify::Notify>>,
 }
 
 /// Redis's clock as last read, advanced by local monotonic time since.
@@ -107,6 +110,7 @@ async fn fire(s: Scheduled, worker: String, metrics: Arc<Metrics>, stop: Cancell
         schedule,
         mut cursor,
         now,
+        notify,
     } = s;
     let name = schedule.name().to_owned();
     let mut clock = RedisClock {
@@ -240,11 +244,35 @@ async fn fire(s: Scheduled, worker: String, metrics: Arc<Metrics>, stop: Cancell
                 // recorded in Redis, so `schedules`, `status`, the dashboard
                 // and /metrics show it failing (when Redis itself is the
                 // trouble, this fails too: the log and the worker's metrics say it)
-                if let Err(record) = queue
+                match queue
                     .record_schedule_failure(&name, &worker, &e.to_string())
                     .await
                 {
-                    debug!(schedule = %name, error = %record, "cannot record the failed tick");
+                    // the spell's first failure, of all replicas': this one notifies
+                    Ok(1) => {
+                        if let Some(hook) = notify
+                            .as_ref()
+                            .filter(|h| h.wants(NotifyEvent::ScheduleFailing))
+                        {
+                            let notice = serde_json::json!({
+                                "event": NotifyEvent::ScheduleFailing.as_str(),
+                                "summary": format!(
+                                    "schedule {name} of pipeline {} (queue {}) is failing: {e}",
+                                    contract.spec().name,
+                                    queue.name()
+                                ),
+                                "queue": queue.name(),
+                                "pipeline": contract.spec().name,
+                                "schedule": name,
+                                "error": e.to_string(),
+                            });
+                            hook.fire(NotifyEvent::ScheduleFailing, &notice).await;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(record) => {
+                        debug!(schedule = %name, error = %record, "cannot record the failed tick");
+                    }
                 }
                 if !sleep(backoff(failures), &stop).await {
                     return;

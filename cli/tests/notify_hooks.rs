@@ -1,0 +1,153 @@
+//! Notice hooks, as cron's MAILTO: three replicas of a pipelines file with
+//! `[pipeline.notify]`. A schedule whose ticks fail notifies once (every
+//! replica's ticks fail, one of them says so), and a job that ends FAILED
+//! notifies once, with the job's JSON on the command's standard input; a
+//! failed attempt that a retry follows notifies nothing.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use leasehold_testkit::{wait_until_async, RedisServer};
+use serde_json::Value;
+use support::binary::{command, run_cmd};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The notices the hook wrote, one JSON document a line.
+fn notices(file: &Path) -> Vec<Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_schedule_and_a_failed_job_notify_once_across_three_replicas() {
+    let srv = RedisServer::start();
+    let url = srv.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("notices.jsonl");
+    // the hook appends its standard input as one line
+    std::fs::write(
+        dir.path().join("hook.sh"),
+        format!("#!/bin/sh\n{{ cat; echo; }} >> '{}'\n", out.display()),
+    )
+    .unwrap();
+    let file = dir.path().join("pipelines.toml");
+    // the schema takes only the window of 2026-01-01 00:00: the first tick
+    // `--check` tries (from the start) passes, every tick the replicas make
+    // (the latest window) is refused, so the schedule fails at run time
+    std::fs::write(
+        &file,
+        r#"
+[[pipeline]]
+name = "hourly"
+queue = "cron"
+input_schema = { type = "object", properties = { window = { type = "object", properties = { start = { type = "string", pattern = "^2026-01-01T00:00:00Z$" } } } } }
+[[pipeline.schedule]]
+name = "load"
+every = "1s"
+start = "2026-01-01T00:00:00Z"
+catch_up = "latest"
+[[pipeline.step]]
+name = "s"
+run = ["true"]
+[pipeline.notify]
+run = ["sh", "hook.sh"]
+
+# exits 1 twice: the first failure is retried (no notice), the second is final
+[[pipeline]]
+name = "flaky"
+queue = "cron"
+retry = { max_attempts = 2, initial_backoff = "100ms" }
+[[pipeline.step]]
+name = "s"
+run = ["sh", "-c", "echo 'it broke' >&2; exit 1"]
+[pipeline.notify]
+run = ["sh", "hook.sh"]
+on = ["job_failed"]
+"#,
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    run_cmd(command(&url, &["worker", "--pipelines", path, "--check"]))
+        .await
+        .ok();
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        let mut cmd = command(&url, &["worker", "--pipelines", path]);
+        cmd.stderr(std::process::Stdio::null());
+        replicas.push(cmd.spawn().unwrap());
+    }
+    let failures = || {
+        let url = url.clone();
+        async move {
+            let run = run_cmd(command(&url, &["--json", "schedules"])).await;
+            serde_json::from_str::<Value>(&run.stdout)
+                .ok()
+                .and_then(|v| {
+                    v.as_array()?
+                        .iter()
+                        .find(|s| s["schedule"]["name"] == "load")?["schedule"]["failing"]
+                        ["failures"]
+                        .as_u64()
+                })
+        }
+    };
+    wait_until_async(WAIT, "the schedule failing on the replicas", || {
+        let f = failures();
+        async move { f.await >= Some(6) }
+    })
+    .await;
+    let enqueued = run_cmd(command(
+        &url,
+        &["--json", "enqueue", "flaky", "--input", "{}"],
+    ))
+    .await
+    .ok()
+    .json();
+    let id = enqueued["id"].as_str().unwrap().to_owned();
+    wait_until_async(WAIT, "both notices", || {
+        let out = out.clone();
+        async move {
+            let n = notices(&out);
+            n.iter().any(|v| v["event"] == "schedule_failing")
+                && n.iter().any(|v| v["event"] == "job_failed")
+        }
+    })
+    .await;
+    // more failed ticks and events pass on every replica: still one notice each
+    let seen = failures().await.unwrap_or(0);
+    wait_until_async(WAIT, "more failed ticks", || {
+        let f = failures();
+        async move { f.await >= Some(seen + 6) }
+    })
+    .await;
+    let n = notices(&out);
+    let of = |event: &str| n.iter().filter(|v| v["event"] == event).count();
+    assert_eq!(of("schedule_failing"), 1, "{n:#?}");
+    assert_eq!(of("job_failed"), 1, "{n:#?}");
+    assert_eq!(n.len(), 2, "{n:#?}");
+    let failed = n.iter().find(|v| v["event"] == "job_failed").unwrap();
+    assert_eq!(failed["job"]["id"], id.as_str());
+    assert_eq!(failed["job"]["attempt"], 2, "{failed:#}");
+    assert_eq!(failed["pipeline"], "flaky");
+    assert!(
+        failed["summary"].as_str().unwrap().contains("it broke"),
+        "{failed:#}"
+    );
+    let schedule = n.iter().find(|v| v["event"] == "schedule_failing").unwrap();
+    assert_eq!(schedule["schedule"], "load");
+    assert!(
+        schedule["error"].as_str().unwrap().contains("window"),
+        "{schedule:#}"
+    );
+    for mut r in replicas {
+        // SAFETY: each replica is this test's own child
+        unsafe { libc::kill(r.id().unwrap() as i32, libc::SIGTERM) };
+        let _ = tokio::time::timeout(WAIT, r.wait()).await;
+    }
+}

@@ -1,0 +1,185 @@
+//! Failure notices, as cron's MAILTO gave them: a pipeline names a command
+//! that runs when one of its jobs ends FAILED, goes STALE, or one of its
+//! schedules starts failing, with the event as JSON on its standard input.
+//!
+//! Each event fires once across a pipeline's replicas: job events are read
+//! from the queue's events stream through one consumer group, so one replica
+//! takes each entry; a schedule's failing spell fires on the replica whose
+//! failed tick was the spell's first (its count in Redis says so). A notice
+//! is delivered at most once: a worker that dies while its command runs does
+//! not hand it on.
+//!
+//! ```
+//! use leasehold_core::notify::{Notify, NotifyEvent};
+//!
+//! let mail = Notify::command(["sh", "-c", "mail -s \"leasehold: $(jq -r .summary)\" data-team@example.com"])
+//!     .on([NotifyEvent::JobFailed, NotifyEvent::ScheduleFailing]);
+//! assert!(mail.wants(NotifyEvent::JobFailed));
+//! assert!(!mail.wants(NotifyEvent::JobStale));
+//! ```
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use tracing::{info, warn};
+
+/// The default time a notice command may run before its group is killed.
+pub const DEFAULT_NOTIFY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a notice is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyEvent {
+    /// A job ended FAILED (its last attempt failed, no retry follows).
+    JobFailed,
+    /// A job went STALE (its worker died mid-step): an operator must decide.
+    JobStale,
+    /// A schedule's ticks started failing: its windows are not enqueued.
+    ScheduleFailing,
+}
+
+impl NotifyEvent {
+    /// Every event, in the order the docs list them.
+    pub const ALL: [NotifyEvent; 3] = [
+        NotifyEvent::JobFailed,
+        NotifyEvent::JobStale,
+        NotifyEvent::ScheduleFailing,
+    ];
+
+    /// The event's name (`job_failed`, `job_stale`, `schedule_failing`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifyEvent::JobFailed => "job_failed",
+            NotifyEvent::JobStale => "job_stale",
+            NotifyEvent::ScheduleFailing => "schedule_failing",
+        }
+    }
+}
+
+impl std::str::FromStr for NotifyEvent {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        NotifyEvent::ALL
+            .into_iter()
+            .find(|e| e.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown event {s:?}: expected \"job_failed\", \"job_stale\" or \"schedule_failing\"")
+            })
+    }
+}
+
+/// A pipeline's notice hook: a command (argv, no shell unless it names one)
+/// given each event as JSON on standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notify {
+    argv: Vec<String>,
+    on: Vec<NotifyEvent>,
+    timeout: Duration,
+    current_dir: Option<std::path::PathBuf>,
+}
+
+impl Notify {
+    /// Runs `argv` (the program, then its arguments) for every event.
+    pub fn command<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Notify {
+            argv: argv.into_iter().map(Into::into).collect(),
+            on: NotifyEvent::ALL.to_vec(),
+            timeout: DEFAULT_NOTIFY_TIMEOUT,
+            current_dir: None,
+        }
+    }
+
+    /// Only for `events` (default: all of them).
+    #[must_use]
+    pub fn on(mut self, events: impl IntoIterator<Item = NotifyEvent>) -> Self {
+        self.on = events.into_iter().collect();
+        self
+    }
+
+    /// How long the command may run before its process group is killed
+    /// (default 30 s).
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Runs the command in `dir` (default: the worker's working directory).
+    #[must_use]
+    pub fn current_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
+    /// Whether `event` is notified.
+    pub fn wants(&self, event: NotifyEvent) -> bool {
+        self.on.contains(&event)
+    }
+
+    /// The command.
+    pub fn argv(&self) -> &[String] {
+        &self.argv
+    }
+
+    /// Runs the command with `notice` (JSON) on its standard input, in a
+    /// process group of its own, killed with it past the timeout. Logs how it
+    /// ended; never fails the caller.
+    pub(crate) async fn fire(&self, event: NotifyEvent, notice: &serde_json::Value) {
+        let Some((program, args)) = self.argv.split_first() else {
+            return;
+        };
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(dir) = &self.current_dir {
+            command.current_dir(dir);
+        }
+        #[cfg(unix)]
+        command.process_group(0);
+        let mut child = match command.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(event = event.as_str(), program = %program, error = %e, "cannot run the notice command");
+                return;
+            }
+        };
+        let body = notice.to_string();
+        if let Some(mut stdin) = child.stdin.take() {
+            // a command that does not read its input is fine
+            let _ = stdin.write_all(body.as_bytes()).await;
+        }
+        let pid = child.id();
+        match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
+            Ok(Ok(out)) if out.status.success() => {
+                info!(event = event.as_str(), program = %program, "notice sent");
+            }
+            Ok(Ok(out)) => {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                warn!(event = event.as_str(), program = %program, status = %out.status,
+                    stderr = ?stderr.trim_end(), "the notice command failed");
+            }
+            Ok(Err(e)) => {
+                warn!(event = event.as_str(), program = %program, error = %e, "the notice command failed");
+            }
+            Err(_) => {
+                #[cfg(unix)]
+                if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+                    // SAFETY: kill(2) on the group this function started
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                }
+                warn!(event = event.as_str(), program = %program, timeout = ?self.timeout,
+                    "the notice command ran past its timeout: killed");
+            }
+        }
+    }
+}
