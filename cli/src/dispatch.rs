@@ -124,6 +124,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
             commands::run_now(ctx, &job_id(&job)?, queue.as_deref(), &reason).await
         }
         Command::Enqueue(args) => commands::enqueue(ctx, *args).await,
+        Command::Backfill(args) => commands::backfill(ctx, args).await,
         Command::Locks { queue } => commands::locks(ctx, queue).await,
         Command::Workers { queue } => commands::workers(ctx, queue).await,
         Command::Events {

@@ -99,11 +99,11 @@ fn bad_job(ctx: &Ctx, bad: BadJob) -> Failure {
 
 /// Counts of what a backfill did.
 #[derive(Default)]
-struct Counts {
-    created: usize,
-    rerun: usize,
-    running: usize,
-    succeeded: usize,
+pub(super) struct Counts {
+    pub(super) created: usize,
+    pub(super) rerun: usize,
+    pub(super) running: usize,
+    pub(super) succeeded: usize,
 }
 
 impl Counts {
@@ -117,7 +117,7 @@ impl Counts {
     }
 
     /// The summary line: created, already enqueued (live), already succeeded, re-run.
-    fn line(&self) -> String {
+    pub(super) fn line(&self) -> String {
         format!(
             "{} created, {} already enqueued (same input key, not finished), {} already succeeded, {} re-run",
             self.created, self.running, self.succeeded, self.rerun
@@ -223,10 +223,71 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
             JsonJob::new(time::render(template, w), o)
         })
         .collect();
-    let built = jobs_from_json(target.terms(&args.pipeline), &asked).map_err(|bad| {
+    let labels: Vec<(String, String)> = windows
+        .iter()
+        .map(|w| (w.from.to_string(), w.to.to_string()))
+        .collect();
+    let WindowsEnqueued {
+        counts,
+        listed,
+        input_checked,
+    } = enqueue_windows(ctx, &q, target.terms(&args.pipeline), &labels, asked).await?;
+    let total = listed.len();
+    seal_group(ctx, &q, &args).await?;
+    if ctx.json {
+        return print_json(&json!({
+            "queue": q.name(),
+            "pipeline": args.pipeline,
+            "windows": total,
+            "created": counts.created,
+            "rerun": counts.rerun,
+            "existing": counts.running,
+            "succeeded": counts.succeeded,
+            "input_checked": input_checked,
+            "jobs": listed,
+        }));
+    }
+    outln!(
+        "{total} windows of {} from {from} to {to} in queue {}: {}",
+        args.pipeline,
+        q.name(),
+        counts.line()
+    );
+    let joined = counts.running + counts.succeeded;
+    if let (Some(g), true) = (&args.group, joined > 0) {
+        outln!(
+            "{joined} of them existed already and are children of group {g} as they are \
+             ({} already succeeded)",
+            counts.succeeded
+        );
+    }
+    Ok(())
+}
+
+/// What [`enqueue_windows`] did.
+pub(super) struct WindowsEnqueued {
+    /// How many were created, existed, succeeded, re-run.
+    pub(super) counts: Counts,
+    /// Each window's job, for `--json`.
+    pub(super) listed: Vec<serde_json::Value>,
+    /// Whether the inputs were checked against a schema.
+    pub(super) input_checked: bool,
+}
+
+/// Builds the jobs `asked` (one a window; `windows` their `(from, to)` as
+/// text) under `terms`, every one checked before anything is written, then
+/// enqueues them in chunks with a progress line.
+pub(super) async fn enqueue_windows(
+    ctx: &Ctx,
+    q: &Queue,
+    terms: Terms<'_>,
+    windows: &[(String, String)],
+    asked: Vec<JsonJob>,
+) -> Outcome<WindowsEnqueued> {
+    let built = jobs_from_json(terms, &asked).map_err(|bad| {
         let window = windows
             .get(bad.index)
-            .map(|w| format!("window {} to {}", w.from, w.to));
+            .map(|(from, to)| format!("window {from} to {to}"));
         let failure = bad_job(ctx, bad);
         match window {
             Some(w) => failure.context(&w),
@@ -265,41 +326,17 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
                 "status": reply.status,
                 "previous": reply.previous,
                 "input_key": key,
-                "from": w.map(|w| w.from.to_string()),
-                "to": w.map(|w| w.to.to_string()),
+                "from": w.map(|w| w.0.clone()),
+                "to": w.map(|w| w.1.clone()),
             }));
             done_count += 1;
         }
         progress.update(done_count as u64, &counts.short());
     }
     progress.finish();
-    seal_group(ctx, &q, &args).await?;
-    if ctx.json {
-        return print_json(&json!({
-            "queue": q.name(),
-            "pipeline": args.pipeline,
-            "windows": total,
-            "created": counts.created,
-            "rerun": counts.rerun,
-            "existing": counts.running,
-            "succeeded": counts.succeeded,
-            "input_checked": input_checked,
-            "jobs": listed,
-        }));
-    }
-    outln!(
-        "{total} windows of {} from {from} to {to} in queue {}: {}",
-        args.pipeline,
-        q.name(),
-        counts.line()
-    );
-    let joined = counts.running + counts.succeeded;
-    if let (Some(g), true) = (&args.group, joined > 0) {
-        outln!(
-            "{joined} of them existed already and are children of group {g} as they are \
-             ({} already succeeded)",
-            counts.succeeded
-        );
-    }
-    Ok(())
+    Ok(WindowsEnqueued {
+        counts,
+        listed,
+        input_checked,
+    })
 }

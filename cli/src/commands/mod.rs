@@ -24,6 +24,7 @@ macro_rules! outp {
 }
 
 mod actions;
+mod backfill;
 mod bulk;
 pub(crate) mod docs;
 mod enqueue;
@@ -41,6 +42,7 @@ use serde::Serialize;
 use crate::failure::{Failure, Outcome};
 
 pub(crate) use actions::{cancel, delete, resolve, retry, run_now};
+pub(crate) use backfill::backfill;
 pub(crate) use bulk::bulk;
 pub(crate) use enqueue::enqueue;
 pub(crate) use flow::pause;

@@ -242,3 +242,25 @@ pub(crate) struct WorkerArgs {
 pub(crate) fn job_id(s: &str) -> Outcome<JobId> {
     JobId::parse(s).map_err(|e| Failure::Usage(e.to_string()))
 }
+
+/// `backfill`'s arguments.
+#[derive(Args, Debug)]
+pub(crate) struct BackfillArgs {
+    /// The scheduled pipeline.
+    pub pipeline: String,
+    /// Its queue (default: found from the pipeline's registration).
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Which of its schedules (needed when it has several).
+    #[arg(long)]
+    pub schedule: Option<String>,
+    /// The first window starts at or after this instant (RFC 3339, or a date: UTC midnight).
+    #[arg(long, value_parser = time::parse_instant)]
+    pub from: jiff::Timestamp,
+    /// The last window ends at or before this instant.
+    #[arg(long, value_parser = time::parse_instant)]
+    pub to: jiff::Timestamp,
+    /// Run windows that already SUCCEEDED again (a new job each).
+    #[arg(long)]
+    pub rerun: bool,
+}

@@ -188,6 +188,13 @@ pub(crate) enum Command {
     },
     /// Enqueue one job, or one job per time window of a range (a backfill).
     Enqueue(Box<EnqueueArgs>),
+    /// Enqueue the windows of a scheduled pipeline between two instants, as
+    /// its schedule's ticks would have (same input and input key: windows it
+    /// already ran are not enqueued again).
+    #[command(
+        after_help = "Examples:\n  leasehold backfill hourly_sales --from 2026-05-01T00:00:00Z --to 2026-05-02T00:00:00Z\n  leasehold backfill hourly_sales --schedule hourly --from 2026-05-01 --to 2026-05-08 --rerun"
+    )]
+    Backfill(BackfillArgs),
     /// Resource locks: holder, time left, parked jobs, and every live job claiming the resource.
     Locks {
         /// Only this queue (default: every queue).
