@@ -59,7 +59,7 @@ pub use wire::keys;
 
 /// The one duration parser of leasehold (the `#[pipeline]` attribute and the
 /// `leasehold` command line use it too).
-pub use leasehold_syntax::{parse_duration, DurationError};
+pub use leasehold_syntax::{parse_duration, parse_offset_ms, DurationError};
 
 pub use client::{job_for, Client, Enqueue};
 pub use config::{QueueConfig, Retention};

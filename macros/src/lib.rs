@@ -156,7 +156,9 @@ mod valid;
 /// (IANA, default UTC), `start` / `end` (RFC 3339), `catch_up` (`"all"`,
 /// `"latest"` (default), `"none"`), `catch_up_max` (with `"all"`), `overlap`
 /// (`"allow"` (default), `"skip"`, `"wait"`), `grace` (default `"60s"`),
-/// `input`.
+/// `input`, `window_offset` (a signed duration added to the window the input
+/// carries, `"-1h"`: the hour before the tick's), `run_on_start` (`true`: a
+/// schedule new to Redis runs its latest whole window at once).
 ///
 /// A template is text with `{field}` placeholders over the fields of the input
 /// type (`{a.b}` for nested fields, `{0}` for tuple structs; `{{` and `}}` are

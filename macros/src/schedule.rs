@@ -25,6 +25,8 @@ const SCHEDULE_KEYS: &[&str] = &[
     "overlap",
     "grace",
     "input",
+    "window_offset",
+    "run_on_start",
 ];
 
 /// A schedule as declared.
@@ -42,6 +44,9 @@ pub(crate) struct ScheduleDecl {
     pub overlap: Option<String>,
     pub grace: Option<Duration>,
     pub input: Option<String>,
+    /// Added to the window a tick's input carries (ms).
+    pub window_offset_ms: Option<i64>,
+    pub run_on_start: Option<bool>,
 }
 
 /// Checks a cron literal as the runtime parses it: 5 or 6 fields, then croner.
@@ -96,6 +101,8 @@ pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDec
         overlap: None,
         grace: None,
         input: None,
+        window_offset_ms: None,
+        run_on_start: None,
     };
     for s in options::known(nested, SCHEDULE_KEYS, "schedule setting", errors) {
         match s.key.to_string().as_str() {
@@ -142,6 +149,19 @@ pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDec
                     .ok(s.string("r#\"{\"table\": \"orders\"}\"#"))
                     .map(|l| l.value())
             }
+            "window_offset" => {
+                d.window_offset_ms = errors.ok(s.string("\"-1h\"")).and_then(|l| {
+                    errors.ok(
+                        leasehold_syntax::parse_offset_ms(&l.value()).map_err(|why| {
+                            syn::Error::new(
+                                l.span(),
+                                format!("bad window offset {:?}: {why}", l.value()),
+                            )
+                        }),
+                    )
+                })
+            }
+            "run_on_start" => d.run_on_start = errors.ok(s.boolean("true")),
             _ => unreachable!("every known schedule setting is handled"),
         }
     }
@@ -202,6 +222,12 @@ pub(crate) fn expand(d: &ScheduleDecl, pipeline_name: &str, input: &syn::Type) -
     }
     if let Some(json) = &d.input {
         chain = quote!(#chain.input_json(#json)?);
+    }
+    if let Some(ms) = d.window_offset_ms {
+        chain = quote!(#chain.window_offset_ms(#ms)?);
+    }
+    if let Some(run) = d.run_on_start {
+        chain = quote!(#chain.run_on_start(#run));
     }
     // A scheduled pipeline's input carries the tick's window. The field name
     // belongs to this expansion (rustc names the missing field and lists the

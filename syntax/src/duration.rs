@@ -92,6 +92,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     Ok(duration)
 }
 
+/// A duration that may be negative, in signed milliseconds (`"-1h"` is
+/// -3,600,000; `"15m"` and `"+15m"` are 900,000): a schedule's window offset.
+pub fn parse_offset_ms(text: &str) -> Result<i64, DurationError> {
+    let text = text.trim();
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let ms =
+        i64::try_from(parse_duration(rest)?.as_millis()).map_err(|_| DurationError::TooLarge)?;
+    Ok(if negative { -ms } else { ms })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +149,15 @@ mod tests {
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be refused");
         }
+    }
+
+    #[test]
+    fn offsets_take_a_sign() {
+        assert_eq!(parse_offset_ms("-1h"), Ok(-3_600_000));
+        assert_eq!(parse_offset_ms("+15m"), Ok(900_000));
+        assert_eq!(parse_offset_ms(" 90s "), Ok(90_000));
+        assert_eq!(parse_offset_ms("-0s"), Ok(0));
+        assert!(parse_offset_ms("--1h").is_err());
+        assert!(parse_offset_ms("-").is_err());
     }
 }

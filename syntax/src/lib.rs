@@ -14,7 +14,7 @@ pub mod name;
 pub mod rate;
 pub mod template;
 
-pub use duration::{parse_duration, DurationError};
+pub use duration::{parse_duration, parse_offset_ms, DurationError};
 pub use name::{check_name, NameError, MAX_NAME_BYTES};
 pub use rate::{Rate, RateError};
 pub use template::{parse_template, Member, Part, TemplateError};

@@ -128,6 +128,8 @@ struct ScheduleDoc {
     overlap: Option<Spanned<String>>,
     grace: Option<Spanned<String>>,
     input: Option<Spanned<toml::Value>>,
+    window_offset: Option<Spanned<String>>,
+    run_on_start: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -639,6 +641,21 @@ impl Reader<'_> {
             if let Some(d) = self.keep(self.duration(g, "grace", &SCHEDULE_GRACE)) {
                 schedule = schedule.grace(d);
             }
+        }
+        if let Some(o) = &s.window_offset {
+            match leasehold_core::parse_offset_ms(o.get_ref()) {
+                Ok(ms) => {
+                    if let Some(next) =
+                        self.keep(schedule.clone().window_offset_ms(ms).map_err(at(o.span())))
+                    {
+                        schedule = next;
+                    }
+                }
+                Err(e) => self.report(o.span(), format!("window_offset: {e}")),
+            }
+        }
+        if let Some(run) = s.run_on_start {
+            schedule = schedule.run_on_start(run);
         }
         if let Some(input) = &s.input {
             if let Some(v) = self.keep(self.json(input, "input")) {

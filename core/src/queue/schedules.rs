@@ -27,7 +27,7 @@ pub struct TickEntry {
     /// When (ms, from the stream entry id).
     pub at: i64,
     /// The outcome or action (`enqueued`, `caught_up`, `skipped`, `missed`,
-    /// `delayed`, `triggered`, `paused`, `resumed`, `registered`, `redefined`,
+    /// `delayed`, `triggered`, `paused`, `resumed`, `registered`, `redefined`, `restarted`,
     /// `failing`, `recovered`).
     pub outcome: String,
     /// The window's start and end (ms), for a tick.
@@ -145,6 +145,7 @@ impl Queue {
             cursor: cursor.as_millisecond(),
             next_due: next_due.map(|t| t.as_millisecond()),
             by,
+            start: schedule.start().map(|t| t.as_millisecond()),
         })
         .await
     }

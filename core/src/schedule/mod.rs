@@ -75,6 +75,10 @@ pub struct Schedule {
     overlap: Overlap,
     grace: Duration,
     input: Map<String, Value>,
+    /// Added to the bounds of the window a tick's input and key carry (ms).
+    window_offset_ms: i64,
+    /// Whether a schedule new to Redis runs its latest whole window at once.
+    run_on_start: bool,
 }
 
 /// What a worker registers of a schedule (JSON in the schedule's hash): every
@@ -107,6 +111,18 @@ pub struct ScheduleDefinition {
     /// The static input part.
     #[serde(default)]
     pub input: Map<String, Value>,
+    /// Added to the window's bounds in a tick's input and key (ms; `-3600000`:
+    /// the hour before). Left out when 0, so older digests stay the same.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub window_offset_ms: i64,
+    /// Whether a schedule new to Redis runs its latest whole window at once
+    /// (instead of waiting for the next tick). Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub run_on_start: bool,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 fn invalid(schedule: &str, why: impl Into<String>) -> ScheduleError {
@@ -145,6 +161,8 @@ impl Schedule {
             overlap: Overlap::Allow,
             grace: Duration::from_secs(60),
             input: Map::new(),
+            window_offset_ms: 0,
+            run_on_start: false,
         })
     }
 
@@ -252,6 +270,37 @@ impl Schedule {
         self
     }
 
+    /// Shifts the window a tick's input and input key carry by `offset_ms`
+    /// (negative: earlier), as cron's `15 * * * * job --hour prev` did: an
+    /// hourly tick at :15 with `-15m` carries the clock hour before it. The
+    /// ticks themselves (when a window is due) do not move. At most a year
+    /// either way.
+    pub fn window_offset_ms(mut self, offset_ms: i64) -> Result<Schedule, ScheduleError> {
+        const YEAR_MS: i64 = 366 * 86_400_000;
+        if !(-YEAR_MS..=YEAR_MS).contains(&offset_ms) {
+            return Err(invalid(
+                &self.name,
+                format!("the window offset {offset_ms} ms is more than a year"),
+            ));
+        }
+        self.window_offset_ms = offset_ms;
+        Ok(self)
+    }
+
+    /// Whether a schedule Redis does not know yet runs its latest whole
+    /// window at once (default: it waits for the next tick). A schedule with
+    /// a start catches up from it instead.
+    #[must_use]
+    pub fn run_on_start(mut self, run: bool) -> Schedule {
+        self.run_on_start = run;
+        self
+    }
+
+    /// The window offset (ms).
+    pub fn window_offset(&self) -> i64 {
+        self.window_offset_ms
+    }
+
     /// The static input part (a JSON object without a `window` field), merged
     /// into every tick's input.
     pub fn input(mut self, input: Value) -> Result<Schedule, ScheduleError> {
@@ -320,6 +369,7 @@ impl Schedule {
 impl Schedule {
     /// The input of the tick for window `w`: the static part, and `window`.
     pub fn input_for(&self, w: &Window) -> Value {
+        let w = self.offset(w);
         let mut map = self.input.clone();
         map.insert(
             "window".into(),
@@ -331,7 +381,18 @@ impl Schedule {
     /// The input key of window `w` when the pipeline has no input-key
     /// template: `<schedule>:<window start, RFC 3339 UTC>`.
     pub fn input_key_for(&self, w: &Window) -> String {
-        format!("{}:{}", self.name, w.start)
+        format!("{}:{}", self.name, self.offset(w).start)
+    }
+
+    /// Window `w` as a tick's input carries it: shifted by the window offset.
+    fn offset(&self, w: &Window) -> Window {
+        let shift = |t: Timestamp| {
+            Timestamp::from_millisecond(t.as_millisecond() + self.window_offset_ms).unwrap_or(t)
+        };
+        Window {
+            start: shift(w.start),
+            end: shift(w.end),
+        }
     }
 
     /// What a worker registers.
@@ -351,6 +412,8 @@ impl Schedule {
             overlap: self.overlap,
             grace_ms: self.grace.as_millis() as u64,
             input: self.input.clone(),
+            window_offset_ms: self.window_offset_ms,
+            run_on_start: self.run_on_start,
         }
     }
 
@@ -381,7 +444,9 @@ impl Schedule {
             .catch_up(d.catch_up)
             .overlap(d.overlap)
             .grace(Duration::from_millis(d.grace_ms))
-            .input(Value::Object(d.input.clone()))?;
+            .input(Value::Object(d.input.clone()))?
+            .window_offset_ms(d.window_offset_ms)?
+            .run_on_start(d.run_on_start);
         s.check()?;
         Ok(s)
     }

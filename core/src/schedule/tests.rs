@@ -173,3 +173,46 @@ fn the_input_and_key_use_rfc3339_instants() {
     let typed: Window = serde_json::from_value(s.input_for(&w)["window"].clone()).unwrap();
     assert_eq!(typed, w);
 }
+
+#[test]
+fn a_window_offset_moves_the_input_window_not_the_ticks() {
+    // cron's `15 * * * * job --hour prev`: at :15, the clock hour before
+    let s = Schedule::cron("load", "15 * * * *")
+        .unwrap()
+        .window_offset_ms(-15 * 60_000)
+        .unwrap();
+    let w = s.window_from(ts("2026-05-06T13:15:00Z")).unwrap();
+    assert_eq!(w.end, ts("2026-05-06T14:15:00Z"), "the tick is unchanged");
+    assert_eq!(
+        s.input_for(&w)["window"],
+        serde_json::json!({"start": "2026-05-06T13:00:00Z", "end": "2026-05-06T14:00:00Z"})
+    );
+    assert_eq!(s.input_key_for(&w), "load:2026-05-06T13:00:00Z");
+    let back = Schedule::from_definition(&s.definition()).unwrap();
+    assert_eq!(back.window_offset(), -900_000);
+    assert!(s.clone().window_offset_ms(400 * 86_400_000).is_err());
+    // a schedule without an offset keeps its digest (the field is left out)
+    let plain = Schedule::cron("load", "15 * * * *").unwrap();
+    assert!(!serde_json::to_string(&plain.definition())
+        .unwrap()
+        .contains("window_offset_ms"));
+}
+
+#[test]
+fn run_on_start_makes_the_latest_whole_window_due_at_once() {
+    let s = Schedule::every("hourly", Duration::from_secs(3600)).unwrap();
+    let now = ts("2026-05-06T13:20:00Z");
+    assert_eq!(s.initial_cursor(now), ts("2026-05-06T13:00:00Z"));
+    let eager = s.clone().run_on_start(true);
+    let cursor = eager.initial_cursor(now);
+    assert_eq!(cursor, ts("2026-05-06T12:00:00Z"));
+    let due = eager.due_windows(cursor, now);
+    assert_eq!(due.windows.len(), 1);
+    assert_eq!(due.windows[0].start, ts("2026-05-06T12:00:00Z"));
+    assert!(
+        Schedule::from_definition(&eager.definition())
+            .unwrap()
+            .definition()
+            .run_on_start
+    );
+}

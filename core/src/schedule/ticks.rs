@@ -69,11 +69,22 @@ impl Schedule {
     /// Where a cursor starts when Redis has none (first registration, or a
     /// flushed Redis): the start when one is set (every window since it is
     /// then due, under the catch-up policy), else the latest tick at or
-    /// before `now` (nothing before the worker came up is enqueued).
+    /// before `now` (nothing before the worker came up is enqueued), or with
+    /// `run_on_start` the tick before it (the latest whole window is due at once).
     pub fn initial_cursor(&self, now: Timestamp) -> Timestamp {
         match self.start {
             Some(s) => s,
-            None => self.latest_at_or_before(now).unwrap_or(now),
+            None => {
+                let latest = self.latest_at_or_before(now).unwrap_or(now);
+                if !self.run_on_start {
+                    return latest;
+                }
+                // one tick earlier: the latest whole window is due at once
+                Timestamp::from_millisecond(latest.as_millisecond() - 1)
+                    .ok()
+                    .and_then(|before| self.latest_at_or_before(before))
+                    .unwrap_or(latest)
+            }
         }
     }
 

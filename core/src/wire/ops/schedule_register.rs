@@ -1,5 +1,6 @@
 //! `schedule_register.lua`: a worker writes a schedule's definition on start
-//! (idempotent: its cursor, paused flag and counters are never reset).
+//! (idempotent: its paused flag and counters are never reset, and its cursor
+//! only when its start changed).
 
 use deadpool_redis::redis::Value;
 
@@ -33,6 +34,8 @@ pub(crate) struct ScheduleRegister<'a> {
     /// The first window's due time (ms); `None` when there is none.
     pub(crate) next_due: Option<i64>,
     pub(crate) by: &'a str,
+    /// The schedule's start (ms), if it has one: a changed start moves the cursor.
+    pub(crate) start: Option<i64>,
 }
 
 impl ScriptOp for ScheduleRegister<'_> {
@@ -43,7 +46,7 @@ impl ScriptOp for ScheduleRegister<'_> {
     }
 
     /// KEYS: the schedule's; ARGV: name, pipeline, definition, digest,
-    /// cursor, next due ('' for none), who.
+    /// cursor, next due ('' for none), who, start ('' for none).
     fn encode(&self, keys: &QueueKeys, call: &mut ScriptCall<'_>) {
         schedule_keys(keys, call, self.name);
         call.arg(self.name)
@@ -52,7 +55,8 @@ impl ScriptOp for ScheduleRegister<'_> {
             .arg(self.digest)
             .arg(self.cursor)
             .arg(self.next_due.map(|t| t.to_string()).unwrap_or_default())
-            .arg(self.by);
+            .arg(self.by)
+            .arg(self.start.map(|t| t.to_string()).unwrap_or_default());
     }
 
     /// `{outcome, cursor, next due, now}`.
