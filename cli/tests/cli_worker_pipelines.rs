@@ -278,3 +278,77 @@ async fn worker_log_times_are_utc_unless_the_operator_chose_local_time() {
     let stamp = local.split_whitespace().next().unwrap_or_default();
     assert!(stamp.ends_with("+09:00"), "{local:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_a_good_file_and_keeps_the_running_one_on_a_bad_one() {
+    let srv = RedisServer::start();
+    let url = srv.url();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pipelines.toml");
+    let one = "[[pipeline]]\nname = \"a\"\nqueue = \"reload\"\n[[pipeline.step]]\nname = \"s\"\nrun = [\"true\"]\n";
+    std::fs::write(&file, one).unwrap();
+    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let mut worker = command(
+        &url,
+        &[
+            "worker",
+            "--pipelines",
+            file.to_str().unwrap(),
+            "--metrics-addr",
+            &metrics_addr,
+        ],
+    );
+    worker.stderr(std::process::Stdio::null());
+    let mut worker = worker.spawn().unwrap();
+    let pid = worker.id().unwrap() as i32;
+    // a job of `name` runs to SUCCEEDED
+    let runs = |name: &'static str| {
+        let url = url.clone();
+        async move {
+            let run = run_cmd(command(&url, &["--json", "enqueue", name, "--input", "{}"])).await;
+            let Some(id) = serde_json::from_str::<Value>(&run.stdout)
+                .ok()
+                .and_then(|v| v["id"].as_str().map(str::to_owned))
+            else {
+                return false;
+            };
+            for _ in 0..100 {
+                let shown = run_cmd(command(&url, &["--json", "show", &id])).await;
+                if serde_json::from_str::<Value>(&shown.stdout)
+                    .is_ok_and(|v| v["job"]["state"] == "SUCCEEDED")
+                {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            false
+        }
+    };
+    wait_until_async(WAIT, "pipeline a runs", || runs("a")).await;
+    // a second pipeline, then SIGHUP: the worker serves both
+    std::fs::write(
+        &file,
+        format!("{one}[[pipeline]]\nname = \"b\"\nqueue = \"reload\"\n[[pipeline.step]]\nname = \"s\"\nrun = [\"true\"]\n"),
+    )
+    .unwrap();
+    // SAFETY: the worker is this test's own child
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    wait_until_async(WAIT, "pipeline b runs after the reload", || runs("b")).await;
+    // a broken file: refused, the running pipelines stay
+    std::fs::write(&file, "[[pipeline]]\nname = \"a\"\nlease_ttl = \"0s\"\n").unwrap();
+    // SAFETY: as above
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    assert!(runs("a").await && runs("b").await);
+    assert!(worker.try_wait().unwrap().is_none(), "the worker exited");
+    // SAFETY: as above
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = tokio::time::timeout(WAIT, worker.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}

@@ -59,24 +59,76 @@ pub(crate) async fn run(ctx: &Ctx, args: WorkerArgs) -> Outcome {
         .with_ansi(log_colour(std::io::stderr().is_terminal()))
         .with_timer(LogClock)
         .try_init();
-    let mut builder = Worker::builder(ctx.url.clone())
-        .config(ctx.config.clone())
-        .concurrency(args.concurrency)
-        .lease_ttl(args.lease_ttl)
-        .shutdown_grace(args.shutdown_grace);
-    if let Some(addr) = args.metrics_addr {
-        builder = builder.metrics_addr(addr);
+    let mut pipelines = pipelines;
+    loop {
+        let mut builder = Worker::builder(ctx.url.clone())
+            .config(ctx.config.clone())
+            .concurrency(args.concurrency)
+            .lease_ttl(args.lease_ttl)
+            .shutdown_grace(args.shutdown_grace);
+        if let Some(addr) = args.metrics_addr {
+            builder = builder.metrics_addr(addr);
+        }
+        for pipeline in pipelines {
+            builder = builder.declared(pipeline).map_err(|e| ctx.fail(e))?;
+        }
+        let worker = builder.build().await.map_err(|e| ctx.fail(e))?;
+        eprintln!(
+            "leasehold worker: serving the pipelines of {} (Ctrl-C or SIGTERM stops it, SIGHUP reloads the file)",
+            args.pipelines.display()
+        );
+        let next = std::sync::Mutex::new(None);
+        worker
+            .run_until(async {
+                let n = next_signal(&args.pipelines).await;
+                if let Ok(mut slot) = next.lock() {
+                    *slot = Some(n);
+                }
+            })
+            .await
+            .map_err(|e| ctx.fail(e))?;
+        match next.into_inner().ok().flatten() {
+            Some(Next::Reload(new)) => pipelines = new,
+            _ => return Ok(()),
+        }
     }
-    for pipeline in pipelines {
-        builder = builder.declared(pipeline).map_err(|e| ctx.fail(e))?;
+}
+
+/// Why a worker's run ended.
+enum Next {
+    /// SIGINT or SIGTERM: stop.
+    Exit,
+    /// SIGHUP with a file that passed its check: serve these pipelines instead.
+    Reload(Vec<leasehold_core::process::DeclaredPipeline>),
+}
+
+/// Waits for SIGINT or SIGTERM (stop), or for a SIGHUP whose file passes its
+/// check whole (reload); a SIGHUP whose file is refused keeps the running
+/// pipelines, and says why.
+async fn next_signal(path: &std::path::Path) -> Next {
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP: reloading is off");
+            stop.await;
+            return Next::Exit;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = &mut stop => return Next::Exit,
+            _ = hangup.recv() => match crate::pipelines_file::load(path) {
+                Ok(pipelines) => {
+                    tracing::info!(file = %path.display(), "SIGHUP: the file passed its check; reloading (running steps finish first)");
+                    return Next::Reload(pipelines);
+                }
+                Err(errors) => tracing::error!(
+                    file = %path.display(),
+                    "SIGHUP: the new file is refused; the running pipelines stay:\n{errors}"
+                ),
+            },
+        }
     }
-    let worker = builder.build().await.map_err(|e| ctx.fail(e))?;
-    eprintln!(
-        "leasehold worker: serving the pipelines of {} (Ctrl-C or SIGTERM stops it)",
-        args.pipelines.display()
-    );
-    worker
-        .run_until(shutdown_signal())
-        .await
-        .map_err(|e| ctx.fail(e))
 }

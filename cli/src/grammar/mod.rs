@@ -238,7 +238,9 @@ pub(crate) enum Command {
     /// events, JSON under /api, Prometheus /metrics, and (with --token) actions.
     Dashboard(crate::grammar::DashboardArgs),
     /// Run a worker serving the pipelines a TOML file declares, their steps as
-    /// commands (scripts you keep): the way in without Rust.
+    /// commands (scripts you keep): the way in without Rust. SIGINT or SIGTERM
+    /// stops it gracefully; SIGHUP reloads the file (checked whole first: a
+    /// refused file keeps the running pipelines).
     #[cfg(unix)]
     Worker(WorkerArgs),
     /// Jobs set aside as unreadable (a key of the wrong type, a corrupt field):
