@@ -459,6 +459,32 @@ async fn an_operator_sees_the_pipeline_and_cancels_a_job_in_chromium() {
     );
     shot(&b, &shots, "job-running").await;
 
+    // a section the operator opened stays open across the live refresh
+    b.execute(
+        "document.querySelector('#step-outputs summary').click();",
+        vec![],
+    )
+    .await
+    .unwrap();
+    b.execute(
+        "document.getElementById('live-status').textContent = 'waiting';",
+        vec![],
+    )
+    .await
+    .unwrap();
+    wait_text(&b, "#live-status", "a live refresh", |t| {
+        t.starts_with("updated")
+    })
+    .await;
+    let open = b
+        .execute(
+            "return document.querySelector('#step-outputs').open;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(open, serde_json::json!(true), "the refresh folded it");
+
     // a tampered CSRF value is refused and changes nothing
     let form = "form.action-cancel";
     b.execute(

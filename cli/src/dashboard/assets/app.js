@@ -102,7 +102,7 @@
     var regions = qsa(document, "[data-live]");
     if (!errorPage && regions.length === 0) { return; }
     busy = true;
-    fetch(window.location.href, { headers: { "Accept": "text/html", "X-Leasehold-Tz": local() ? "local" : "utc" }, cache: "no-store", credentials: "omit" })
+    fetch(window.location.href, { headers: { "Accept": "text/html", "X-Leasehold-Tz": local() ? "local" : "utc" }, cache: "no-store", credentials: "same-origin" })
       .then(function (resp) {
         return resp.text().then(function (text) { return { resp: resp, text: text }; });
       })
@@ -123,7 +123,14 @@
           var fresh = doc.getElementById(el.id);
           if (!fresh) { return; }
           if (el.getAttribute("data-live") === "idle" && dirty(el)) { return; }
-          el.replaceWith(document.adoptNode(fresh));
+          // what the operator opened or closed (a log tail, the outputs) stays so
+          var open = {};
+          qsa(el, "details[id]").forEach(function (d) { open[d.id] = d.open; });
+          var node = document.adoptNode(fresh);
+          qsa(node, "details[id]").forEach(function (d) {
+            if (Object.prototype.hasOwnProperty.call(open, d.id)) { d.open = open[d.id]; }
+          });
+          el.replaceWith(node);
         });
         rememberOperator();
         setStatus("updated " + stamp(), false);

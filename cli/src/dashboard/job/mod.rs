@@ -335,7 +335,7 @@ async fn job(
                 }
                 @if !j.outputs.is_empty() {
                     section.card {
-                        details {
+                        details #step-outputs {
                             summary { "Step outputs (" (j.outputs.len()) ")" }
                             @for (step, value) in &j.outputs {
                                 h3 { (step) }
@@ -360,7 +360,7 @@ async fn job(
                             }
                             @for (name, tail, total) in [("stdout", &r.stdout_tail, r.stdout_bytes), ("stderr", &r.stderr_tail, r.stderr_bytes)] {
                                 @if !tail.is_empty() {
-                                    details {
+                                    details id=(tail_id(r.attempt, &r.step, name)) {
                                         summary { (name) " (" (total) " bytes in all; the last " (tail.len()) " kept)" }
                                         pre.json { (tail) }
                                     }
@@ -477,4 +477,21 @@ async fn job_events(
         return Err(DashError::NotFound(format!("job {id} not found in queue {queue}")).into());
     }
     Ok(Json(events))
+}
+
+/// The id of a process step's log tail section (kept open across the live
+/// refresh): attempt, step (its characters other than letters, digits, `-`
+/// and `_` as their code points) and stream.
+fn tail_id(attempt: u32, step: &str, stream: &str) -> String {
+    let step: String = step
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_string()
+            } else {
+                format!(".{:x}.", u32::from(c))
+            }
+        })
+        .collect();
+    format!("tail-{attempt}-{step}-{stream}")
 }
