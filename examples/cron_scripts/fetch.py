@@ -1,25 +1,36 @@
-"""FETCH: the orders of one source's window, staged as CSV.
+"""FETCH: the orders of one source's hour, staged as CSV.
 
-A stand-in for an API call: rows are generated from the source and window.
-leasehold gives the job's input (source, window) in $LEASEHOLD_INPUT; the
-step's output (the staged file and its row count) goes to $LEASEHOLD_OUTPUT as
-JSON and is passed on to VALIDATE. Exit 75 means "try again later" (shop-b's
-API is busy on the first attempt of odd hours): leasehold retries the job,
-starting again at this step.
+A stand-in for an API call: rows are generated from the source and hour. The
+crontab passed `--source` and `--hour`; leasehold fills the same arguments
+from the job's input and window (`{source}`, `{window.start:%Y-%m-%dT%H}` in
+pipelines.toml). The step's output (the staged file and its row count) goes to
+$LEASEHOLD_OUTPUT as JSON and is passed on to VALIDATE.
+
+Two failures on a first attempt, both retried by leasehold, starting again
+at this step: shop-b's API is busy on odd hours (exit 75, "try again later"),
+and shop-a's connection drops on hours divisible by three (an uncaught
+exception: Python exits 1, an ordinary failure, retryable by default).
 """
+import argparse
 import hashlib
 import json
 import os
 import sys
 
-job = json.load(open(os.environ["LEASEHOLD_INPUT"]))
-source = job["source"]
-start = os.environ["LEASEHOLD_WINDOW_START"]
-attempt = int(os.environ["LEASEHOLD_ATTEMPT"])
+args = argparse.ArgumentParser()
+args.add_argument("--source", required=True)
+args.add_argument("--hour", required=True, help="the hour to fetch, YYYY-MM-DDTHH (UTC)")
+opts = args.parse_args()
+source = opts.source
+start = opts.hour + ":00:00Z"
+hour = int(opts.hour[11:13])
+attempt = int(os.environ.get("LEASEHOLD_ATTEMPT", "1"))
 
-if source == "shop-b" and int(start[11:13]) % 2 == 1 and attempt == 1:
+if source == "shop-b" and hour % 2 == 1 and attempt == 1:
     print(f"{source}: API busy for {start}, try later", file=sys.stderr)
     sys.exit(75)
+if source == "shop-a" and hour % 3 == 0 and attempt == 1:
+    raise ConnectionError(f"{source}: connection reset while fetching {start}")
 
 seed = int(hashlib.sha256(f"{source}{start}".encode()).hexdigest()[:8], 16)
 count = 5 + seed % 20

@@ -14,7 +14,8 @@ import sys
 
 previous = json.load(open(os.environ["LEASEHOLD_PREVIOUS"]))
 source = json.load(open(os.environ["LEASEHOLD_INPUT"]))["source"]
-start = os.environ["LEASEHOLD_WINDOW_START"]
+# the hour the window carries (shifted by the schedule's window_offset)
+start = json.load(open(os.environ["LEASEHOLD_INPUT"]))["window"]["start"]
 fence = int(os.environ["LEASEHOLD_FENCE"])
 
 db = sqlite3.connect(os.path.join(os.environ.get("DATA_DIR", "data"), "warehouse.db"), timeout=30)

@@ -74,7 +74,22 @@ pub(crate) async fn backfill(ctx: &Ctx, args: BackfillArgs) -> Outcome {
             info.problem.clone().unwrap_or_default()
         ))
     })?;
-    let schedule = Schedule::from_definition(definition)
+    // a backfill may reach before the schedule's start and past its end: the
+    // same cadence without them (an interval keeps its anchor, moved back a
+    // whole number of intervals)
+    let mut definition = definition.clone();
+    definition.end_ms = None;
+    if let Some(start) = definition.start_ms {
+        let from = args.from.as_millisecond();
+        match definition.every_ms.and_then(|ms| i64::try_from(ms).ok()) {
+            Some(step) if step > 0 && from < start => {
+                definition.start_ms = Some(start - (start - from + step - 1) / step * step);
+            }
+            Some(_) => {}
+            None => definition.start_ms = None,
+        }
+    }
+    let schedule = Schedule::from_definition(&definition)
         .map_err(|e| Failure::Other(format!("schedule {}: {e}", info.name)))?;
     // the ticks in [from, to): each a window [tick, next tick), ended by `to`
     let mut windows = Vec::new();
