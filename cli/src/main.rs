@@ -15,6 +15,7 @@ mod dispatch;
 mod examples;
 mod failure;
 mod grammar;
+mod input_arg;
 mod names;
 #[cfg(unix)]
 mod pipelines_file;

@@ -13,6 +13,7 @@ use super::print_json;
 use crate::context::Ctx;
 use crate::failure::{Failure, Outcome};
 use crate::grammar::{EnqueueArgs, ParentFailureArg};
+use crate::input_arg::{self, Source};
 use crate::progress::Progress;
 use crate::time;
 
@@ -92,9 +93,14 @@ impl Target {
     }
 }
 
-/// A job that could not be built, as the CLI says it.
-fn bad_job(ctx: &Ctx, bad: BadJob) -> Failure {
-    ctx.fail(bad.problem.into())
+/// A job that could not be built, as the CLI says it (naming the file or
+/// standard input its input came from).
+fn bad_job(ctx: &Ctx, bad: BadJob, from: &Source) -> Failure {
+    let failure = ctx.fail(bad.problem.into());
+    match from.describe() {
+        Some(place) => failure.context(&format!("input read from {place}")),
+        None => failure,
+    }
 }
 
 /// Counts of what a backfill did.
@@ -163,6 +169,16 @@ fn said(done: &Enqueued, q: &Queue) -> String {
 /// `enqueue`.
 pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
     let mut o = options(&args)?;
+    let input = args
+        .input
+        .as_deref()
+        .map(|v| input_arg::read("--input", v))
+        .transpose()?;
+    let template = args
+        .input_template
+        .as_deref()
+        .map(|v| input_arg::read("--input-template", v))
+        .transpose()?;
     let client = Client::from_queue(ctx.base.clone());
     let (q, target) = if args.unregistered {
         let name = args.queue.clone().unwrap_or_default();
@@ -183,12 +199,12 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
     };
     o.depends_on = dependencies(&args)?;
     ensure_group(ctx, &q, &args).await?;
-    let Some(template) = &args.input_template else {
+    let Some((template, template_from)) = &template else {
         o.resource = args.resource.clone();
         o.input_key = args.input_key.clone();
-        let input = args.input.clone().unwrap_or_default();
+        let (input, from) = input.unwrap_or((String::new(), Source::Argument));
         let built = jobs_from_json(target.terms(&args.pipeline), &[JsonJob::new(input, o)])
-            .map_err(|bad| bad_job(ctx, bad))?;
+            .map_err(|bad| bad_job(ctx, bad, &from))?;
         let input_checked = built.input_checked();
         let Some(job) = built.into_first() else {
             return Err(Failure::Other("no job was built".into()));
@@ -227,7 +243,7 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
         let window = windows
             .get(bad.index)
             .map(|w| format!("window {} to {}", w.from, w.to));
-        let failure = bad_job(ctx, bad);
+        let failure = bad_job(ctx, bad, template_from);
         match window {
             Some(w) => failure.context(&w),
             None => failure,

@@ -287,7 +287,10 @@ pub(crate) async fn create(ctx: &Ctx, args: CreateArgs) -> Outcome {
     let q = ctx.queue(&args.queue)?;
     let mut group = NewGroup::new(&args.name).policy(args.policy);
     if let Some(pipeline) = &args.completion {
-        let input = args.completion_input.as_deref().unwrap_or("{}");
+        let (input, from) = match args.completion_input.as_deref() {
+            Some(v) => crate::input_arg::read("--completion-input", v)?,
+            None => ("{}".to_owned(), crate::input_arg::Source::Argument),
+        };
         let client = Client::from_queue(ctx.base.clone());
         let mut o = EnqueueOptions::new();
         o.queue = Some(args.queue.clone());
@@ -303,8 +306,13 @@ pub(crate) async fn create(ctx: &Ctx, args: CreateArgs) -> Outcome {
             Some(c) => Terms::Published(c),
             None => Terms::Unregistered(pipeline),
         };
-        let built = jobs_from_json(terms, &[JsonJob::new(input, o)])
-            .map_err(|bad| ctx.fail(bad.problem.into()))?;
+        let built = jobs_from_json(terms, &[JsonJob::new(input, o)]).map_err(|bad| {
+            let failure = ctx.fail(bad.problem.into());
+            match from.describe() {
+                Some(place) => failure.context(&format!("input read from {place}")),
+                None => failure,
+            }
+        })?;
         let Some(job) = built.into_first() else {
             return Err(Failure::Other("no completion job was built".into()));
         };
