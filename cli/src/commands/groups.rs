@@ -154,7 +154,7 @@ pub(crate) async fn list(ctx: &Ctx, queue: Option<String>) -> Outcome {
             progress_line(g, now)
         ));
     }
-    out(&text)
+    out(&leasehold_core::visible(&text))
 }
 
 fn render(view: &GroupView, now: i64) -> String {
@@ -229,7 +229,7 @@ pub(crate) async fn show(ctx: &Ctx, name: &str, queue: Option<&str>, watch: bool
         }));
     }
     if !watch {
-        return out(&render(&view, now_ms()));
+        return out(&leasehold_core::visible(&render(&view, now_ms())));
     }
     let bar = indicatif::ProgressBar::new(view.info.total);
     bar.set_style(
@@ -264,7 +264,7 @@ pub(crate) async fn show(ctx: &Ctx, name: &str, queue: Option<&str>, watch: bool
         .await
         .map_err(|e| ctx.fail(e))?
         .ok_or_else(|| Failure::UnknownJob(format!("group {name} not found")))?;
-    out(&render(&view, now_ms()))
+    out(&leasehold_core::visible(&render(&view, now_ms())))
 }
 
 /// What `group create` is given.
@@ -397,7 +397,7 @@ pub(crate) async fn retry(
     for (id, e) in &refused {
         text.push_str(&format!("  {id} refused: {e}\n"));
     }
-    out(&text)
+    out(&leasehold_core::visible(&text))
 }
 
 #[cfg(test)]
