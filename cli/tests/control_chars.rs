@@ -2,8 +2,8 @@
 //! terminal: terminal sequences (clear screen, window title, colour, a
 //! one-byte C1 CSI), carriage returns and DEL are shown as visible escapes in
 //! `show` (error line, tails, timeline, events), the job and event lists,
-//! the dashboard's job page and the worker's log line, with colour off and on;
-//! `--json` keeps the exact text.
+//! `status` (an operator's pause reason), the dashboard's job page and the
+//! worker's log line, with colour off and on; `--json` keeps the exact text.
 
 mod support;
 
@@ -205,6 +205,30 @@ async fn a_scripts_control_characters_are_shown_never_sent() {
     no_controls("the worker's log", &text);
     for line in SHOWN {
         assert!(text.contains(line), "the log lacks {line:?}:\n{text}");
+    }
+
+    // an operator's reason: status and the events table show it visibly
+    run_cmd(command(
+        &url,
+        &[
+            "pause",
+            "hostile",
+            "--reason",
+            "maint \x1b]0;pwned\x07 \u{9b}2J",
+        ],
+    ))
+    .await
+    .ok();
+    for view in ["status", "events"] {
+        let mut cmd = command(&url, &[view]);
+        cmd.env("CLICOLOR_FORCE", "1");
+        let run = run_cmd(cmd).await.ok();
+        let text = without_colour(&run.stdout);
+        no_controls(view, &text);
+        assert!(
+            text.contains("maint \\x1b]0;pwned\\x07 \\x9b2J"),
+            "{view}:\n{text}"
+        );
     }
 }
 
