@@ -15,6 +15,7 @@ mod dispatch;
 mod examples;
 mod failure;
 mod grammar;
+mod input_arg;
 mod names;
 #[cfg(unix)]
 mod pipelines_file;
@@ -55,7 +56,7 @@ fn main() -> ExitCode {
         return match result {
             Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,
             Err(failure) => {
-                eprintln!("leasehold: {}", failure.message());
+                eprintln!("leasehold: {}", leasehold_core::visible(failure.message()));
                 ExitCode::from(failure.code())
             }
         };
@@ -79,7 +80,7 @@ fn main() -> ExitCode {
         // Ctrl-C: end quietly, with the exit status a shell gives SIGINT
         Err(Failure::Interrupted) => ExitCode::from(130),
         Err(failure) => {
-            eprintln!("leasehold: {}", failure.message());
+            eprintln!("leasehold: {}", leasehold_core::visible(failure.message()));
             ExitCode::from(failure.code())
         }
     }

@@ -47,22 +47,19 @@ pub(crate) fn of_state(state: JobState) -> Style {
     Style::new().fg_color(Some(colour.into()))
 }
 
-/// `text` (which starts with a state's name) in the state's style.
-pub(crate) fn state(state: JobState, text: &str) -> String {
-    paint(of_state(state), text)
-}
-
 /// A table header.
 pub(crate) fn header(text: &str) -> String {
     paint(Style::new().bold(), text)
 }
 
-/// A warning's lead word (`STALE`, `FAILED` counts that are not zero).
+/// The style of a warning (`STALE`, `FAILED` counts that are not zero).
+pub(crate) const WARN: Style = Style::new()
+    .fg_color(Some(anstyle::Color::Ansi(AnsiColor::Yellow)))
+    .bold();
+
+/// A warning in its style.
 pub(crate) fn warn(text: &str) -> String {
-    paint(
-        Style::new().fg_color(Some(AnsiColor::Yellow.into())).bold(),
-        text,
-    )
+    paint(WARN, text)
 }
 
 /// How many columns `text` takes on a terminal: its characters, less the
@@ -83,7 +80,7 @@ mod tests {
     #[test]
     fn plain_unless_enabled_and_width_ignores_codes() {
         // `init` is never called in unit tests: text stays plain
-        assert_eq!(state(JobState::Failed, "FAILED"), "FAILED");
+        assert_eq!(paint(of_state(JobState::Failed), "FAILED"), "FAILED");
         let styled = format!(
             "{}FAILED{}",
             of_state(JobState::Failed).render(),

@@ -52,6 +52,7 @@ pub mod state;
 pub mod template;
 pub mod trace;
 pub mod transitions;
+pub mod visible;
 pub mod wire;
 pub mod worker;
 
@@ -102,6 +103,7 @@ pub use settle::{HolderOp, HolderReply, LeaseRequest, Settled};
 pub use state::JobState;
 pub use template::{KeyTemplate, TemplateError};
 pub use transitions::{Op, Transition, TRANSITIONS};
+pub use visible::{visible, visible_line};
 pub use worker::{shutdown_signal, sweep_queues, Worker, WorkerBuilder};
 
 /// The `redis` crate leasehold uses (re-exported from `deadpool-redis`).

@@ -11,6 +11,7 @@ use super::print_json;
 use crate::context::Ctx;
 use crate::failure::{Failure, Outcome};
 use crate::grammar::BackfillArgs;
+use crate::input_arg::Source;
 
 /// The most windows one backfill enqueues.
 const MAX_WINDOWS: usize = 100_000;
@@ -139,7 +140,15 @@ pub(crate) async fn backfill(ctx: &Ctx, args: BackfillArgs) -> Outcome {
         counts,
         listed,
         input_checked,
-    } = enqueue_windows(ctx, &q, Terms::Published(&contract), &labels, asked).await?;
+    } = enqueue_windows(
+        ctx,
+        &q,
+        Terms::Published(&contract),
+        &labels,
+        asked,
+        &Source::Argument,
+    )
+    .await?;
     if ctx.json {
         return print_json(&json!({
             "queue": q.name(),

@@ -217,7 +217,7 @@ pub(crate) async fn bulk(ctx: &Ctx, cmd: BulkCommand) -> Outcome {
         ctx.by
     );
     for (id, why) in &report.refused {
-        outln!("  refused {id}: {why}");
+        outln!("  refused {id}: {}", leasehold_core::visible(why));
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use super::print_json;
 use crate::context::Ctx;
 use crate::failure::{Failure, Outcome};
 use crate::grammar::{EnqueueArgs, ParentFailureArg};
+use crate::input_arg::{self, Source};
 use crate::progress::Progress;
 use crate::time;
 
@@ -92,9 +93,14 @@ impl Target {
     }
 }
 
-/// A job that could not be built, as the CLI says it.
-fn bad_job(ctx: &Ctx, bad: BadJob) -> Failure {
-    ctx.fail(bad.problem.into())
+/// A job that could not be built, as the CLI says it (naming the file or
+/// standard input its input came from).
+fn bad_job(ctx: &Ctx, bad: BadJob, from: &Source) -> Failure {
+    let failure = ctx.fail(bad.problem.into());
+    match from.describe() {
+        Some(place) => failure.context(&format!("input read from {place}")),
+        None => failure,
+    }
 }
 
 /// Counts of what a backfill did.
@@ -163,6 +169,16 @@ fn said(done: &Enqueued, q: &Queue) -> String {
 /// `enqueue`.
 pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
     let mut o = options(&args)?;
+    let input = args
+        .input
+        .as_deref()
+        .map(|v| input_arg::read("--input", v))
+        .transpose()?;
+    let template = args
+        .input_template
+        .as_deref()
+        .map(|v| input_arg::read("--input-template", v))
+        .transpose()?;
     let client = Client::from_queue(ctx.base.clone());
     let (q, target) = if args.unregistered {
         let name = args.queue.clone().unwrap_or_default();
@@ -183,12 +199,12 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
     };
     o.depends_on = dependencies(&args)?;
     ensure_group(ctx, &q, &args).await?;
-    let Some(template) = &args.input_template else {
+    let Some((template, template_from)) = &template else {
         o.resource = args.resource.clone();
         o.input_key = args.input_key.clone();
-        let input = args.input.clone().unwrap_or_default();
+        let (input, from) = input.unwrap_or((String::new(), Source::Argument));
         let built = jobs_from_json(target.terms(&args.pipeline), &[JsonJob::new(input, o)])
-            .map_err(|bad| bad_job(ctx, bad))?;
+            .map_err(|bad| bad_job(ctx, bad, &from))?;
         let input_checked = built.input_checked();
         let Some(job) = built.into_first() else {
             return Err(Failure::Other("no job was built".into()));
@@ -231,7 +247,15 @@ pub(crate) async fn enqueue(ctx: &Ctx, args: EnqueueArgs) -> Outcome {
         counts,
         listed,
         input_checked,
-    } = enqueue_windows(ctx, &q, target.terms(&args.pipeline), &labels, asked).await?;
+    } = enqueue_windows(
+        ctx,
+        &q,
+        target.terms(&args.pipeline),
+        &labels,
+        asked,
+        template_from,
+    )
+    .await?;
     let total = listed.len();
     seal_group(ctx, &q, &args).await?;
     if ctx.json {
@@ -275,20 +299,22 @@ pub(super) struct WindowsEnqueued {
 }
 
 /// Builds the jobs `asked` (one a window; `windows` their `(from, to)` as
-/// text) under `terms`, every one checked before anything is written, then
-/// enqueues them in chunks with a progress line.
+/// text; `from` where their template came from) under `terms`, every one
+/// checked before anything is written, then enqueues them in chunks with a
+/// progress line.
 pub(super) async fn enqueue_windows(
     ctx: &Ctx,
     q: &Queue,
     terms: Terms<'_>,
     windows: &[(String, String)],
     asked: Vec<JsonJob>,
+    from: &Source,
 ) -> Outcome<WindowsEnqueued> {
     let built = jobs_from_json(terms, &asked).map_err(|bad| {
         let window = windows
             .get(bad.index)
             .map(|(from, to)| format!("window {from} to {to}"));
-        let failure = bad_job(ctx, bad);
+        let failure = bad_job(ctx, bad, from);
         match window {
             Some(w) => failure.context(&w),
             None => failure,

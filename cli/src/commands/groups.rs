@@ -154,7 +154,7 @@ pub(crate) async fn list(ctx: &Ctx, queue: Option<String>) -> Outcome {
             progress_line(g, now)
         ));
     }
-    out(&text)
+    out(&leasehold_core::visible(&text))
 }
 
 fn render(view: &GroupView, now: i64) -> String {
@@ -229,7 +229,7 @@ pub(crate) async fn show(ctx: &Ctx, name: &str, queue: Option<&str>, watch: bool
         }));
     }
     if !watch {
-        return out(&render(&view, now_ms()));
+        return out(&leasehold_core::visible(&render(&view, now_ms())));
     }
     let bar = indicatif::ProgressBar::new(view.info.total);
     bar.set_style(
@@ -264,7 +264,7 @@ pub(crate) async fn show(ctx: &Ctx, name: &str, queue: Option<&str>, watch: bool
         .await
         .map_err(|e| ctx.fail(e))?
         .ok_or_else(|| Failure::UnknownJob(format!("group {name} not found")))?;
-    out(&render(&view, now_ms()))
+    out(&leasehold_core::visible(&render(&view, now_ms())))
 }
 
 /// What `group create` is given.
@@ -287,7 +287,10 @@ pub(crate) async fn create(ctx: &Ctx, args: CreateArgs) -> Outcome {
     let q = ctx.queue(&args.queue)?;
     let mut group = NewGroup::new(&args.name).policy(args.policy);
     if let Some(pipeline) = &args.completion {
-        let input = args.completion_input.as_deref().unwrap_or("{}");
+        let (input, from) = match args.completion_input.as_deref() {
+            Some(v) => crate::input_arg::read("--completion-input", v)?,
+            None => ("{}".to_owned(), crate::input_arg::Source::Argument),
+        };
         let client = Client::from_queue(ctx.base.clone());
         let mut o = EnqueueOptions::new();
         o.queue = Some(args.queue.clone());
@@ -303,8 +306,13 @@ pub(crate) async fn create(ctx: &Ctx, args: CreateArgs) -> Outcome {
             Some(c) => Terms::Published(c),
             None => Terms::Unregistered(pipeline),
         };
-        let built = jobs_from_json(terms, &[JsonJob::new(input, o)])
-            .map_err(|bad| ctx.fail(bad.problem.into()))?;
+        let built = jobs_from_json(terms, &[JsonJob::new(input, o)]).map_err(|bad| {
+            let failure = ctx.fail(bad.problem.into());
+            match from.describe() {
+                Some(place) => failure.context(&format!("input read from {place}")),
+                None => failure,
+            }
+        })?;
         let Some(job) = built.into_first() else {
             return Err(Failure::Other("no completion job was built".into()));
         };
@@ -389,7 +397,7 @@ pub(crate) async fn retry(
     for (id, e) in &refused {
         text.push_str(&format!("  {id} refused: {e}\n"));
     }
-    out(&text)
+    out(&leasehold_core::visible(&text))
 }
 
 #[cfg(test)]

@@ -117,7 +117,7 @@ pub(crate) async fn list(ctx: &Ctx, queue: Option<String>) -> Outcome {
                 .unwrap_or_default(),
         ));
     }
-    out(&text)
+    out(&leasehold_core::visible(&text))
 }
 
 /// `schedules ticks NAME`: the latest tick records.
@@ -153,7 +153,7 @@ pub(crate) async fn ticks(ctx: &Ctx, name: &str, queue: Option<String>, limit: u
             t.reason
         ));
     }
-    out(&text)
+    out(&leasehold_core::visible(&text))
 }
 
 /// `schedules pause|resume NAME`.

@@ -4,13 +4,17 @@
 //!
 //! Every value interpolated with `maud`'s `(...)` is HTML-escaped; nothing in
 //! this module uses `PreEscaped` on data. URL parts are percent-encoded with
-//! [`path_segment`] and [`query`] before maud escapes the attribute.
+//! [`path_segment`] and [`query`] before maud escapes the attribute. Every
+//! page passes through [`layout`], which shows the control characters of the
+//! whole page visibly (`leasehold_core::visible`; the page's own markup has
+//! none), so a script's output reaches neither the browser nor a terminal
+//! that fetched the page as a control.
 
 use std::fmt::Write as _;
 
 use axum::response::{IntoResponse, Response};
 use leasehold_core::{JobState, Millis};
-use maud::{html, Markup, DOCTYPE};
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::error::{DashError, PageError};
 use super::session;
@@ -117,8 +121,21 @@ pub(super) fn auth_fields() -> Markup {
     }
 }
 
-/// The whole page around `body`.
+/// The whole page around `body`, its control characters (which only data
+/// can hold) shown visibly.
 pub(super) fn layout(
+    title: &str,
+    nav: Nav,
+    actions_enabled: Option<bool>,
+    footer: &str,
+    body: Markup,
+) -> Markup {
+    let page = page_markup(title, nav, actions_enabled, footer, body).into_string();
+    PreEscaped(leasehold_core::visible(&page).into_owned())
+}
+
+/// The page's markup, as maud builds it.
+fn page_markup(
     title: &str,
     nav: Nav,
     actions_enabled: Option<bool>,
@@ -269,5 +286,17 @@ mod tests {
         let page = layout(evil, Nav::None, Some(false), evil, html! { p { (evil) } }).into_string();
         assert!(!page.contains("<script>alert"), "{page}");
         assert!(page.contains("&lt;script&gt;alert('x')&lt;/script&gt;&quot;&amp;"));
+    }
+
+    #[test]
+    fn control_characters_of_data_are_shown_visibly() {
+        let evil = "\x1b[2J\x1b]0;title\x07\u{9b}31m\r\x7f";
+        let body = html! { pre { (evil) "\nnext line" } };
+        let page = layout(evil, Nav::None, Some(false), evil, body).into_string();
+        assert!(
+            !page.chars().any(|c| c.is_control() && c != '\n'),
+            "{page:?}"
+        );
+        assert!(page.contains("<pre>\\x1b[2J\\x1b]0;title\\x07\\x9b31m\\r\\x7f\nnext line</pre>"));
     }
 }

@@ -73,7 +73,9 @@ pub(crate) struct EnqueueArgs {
     /// (needs --queue; --resource and --input-key / --input-key-template as wanted).
     #[arg(long, requires = "queue")]
     pub unregistered: bool,
-    /// The input, as JSON.
+    /// The input, as JSON; `@FILE` reads it from a file, `-` from standard
+    /// input (up to 10 MiB, as the HTTP enqueue; a command-line argument
+    /// stops at 128 KiB on Linux).
     #[arg(
         long,
         required_unless_present = "input_template",
@@ -98,7 +100,8 @@ pub(crate) struct EnqueueArgs {
     #[arg(long)]
     pub max_attempts: Option<u32>,
     /// Range form: the input as a JSON template with {from} and {to} (RFC 3339),
-    /// {from_ms} and {to_ms} (epoch ms) filled in per window.
+    /// {from_ms} and {to_ms} (epoch ms) filled in per window; `@FILE` or `-`
+    /// reads it as --input does.
     #[arg(long, requires_all = ["from", "to", "step"])]
     pub input_template: Option<String>,
     /// Range form: start of the first window (RFC 3339; a date or time without offset is UTC).

@@ -73,7 +73,8 @@ pub(crate) enum GroupCommand {
         /// The completion job's pipeline: enqueued once, when the group settles.
         #[arg(long)]
         completion: Option<String>,
-        /// The completion job's input (JSON; default {}).
+        /// The completion job's input (JSON; default {}; `@FILE` or `-` reads
+        /// it as enqueue's --input does).
         #[arg(long, requires = "completion")]
         completion_input: Option<String>,
         /// When the completion job runs.

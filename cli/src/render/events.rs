@@ -36,7 +36,7 @@ pub(crate) fn events(events: &[Event]) -> String {
     events_table(events).render("")
 }
 
-/// One event on one line, for `events --follow`.
+/// One event on one line, for `events --follow` (control characters made visible).
 pub(crate) fn event_line(e: &Event) -> String {
     let mv = format!(
         "{}->{}",
@@ -58,5 +58,5 @@ pub(crate) fn event_line(e: &Event) -> String {
     if !e.reason.is_empty() {
         let _ = write!(line, "  {}", e.reason.replace('\n', " "));
     }
-    line.trim_end().to_owned()
+    leasehold_core::visible_line(line.trim_end()).into_owned()
 }

@@ -41,24 +41,27 @@ pub(crate) fn jobs(page: &JobPage, offset: usize) -> String {
                     leasehold_core::flow::describe_wait(w, None)
                 ));
             }
-            t.row(vec![
-                j.id.to_string(),
-                j.queue.clone(),
-                j.pipeline.clone(),
-                crate::style::state(j.state, &state),
-                j.attempt.to_string(),
-                opt(j.step.as_deref()),
-                opt(j.last_step.as_deref()),
-                opt(j.resource.as_deref()),
-                opt(j.window.as_deref()),
-                opt(j.worker.as_deref()),
-                stamp(j.created_at),
-                stamp(j.updated_at),
-                j.input.clone(),
-                j.ended
-                    .as_ref()
-                    .map_or_else(|| "-".into(), crate::wording::ending),
-            ]);
+            t.painted_row(
+                vec![
+                    j.id.to_string(),
+                    j.queue.clone(),
+                    j.pipeline.clone(),
+                    state,
+                    j.attempt.to_string(),
+                    opt(j.step.as_deref()),
+                    opt(j.last_step.as_deref()),
+                    opt(j.resource.as_deref()),
+                    opt(j.window.as_deref()),
+                    opt(j.worker.as_deref()),
+                    stamp(j.created_at),
+                    stamp(j.updated_at),
+                    j.input.clone(),
+                    j.ended
+                        .as_ref()
+                        .map_or_else(|| "-".into(), crate::wording::ending),
+                ],
+                &[(3, crate::style::of_state(j.state))],
+            );
         }
         out.push_str(&t.render(""));
         let _ = write!(

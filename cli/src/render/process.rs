@@ -1,6 +1,6 @@
 //! `show`'s section on a job's process steps: how each child ended (exit
 //! code, signal, or the worker's cut-off), its progress and the last lines of
-//! its stdout and stderr.
+//! its stdout and stderr, with their control characters made visible.
 
 use std::fmt::Write as _;
 
@@ -68,5 +68,5 @@ pub(crate) fn process_steps(records: &[ProcessRecord]) -> String {
             }
         }
     }
-    out
+    leasehold_core::visible(&out).into_owned()
 }

@@ -34,7 +34,8 @@ pub(crate) fn quarantine(rows: &[(String, QuarantineEntry)]) -> String {
     out
 }
 
-/// Lines naming what a listing could not read, indented by `indent`.
+/// Lines naming what a listing could not read, indented by `indent` (control
+/// characters made visible: a key's name is anyone's).
 pub(crate) fn unreadable(items: &[Unreadable], indent: &str) -> String {
     let mut out = String::new();
     for u in items {
@@ -46,12 +47,12 @@ pub(crate) fn unreadable(items: &[Unreadable], indent: &str) -> String {
             u.problem
         );
     }
-    out
+    leasehold_core::visible(&out).into_owned()
 }
 
-/// The quarantine section of `show`.
+/// The quarantine section of `show` (control characters made visible).
 pub(crate) fn quarantine_section(e: &QuarantineEntry) -> String {
-    format!(
+    let text = format!(
         "quarantined since {}: field {} {} (found in {}); fix it, then `leasehold quarantine repair {}` requeues it, or `leasehold quarantine purge {}` deletes it\n",
         stamp(e.at),
         e.field,
@@ -59,7 +60,8 @@ pub(crate) fn quarantine_section(e: &QuarantineEntry) -> String {
         e.from_index,
         e.id,
         e.id
-    )
+    );
+    leasehold_core::visible(&text).into_owned()
 }
 
 /// `show` of a job whose record cannot be read: why, and its key as Redis holds it.
@@ -70,6 +72,7 @@ pub(crate) fn raw_job(raw: &RawJob, problem: &str) -> String {
         out.push_str(&quarantine_section(e));
     }
     let _ = writeln!(out, "the record cannot be read as a job: {problem}");
+    let mut out = leasehold_core::visible(&out).into_owned();
     if !raw.fields.is_empty() {
         let mut t = Table::new(&["FIELD", "VALUE"]);
         for (name, value) in &raw.fields {

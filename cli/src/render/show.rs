@@ -1,9 +1,10 @@
 //! `show`: everything about one job, from its record, lease, lock, cancel
-//! request, attempts, timeline and events.
+//! request, attempts, timeline and events. Text outside the tables is shown
+//! with its control characters made visible, as the tables' cells are.
 
 use std::fmt::Write as _;
 
-use leasehold_core::{JobDetail, JobState, Millis};
+use leasehold_core::{visible, JobDetail, JobState, Millis};
 
 use super::events::events_table;
 use crate::table::Table;
@@ -21,19 +22,23 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
     if let Some(e) = &d.quarantine {
         out.push_str(&super::quarantine_section(e));
     }
+    let mut out = visible(&out).into_owned();
     let mut head = Table::new(&["", ""]);
-    let mut kv = |k: &str, v: String| head.row(vec![k.to_owned(), v]);
-    kv("queue", j.queue.clone());
-    kv("pipeline", j.pipeline.clone());
-    kv(
-        "state",
-        format!(
-            "{} (attempt {}; automatic retries stop at attempt {})",
-            crate::style::state(j.state, j.state.as_str()),
-            j.attempt,
-            j.max_attempts
-        ),
+    head.row(vec!["queue".to_owned(), j.queue.clone()]);
+    head.row(vec!["pipeline".to_owned(), j.pipeline.clone()]);
+    head.painted_row(
+        vec![
+            "state".to_owned(),
+            format!(
+                "{} (attempt {}; automatic retries stop at attempt {})",
+                j.state.as_str(),
+                j.attempt,
+                j.max_attempts
+            ),
+        ],
+        &[(1, crate::style::of_state(j.state))],
     );
+    let mut kv = |k: &str, v: String| head.row(vec![k.to_owned(), v]);
     if let Some(v) = verdict(j) {
         kv("verdict", v);
     }
@@ -93,6 +98,8 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
     // the header row of this key/value table is empty: skip it
     let rendered = head.render("  ");
     out.extend(rendered.lines().skip(1).map(|l| format!("{l}\n")));
+    // from here to the timeline: free text, made visible as one piece
+    let free_text = out.len();
 
     let _ = writeln!(out, "\nlease");
     match &j.lease {
@@ -239,6 +246,9 @@ pub(crate) fn show(d: &JobDetail, timeline: &[Moment]) -> String {
             let _ = writeln!(out, "     steps completed: {}", steps.join(", "));
         }
     }
+
+    let free = out.split_off(free_text);
+    out.push_str(&visible(&free));
 
     let _ = writeln!(out, "\ntimeline");
     let mut t = Table::new(&["TIME", "ATTEMPT", "WHAT"]);

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use leasehold_core::QueueStatus;
+use anstyle::Style;
+use leasehold_core::{visible, visible_line, QueueStatus};
 
 use crate::table::Table;
 use crate::time::{human, stamp};
@@ -36,21 +37,29 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
         } else {
             c.leased.to_string()
         };
-        t.row(vec![
-            s.queue.clone(),
-            c.queued.to_string(),
-            leased,
-            c.running.to_string(),
-            warn_unless_zero(c.stale, ""),
-            format!("{}{mark}", c.succeeded),
-            warn_unless_zero(c.failed, mark),
-            format!("{}{mark}", c.cancelled),
-            s.oldest_waiting
-                .as_ref()
-                .map_or("-".into(), |o| human(o.age_ms)),
-            s.workers.len().to_string(),
-            s.locks.len().to_string(),
-        ]);
+        let paint: Vec<(usize, Style)> = [(4, c.stale), (6, c.failed)]
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(column, _)| (column, crate::style::WARN))
+            .collect();
+        t.painted_row(
+            vec![
+                s.queue.clone(),
+                c.queued.to_string(),
+                leased,
+                c.running.to_string(),
+                c.stale.to_string(),
+                format!("{}{mark}", c.succeeded),
+                format!("{}{mark}", c.failed),
+                format!("{}{mark}", c.cancelled),
+                s.oldest_waiting
+                    .as_ref()
+                    .map_or("-".into(), |o| human(o.age_ms)),
+                s.workers.len().to_string(),
+                s.locks.len().to_string(),
+            ],
+            &paint,
+        );
     }
     out.push_str(&t.render(""));
     if sampled {
@@ -108,11 +117,11 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
                 "  PAUSED: {what} since {} ({} ago) by {}{}",
                 stamp(p.since),
                 human(s.now - p.since),
-                p.by,
+                visible(&p.by),
                 if p.reason.is_empty() {
                     String::new()
                 } else {
-                    format!(": {}", p.reason)
+                    format!(": {}", visible(&p.reason))
                 }
             );
         }
@@ -172,7 +181,7 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
                 out,
                 "  WARNING: pipeline {pipeline} runs in {} versions at once (different builds): {}",
                 versions.len(),
-                list.join("; ")
+                visible(&list.join("; "))
             );
         }
         if !s.pruned_workers.is_empty() {
@@ -202,12 +211,12 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
             let _ = writeln!(
                 out,
                 "  schedule {} FAILING: {} failed ticks since {} (`leasehold schedules`); last error: {}",
-                f.name,
+                visible_line(&f.name),
                 f.failing.failures,
                 f.failing
                     .since_ms
                     .map_or("-".into(), crate::time::stamp),
-                f.failing.last_error
+                visible_line(&f.failing.last_error)
             );
         }
         if s.counts.quarantined > 0 {
@@ -217,11 +226,11 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
                 s.counts.quarantined
             );
             for e in &s.quarantined {
-                let _ = writeln!(
-                    out,
+                let line = format!(
                     "    {} field {}: {} (found in {})",
                     e.id, e.field, e.reason, e.from_index
                 );
+                let _ = writeln!(out, "{}", visible(&line));
             }
         }
         if s.counts.unreadable > 0 {
@@ -288,13 +297,13 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
                 let _ = writeln!(
                     out,
                     "    {}",
-                    crate::style::warn(&format!(
+                    crate::style::warn(&visible(&format!(
                         "STALE job {} stalls pipeline {}: it holds {} (STALE for {})",
                         j.job.id,
                         stalled.join(", "),
                         held.join(", "),
                         human(s.now - j.stale_at)
-                    ))
+                    )))
                 );
             }
             let _ = writeln!(
@@ -304,14 +313,4 @@ pub(crate) fn status(all: &[QueueStatus]) -> String {
         }
     }
     out
-}
-
-/// A count, with `mark`, in the warning style when it is not zero.
-fn warn_unless_zero(n: u64, mark: &str) -> String {
-    let text = format!("{n}{mark}");
-    if n == 0 {
-        text
-    } else {
-        crate::style::warn(&text)
-    }
 }

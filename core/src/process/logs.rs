@@ -108,7 +108,7 @@ impl Sink {
             step = self.step,
             stream = self.stream,
             "{}",
-            String::from_utf8_lossy(body)
+            crate::visible::visible_line(&String::from_utf8_lossy(body))
         );
         self.tail.push(line);
         if complete {

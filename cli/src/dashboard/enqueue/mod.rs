@@ -61,7 +61,8 @@ pub(super) fn routes() -> Router<Shared> {
 }
 
 /// Largest request body accepted (bigger: 413).
-pub(super) const MAX_BODY: usize = 10 * 1024 * 1024;
+/// (the CLI's `--input @FILE` and `--input -` take the same).
+pub(super) const MAX_BODY: usize = crate::input_arg::MAX_INPUT_BYTES;
 
 /// What the enqueue did with one job.
 #[derive(Debug, Serialize)]

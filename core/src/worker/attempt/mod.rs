@@ -416,7 +416,12 @@ impl Attempt<'_> {
         // job's max_attempts)
         let retries_exhausted = error.retryable && lease.attempt >= policy.max_attempts;
         let backoff = policy.backoff(lease.attempt, unit_random());
-        warn!(step = spec.name, %error, retries_exhausted, "step failed");
+        warn!(
+            step = spec.name,
+            error = %crate::visible::visible_line(&error.to_string()),
+            retries_exhausted,
+            "step failed"
+        );
         let mut recorded = attempt_error(&error);
         recorded.retries_exhausted = retries_exhausted;
         recorded.message = format!("step {} failed: {}", spec.name, error.message);
