@@ -174,7 +174,8 @@ async fn a_scripts_control_characters_are_shown_never_sent() {
         let run = run_cmd(cmd).await.ok();
         let text = without_colour(&run.stdout);
         no_controls("jobs", &text);
-        assert!(text.contains("\\x1b[2Jboom\\r \\x9b2J"), "{text}");
+        // the list cuts the error to its column: the escape is shown at its start
+        assert!(text.contains("fatal: \\x1b[2J"), "{text}");
 
         let run = run_cmd(command(&url, &["events"])).await.ok();
         no_controls("events", &run.stdout);
