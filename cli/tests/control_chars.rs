@@ -87,7 +87,10 @@ async fn a_scripts_control_characters_are_shown_never_sent() {
     .unwrap();
     let log = dir.path().join("worker.log");
     let mut worker = command(&url, &["worker", "--pipelines", file.to_str().unwrap()]);
-    worker.stderr(std::fs::File::create(&log).unwrap());
+    // a step's output lines log at DEBUG (the tails keep them anyway)
+    worker
+        .env("RUST_LOG", "info,leasehold::process=debug")
+        .stderr(std::fs::File::create(&log).unwrap());
     let mut worker = worker.spawn().unwrap();
     wait_until_async(WAIT, "the worker registered the pipeline", || {
         let url = url.clone();
