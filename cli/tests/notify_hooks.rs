@@ -151,3 +151,76 @@ on = ["job_failed"]
         let _ = tokio::time::timeout(WAIT, r.wait()).await;
     }
 }
+
+struct Strict;
+
+#[leasehold::pipeline(
+    queue = "strict",
+    max_attempts = 1,
+    notify(run = ["sh", "-c", "cat >> \"$NOTICES\"; echo >> \"$NOTICES\""], on = ["job_failed"], timeout = "10s")
+)]
+impl Strict {
+    #[step]
+    async fn check(
+        &self,
+        _ctx: &leasehold::pipeline::StepContext,
+        input: &serde_json::Value,
+    ) -> Result<(), leasehold::pipeline::StepError> {
+        Err(leasehold::pipeline::StepError::permanent(format!(
+            "refused: {input}"
+        )))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_pipelines_notify_option_runs_its_hook_once_across_two_replicas() {
+    let srv = RedisServer::start();
+    let url = srv.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rust-notices.jsonl");
+    // the hook's command reads where to write from the worker's environment
+    std::env::set_var("NOTICES", &out);
+    let mut stops = Vec::new();
+    for _ in 0..2 {
+        let worker = leasehold::worker::Worker::builder(&url)
+            .pipeline(Strict)
+            .build()
+            .await
+            .unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(worker.run_until(async {
+            let _ = stopped.await;
+        }));
+        stops.push(stop);
+    }
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let input = format!("{{\"n\": {n}}}");
+        let run = run_cmd(command(
+            &url,
+            &["--json", "enqueue", "strict", "--input", &input],
+        ))
+        .await
+        .ok()
+        .json();
+        ids.push(run["id"].as_str().unwrap().to_owned());
+    }
+    wait_until_async(WAIT, "three notices", || {
+        let out = out.clone();
+        async move { notices(&out).len() >= 3 }
+    })
+    .await;
+    // every job's FAILED event was read once: one notice each, no more
+    let n = notices(&out);
+    let mut seen: Vec<String> = n
+        .iter()
+        .map(|v| v["job"]["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    seen.sort();
+    ids.sort();
+    assert_eq!(seen, ids, "{n:#?}");
+    assert!(n.iter().all(|v| v["event"] == "job_failed"));
+    for stop in stops {
+        let _ = stop.send(());
+    }
+}

@@ -256,6 +256,7 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
             }
         }
     };
+    let notify = model.notify.as_ref().map(crate::notify::expand);
     quote! {
         #(#cfgs)*
         #[automatically_derived]
@@ -275,6 +276,8 @@ fn pipeline_impl(model: &Model, input: &syn::Type, enum_ident: &Ident, full: boo
                     .stale_lock(#stale_lock)
                     .flow(#flow)
             }
+
+            #notify
 
             #body
         }

@@ -17,6 +17,7 @@ mod errors;
 mod expand;
 mod fields;
 mod model;
+mod notify;
 mod options;
 mod parse;
 mod schedule;
@@ -130,6 +131,7 @@ mod valid;
 /// | `jitter` | number in 0..=1 | `0.2` | random spread of the wait (± this fraction) |
 /// | `on_stale` | `"hold"` or `"release"` | `"hold"` | whether a STALE job keeps its resource lock |
 /// | `schedule(...)` | see below | none | ticks that each enqueue one job for a time window |
+/// | `notify(run = [...], on = [...], timeout = "30s")` | a command (argv), events among `"job_failed"`, `"job_stale"`, `"schedule_failing"` (default: all), a duration | none | a notice hook: the command runs with the event's JSON on stdin, once per event across replicas (`leasehold::notify`) |
 /// | `input_schema` | `true` or `false` | `true` | publish the input's JSON Schema, which the CLI and HTTP enqueue check every input against |
 ///
 /// The input type's JSON Schema is published with the pipeline, so the input

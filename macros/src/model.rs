@@ -39,6 +39,8 @@ pub(crate) struct Model {
     pub flow: Flow,
     /// `schedule(...)`, when declared.
     pub schedule: Option<crate::schedule::ScheduleDecl>,
+    /// `notify(...)`, when declared.
+    pub notify: Option<crate::notify::NotifyDecl>,
     /// The job input type, from the first step's `&Input` parameter.
     pub input: Option<Type>,
     pub steps: Vec<Step>,
@@ -111,6 +113,7 @@ const PIPELINE_KEYS: &[&str] = &[
     "limiter",
     "schedule",
     "input_schema",
+    "notify",
 ];
 
 const STEP_KEYS: &[&str] = &["timeout", "retry"];
@@ -142,6 +145,7 @@ pub(crate) fn build(settings: Settings, parsed: Parsed, errors: &mut Errors) -> 
         input_key: None,
         flow: Flow::default(),
         schedule: None,
+        notify: None,
         input: None,
         steps: Vec::new(),
         cleanup: None,
@@ -236,6 +240,7 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
             }
             "input_key" => model.input_key = read_template(&setting, false, errors),
             "schedule" => model.schedule = crate::schedule::read(&setting, errors),
+            "notify" => model.notify = crate::notify::read(&setting, errors),
             "input_schema" => {
                 if let Some(publish) = errors.ok(setting.boolean("false")) {
                     model.input_schema = publish;

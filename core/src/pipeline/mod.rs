@@ -123,6 +123,12 @@ pub trait Pipeline: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// The pipeline's notice hook (`#[pipeline(notify(...))]`): run when a
+    /// job ends FAILED, goes STALE, or a schedule starts failing.
+    fn notify() -> Option<crate::notify::Notify> {
+        None
+    }
+
     /// The resource whose lock the job takes, built from the input.
     fn resource_key(_input: &Self::Input) -> Option<String> {
         None

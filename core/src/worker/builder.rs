@@ -267,11 +267,19 @@ impl WorkerBuilder {
                 )));
             }
         }
+        // a hook given to the builder, else the pipeline's own (`#[pipeline(notify(...))]`)
         let hook_of = |pipeline: &str| {
             self.notify
                 .iter()
                 .find(|(p, _)| p == pipeline)
-                .map(|(_, h)| Arc::new(h.clone()))
+                .map(|(_, h)| h.clone())
+                .or_else(|| {
+                    self.runners
+                        .iter()
+                        .find(|r| r.name() == pipeline)
+                        .and_then(|r| r.notify())
+                })
+                .map(Arc::new)
         };
         let id = instance_id();
         let mut lease_groups = Vec::new();

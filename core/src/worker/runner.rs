@@ -23,6 +23,10 @@ pub(crate) trait Runner: Send + Sync + 'static {
     fn spec(&self) -> PipelineSpec;
     /// Its declared schedules.
     fn schedules(&self) -> Result<Vec<crate::schedule::Schedule>, crate::schedule::ScheduleError>;
+    /// Its declared notice hook.
+    fn notify(&self) -> Option<crate::notify::Notify> {
+        None
+    }
     /// Decodes a job's input (JSON text).
     fn decode(&self, input: &str) -> Result<Box<AnyInput>, String>;
     /// Runs step `index` on `input`, given the previous step's output.
@@ -59,6 +63,10 @@ impl<P: Pipeline> Runner for PipelineRunner<P> {
 
     fn schedules(&self) -> Result<Vec<crate::schedule::Schedule>, crate::schedule::ScheduleError> {
         P::schedules()
+    }
+
+    fn notify(&self) -> Option<crate::notify::Notify> {
+        P::notify()
     }
 
     fn decode(&self, input: &str) -> Result<Box<AnyInput>, String> {
