@@ -70,11 +70,17 @@ impl std::str::FromStr for NotifyEvent {
     }
 }
 
+/// The default attempts of a webhook POST (the first and two retries).
+pub const DEFAULT_WEBHOOK_ATTEMPTS: u32 = 3;
+
 /// A pipeline's notice hook: a command (argv, no shell unless it names one)
-/// given each event as JSON on standard input.
+/// given each event as JSON on standard input, a webhook the same JSON is
+/// POSTed to (the `webhook` feature), or both.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notify {
     argv: Vec<String>,
+    webhook: Option<String>,
+    attempts: u32,
     on: Vec<NotifyEvent>,
     timeout: Duration,
     current_dir: Option<std::path::PathBuf>,
@@ -89,10 +95,42 @@ impl Notify {
     {
         Notify {
             argv: argv.into_iter().map(Into::into).collect(),
+            webhook: None,
+            attempts: DEFAULT_WEBHOOK_ATTEMPTS,
             on: NotifyEvent::ALL.to_vec(),
             timeout: DEFAULT_NOTIFY_TIMEOUT,
             current_dir: None,
         }
+    }
+
+    /// POSTs every event's JSON to `url` (`http://` or `https://`), each try
+    /// bounded by the timeout, retried with a backoff (1 s, then 2 s, ...) up
+    /// to the attempts (default 3) until it answers 2xx.
+    #[cfg(feature = "webhook")]
+    pub fn webhook(url: impl Into<String>) -> Self {
+        let mut hook = Notify::command(Vec::<String>::new());
+        hook.webhook = Some(url.into());
+        hook
+    }
+
+    /// Also POSTs to `url` (a command and a webhook).
+    #[cfg(feature = "webhook")]
+    #[must_use]
+    pub fn and_webhook(mut self, url: impl Into<String>) -> Self {
+        self.webhook = Some(url.into());
+        self
+    }
+
+    /// How many times a webhook POST is tried (at least once).
+    #[must_use]
+    pub fn attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts.max(1);
+        self
+    }
+
+    /// The webhook's URL, if it has one.
+    pub fn webhook_url(&self) -> Option<&str> {
+        self.webhook.as_deref()
     }
 
     /// Only for `events` (default: all of them).
@@ -131,6 +169,48 @@ impl Notify {
     /// process group of its own, killed with it past the timeout. Logs how it
     /// ended; never fails the caller.
     pub(crate) async fn fire(&self, event: NotifyEvent, notice: &serde_json::Value) {
+        #[cfg(feature = "webhook")]
+        if let Some(url) = &self.webhook {
+            self.post(event, url, notice).await;
+        }
+        self.run_command(event, notice).await;
+    }
+
+    /// POSTs `notice` to `url`, retried as [`Notify::webhook`] says.
+    #[cfg(feature = "webhook")]
+    async fn post(&self, event: NotifyEvent, url: &str, notice: &serde_json::Value) {
+        let client = match webhook_client(self.timeout) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(event = event.as_str(), url, error = %e, "cannot make the webhook's client");
+                return;
+            }
+        };
+        let body = notice.to_string();
+        for attempt in 1..=self.attempts {
+            let sent = client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .send()
+                .await;
+            let why = match sent {
+                Ok(r) if r.status().is_success() => {
+                    info!(event = event.as_str(), url, attempt, "notice posted");
+                    return;
+                }
+                Ok(r) => format!("answered {}", r.status()),
+                Err(e) => e.to_string(),
+            };
+            warn!(event = event.as_str(), url, attempt, of = self.attempts, error = %why, "the webhook failed");
+            if attempt < self.attempts {
+                tokio::time::sleep(Duration::from_secs(1 << (attempt - 1).min(5))).await;
+            }
+        }
+    }
+
+    /// Runs the command, if there is one.
+    async fn run_command(&self, event: NotifyEvent, notice: &serde_json::Value) {
         let Some((program, args)) = self.argv.split_first() else {
             return;
         };
@@ -182,4 +262,27 @@ impl Notify {
             }
         }
     }
+}
+
+/// The webhook's HTTP client: rustls with ring and the system's roots
+/// (`SSL_CERT_FILE` / `SSL_CERT_DIR` for a private CA), each request bounded
+/// by `timeout`.
+#[cfg(feature = "webhook")]
+fn webhook_client(timeout: Duration) -> Result<reqwest::Client, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        // a certificate the store cannot take is left out, as browsers do
+        let _ = roots.add(cert);
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .timeout(timeout)
+        .build()
+        .map_err(|e| e.to_string())
 }

@@ -89,7 +89,9 @@ struct PipelineDoc {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NotifyDoc {
-    run: Spanned<Vec<String>>,
+    run: Option<Spanned<Vec<String>>>,
+    webhook: Option<Spanned<String>>,
+    attempts: Option<Spanned<u32>>,
     on: Option<Vec<Spanned<String>>>,
     timeout: Option<Spanned<String>>,
     cwd: Option<Spanned<String>>,
@@ -519,15 +521,38 @@ impl Reader<'_> {
             }
             None => self.dir.clone(),
         };
-        match n.run.get_ref().first() {
-            None => self.report(
-                n.run.span(),
-                "run must name a program: run = [\"program\", \"arg\", ...]",
-            ),
-            Some(program) => {
-                if let Err(why) = programs::resolve(program, &cwd, None) {
-                    self.report(n.run.span(), why);
+        match &n.run {
+            Some(run) => match run.get_ref().first() {
+                None => self.report(
+                    run.span(),
+                    "run must name a program: run = [\"program\", \"arg\", ...]",
+                ),
+                Some(program) => {
+                    if let Err(why) = programs::resolve(program, &cwd, None) {
+                        self.report(run.span(), why);
+                    }
                 }
+            },
+            None if n.webhook.is_none() => self.report(
+                doc.span(),
+                "notify needs run = [\"program\", ...] or webhook = \"https://...\" (or both)",
+            ),
+            None => {}
+        }
+        if let Some(url) = &n.webhook {
+            let u = url.get_ref();
+            if !(u.starts_with("https://") || u.starts_with("http://"))
+                || u.contains(char::is_whitespace)
+            {
+                self.report(
+                    url.span(),
+                    format!("webhook {u:?}: expected an http:// or https:// URL"),
+                );
+            }
+        }
+        if let Some(a) = &n.attempts {
+            if *a.get_ref() == 0 {
+                self.report(a.span(), "attempts must be at least 1");
             }
         }
         let mut events = Vec::new();
@@ -545,7 +570,19 @@ impl Reader<'_> {
             return None;
         }
         // it runs from the file's directory (or its cwd), as a step does
-        let mut hook = Notify::command(n.run.get_ref().clone()).current_dir(cwd);
+        let mut hook = Notify::command(
+            n.run
+                .as_ref()
+                .map(|r| r.get_ref().clone())
+                .unwrap_or_default(),
+        )
+        .current_dir(cwd);
+        if let Some(url) = &n.webhook {
+            hook = hook.and_webhook(url.get_ref());
+        }
+        if let Some(a) = &n.attempts {
+            hook = hook.attempts(*a.get_ref());
+        }
         if n.on.is_some() {
             hook = hook.on(events);
         }
