@@ -3,7 +3,8 @@
 //!
 //! One server: a RESP2 pub/sub connection (`SUBSCRIBE`), opened from the URL.
 //! A cluster: a cluster client of its own speaking RESP3, its pushes sent to
-//! a channel; redis-rs subscribes again after a reconnect or a failover. A
+//! a channel; a node's disconnection ends the subscription, to be opened
+//! afresh (redis-rs would subscribe again only once it reconnects). A
 //! message published on any node of a cluster (`PUBLISH`) reaches every node,
 //! so one subscription per worker hears every queue. A subscription that ends
 //! (the server went away) is opened again by its owner.
@@ -90,10 +91,14 @@ impl Subscriber {
                     payload,
                 });
             },
-            // the cluster client reconnects and subscribes again on its own: a
-            // disconnection is not the end of the subscription
+            // a node's connection dropped: the client would subscribe again
+            // only once it reconnects, which an idle connection may not do soon;
+            // a subscription opened afresh is subscribed at once
             Subscriber::Cluster { pushes, .. } => loop {
                 let push = pushes.recv().await?;
+                if push.kind == PushKind::Disconnection {
+                    return None;
+                }
                 if let Some(message) = message_of(push) {
                     return Some(message);
                 }
