@@ -5,7 +5,9 @@
 //! (the fallback) cannot be what delivers the cancel within the bound.
 //!
 //! Three workers (replicas) share one process and one Redis; each job's step
-//! records when it started and when it saw its cancellation token fire.
+//! records when it started and when it saw its cancellation token fire. A
+//! group cancel reaches its running children the same way, and after a Redis
+//! restart the workers subscribe again and cancels still arrive at once.
 
 mod support;
 
@@ -16,8 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use leasehold_core::process::{DeclaredPipeline, ProcessStep};
 use leasehold_core::{
-    BoxFuture, Cancelled, Client, JobId, JobState, Pipeline, PipelineOptions, Queue, QueueConfig,
-    StepContext, StepError, StepSpec, Worker,
+    BoxFuture, Cancelled, Client, JobId, JobState, NewGroup, NewJob, Pipeline, PipelineOptions,
+    Queue, QueueConfig, StepContext, StepError, StepSpec, Worker,
 };
 use leasehold_testkit::{wait_until_async, RedisCluster, RedisServer};
 use serde::{Deserialize, Serialize};
@@ -200,6 +202,109 @@ async fn a_cancel_reaches_a_rust_step_on_a_cluster_before_any_renewal() {
     let cluster = RedisCluster::start(3, 0);
     cancels_reach_rust_steps_on_three_replicas(&cluster.url(), 6).await;
     assert_eq!(cluster.error_count("CROSSSLOT"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_cancel_reaches_its_running_children_on_three_replicas_before_any_renewal() {
+    let _serial = SERIAL.lock().await;
+    SEEN.lock().unwrap().clear();
+    let srv = RedisServer::start();
+    let url = srv.url();
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        workers.push(start(holdon_replica(&url).await));
+    }
+    let queue = connect(&url, "holdon").await;
+    queue
+        .create_group(&NewGroup::new("batch"), "test")
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for n in 0..6 {
+        let job = NewJob::new("holdon", &Input { n }).unwrap().group("batch");
+        ids.push(queue.enqueue(job).await.unwrap().id);
+    }
+    wait_until_async(WAIT, "every child runs", || async {
+        SEEN.lock().unwrap().len() == ids.len()
+    })
+    .await;
+    let report = queue
+        .cancel_group("batch", "wrong day", "test")
+        .await
+        .unwrap();
+    let replied = Instant::now();
+    assert_eq!(report.requested, ids.len(), "{report:?}");
+    wait_until_async(WAIT, "every child saw its cancel", || async {
+        SEEN.lock().unwrap().iter().all(|s| s.2.is_some())
+    })
+    .await;
+    for (job, _, at) in SEEN.lock().unwrap().iter() {
+        let took = at.unwrap().saturating_duration_since(replied);
+        assert!(
+            took < BOUND,
+            "child {job}: its step saw the group cancel {took:?} after the reply"
+        );
+    }
+    for id in &ids {
+        let job = ended(&queue, id).await;
+        assert_eq!(job.state, JobState::Cancelled, "{job:?}");
+    }
+    stop_all(workers).await;
+}
+
+/// How many clients subscribe to `channel` on `srv`.
+fn subscribers(srv: &RedisServer, channel: &str) -> i64 {
+    let mut conn = srv.connection();
+    let (_, n): (String, i64) = leasehold_core::redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(&mut conn)
+        .unwrap();
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_redis_restart_the_worker_subscribes_again_and_cancels_still_arrive_at_once() {
+    let _serial = SERIAL.lock().await;
+    SEEN.lock().unwrap().clear();
+    // the jobs survive the restart (append-only file, written at every command)
+    let mut srv = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let url = srv.url();
+    let worker = start(holdon_replica(&url).await);
+    let queue = connect(&url, "holdon").await;
+    let channel = queue.keys().cancels();
+    let client = Client::connect(&url, QueueConfig::default()).await.unwrap();
+    let id = client.enqueue::<HoldOn>(&Input { n: 0 }).await.unwrap().id;
+    wait_until_async(WAIT, "the step runs", || async {
+        SEEN.lock().unwrap().len() == 1
+    })
+    .await;
+    srv.restart();
+    wait_until_async(WAIT, "the worker subscribed again", || {
+        let n = subscribers(&srv, &channel);
+        async move { n == 1 }
+    })
+    .await;
+    queue
+        .cancel(&id, "after the restart", "test")
+        .await
+        .unwrap();
+    let replied = Instant::now();
+    wait_until_async(WAIT, "the step saw its cancel", || async {
+        SEEN.lock().unwrap().iter().all(|s| s.2.is_some())
+    })
+    .await;
+    let took = SEEN.lock().unwrap()[0]
+        .2
+        .unwrap()
+        .saturating_duration_since(replied);
+    assert!(
+        took < BOUND,
+        "the step saw the cancel {took:?} after the reply"
+    );
+    let job = ended(&queue, &id).await;
+    assert_eq!(job.state, JobState::Cancelled, "{job:?}");
+    stop_all(vec![worker]).await;
 }
 
 /// Wall-clock milliseconds since the epoch.
