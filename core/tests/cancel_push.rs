@@ -200,7 +200,35 @@ async fn a_cancel_reaches_a_rust_step_on_any_of_three_replicas_before_any_renewa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_reaches_a_rust_step_on_a_cluster_before_any_renewal() {
     let cluster = RedisCluster::start(3, 0);
+    // the script's PUBLISH reaches the other masters too: a subscriber on a
+    // master that does not own the queue's slot hears it
+    let keys = leasehold_core::QueueKeys::new("leasehold", "holdon").unwrap();
+    let owner = cluster.owner_of_key(keys.base());
+    let other = cluster
+        .masters()
+        .into_iter()
+        .find(|m| *m != owner)
+        .expect("another master");
+    let mut conn = cluster.node(other).connection();
+    let channel = keys.cancels();
+    let (subscribed_tx, subscribed_rx) = std::sync::mpsc::channel();
+    let (heard_tx, heard_rx) = std::sync::mpsc::channel();
+    let listener = std::thread::spawn(move || {
+        conn.set_read_timeout(Some(WAIT)).unwrap();
+        let mut pubsub = conn.as_pubsub();
+        pubsub.subscribe(&channel).unwrap();
+        subscribed_tx.send(()).unwrap();
+        let heard: Option<String> = pubsub.get_message().ok().and_then(|m| m.get_payload().ok());
+        let _ = heard_tx.send(heard);
+    });
+    subscribed_rx.recv_timeout(WAIT).unwrap();
     cancels_reach_rust_steps_on_three_replicas(&cluster.url(), 6).await;
+    let heard = heard_rx.recv_timeout(WAIT).unwrap();
+    assert!(
+        heard.is_some_and(|id| !id.is_empty()),
+        "master {other} (the queue is on {owner}) heard no cancel"
+    );
+    listener.join().unwrap();
     assert_eq!(cluster.error_count("CROSSSLOT"), 0);
 }
 
