@@ -373,7 +373,7 @@ pub(crate) fn cancelled(id: &JobId, result: &Cancelled) -> (&'static str, JobSta
         Cancelled::Requested { state } => (
             "requested",
             *state,
-            format!("cancel requested for job {id} ({state}): its worker honours it at the next renewal, checkpoint or start"),
+            format!("cancel requested for job {id} ({state}): its worker is told at once and stops the running step, usually within a quarter second (at worst at its next renewal)"),
         ),
         Cancelled::AlreadyRequested { state, reason } => (
             "already_requested",

@@ -1,5 +1,7 @@
 -- cancel: QUEUED -> CANCELLED at once; LEASED or RUNNING: records the request
--- for the lease holder to honour (reported by renew, checkpoint and start).
+-- for the lease holder to honour, and publishes the job's id on the queue's
+-- cancel channel so the holder hears of it at once (lib/cancel push_cancel;
+-- renew, checkpoint and start report it too).
 -- KEYS[10] job  KEYS[11] ready:<pipeline>  KEYS[12] delayed:<pipeline>  KEYS[13] parked:<resource> (or the job key)
 -- ARGV[4] reason  ARGV[5] who  ARGV[6] resource ('' when none)
 -- Reply: {'CANCELLED'} | {'REQUESTED', state} | {'ALREADY_REQUESTED', state, reason}
@@ -57,4 +59,5 @@ end
 if f[5] and f[5] ~= '' then return { 'ALREADY_REQUESTED', state, f[5] } end
 redis.call('HSET', jk, 'cancel_reason', reason, 'cancel_at', fmt(now), 'cancel_by', who, 'updated_at', fmt(now))
 emit(events, 'cancel', id, f[3], state, state, who, 'cancel requested: ' .. reason)
+push_cancel(id)
 return { 'REQUESTED', state }

@@ -4,7 +4,8 @@
 -- CANCELLED. Each call then cancels up to a batch of its children from the
 -- cursor the group keeps (`cancel_next`, the index of the next child): a
 -- QUEUED child at once, a LEASED or RUNNING one by a request its holder
--- honours (as `cancel` does, with its event); a STALE child is left to an
+-- honours (as `cancel` does, with its event and its message on the queue's
+-- cancel channel); a STALE child is left to an
 -- operator. The cursor is in the group from the first call on, so a caller
 -- that stops between calls leaves a group that says its cancel is under way,
 -- and the next call goes on from there.
@@ -59,6 +60,7 @@ for _, id in ipairs(ids) do
     if not f[7] or f[7] == '' then
       redis.call('HSET', jk, 'cancel_reason', why, 'cancel_at', fmt(now), 'cancel_by', who, 'updated_at', fmt(now))
       emit(events, 'cancel', id, f[2], state, state, who, 'cancel requested: ' .. why)
+      push_cancel(id)
     end
     requested = requested + 1
   else

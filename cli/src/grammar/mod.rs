@@ -98,6 +98,17 @@ pub(crate) enum Command {
         queue: Option<String>,
     },
     /// Cancel a job: at once when QUEUED, a request its worker honours when LEASED or RUNNING.
+    ///
+    /// The worker holding a LEASED or RUNNING job is told as the request is
+    /// recorded (the queue's cancel channel, pub/sub) and stops the running
+    /// step at once: measured from this command's reply, p50 0.1 ms and p99
+    /// 3 ms for a Rust step, p50 0.4 ms and p99 23 ms for a process step
+    /// (BENCHMARKS.md); expect a quarter second at most on a loaded machine.
+    /// A Rust step's cancellation token fires; a process step's process
+    /// group gets SIGTERM, then SIGKILL after its grace. When
+    /// the worker missed the message (its subscription was reconnecting), its
+    /// next lease renewal delivers the request: a third of the lease TTL at
+    /// worst (10 s with the default 30 s lease).
     Cancel {
         /// The job id.
         job: String,

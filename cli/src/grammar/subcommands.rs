@@ -90,7 +90,8 @@ pub(crate) enum GroupCommand {
         queue: Option<String>,
     },
     /// Cancel a group: every unsettled child is cancelled (running ones get an
-    /// in-flight cancel), and its completion job never runs.
+    /// in-flight cancel, pushed to their workers at once as `cancel` does), and
+    /// its completion job never runs.
     Cancel {
         /// The group.
         name: String,

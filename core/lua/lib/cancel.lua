@@ -1,5 +1,6 @@
 -- cancel: cancelling a QUEUED job at once, for `cancel` (one job) and
--- `group_cancel` (a group's children, a batch per call).
+-- `group_cancel` (a group's children, a batch per call), and telling the
+-- holder of a LEASED or RUNNING job of its cancel request at once.
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -32,4 +33,15 @@ local function cancel_queued(events, jk, id, attempt, res, flow, links, k_ready,
   make_terminal(jk, id, 'CANCELLED', now)
   emit(events, 'cancel', id, attempt, 'QUEUED', 'CANCELLED', who, reason)
   if links then links_moved(events, jk, id, 'CANCELLED', now) end
+end
+
+-- Tells the workers subscribed to the queue's cancel channel (`B:cancels`,
+-- named from KEYS[1]) that job `id`, held by one of them, has a cancel request
+-- just recorded: its holder stops the running step now instead of at its next
+-- renewal (which still reports the request when this message is missed). The
+-- message is only a hint: the holder reads the job's `cancel_reason` and token
+-- before it stops anything. PUBLISH, not SPUBLISH: it works on one server and
+-- on a cluster alike (there it reaches every node), and cancels are rare.
+local function push_cancel(id)
+  redis.call('PUBLISH', BASE .. ':cancels', id)
 end

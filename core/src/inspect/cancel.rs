@@ -11,7 +11,8 @@ use crate::state::JobState;
 pub enum CancelOutcome {
     /// The attempt ended CANCELLED.
     Honoured,
-    /// LEASED or RUNNING: the holder sees it at its next renewal, checkpoint or start.
+    /// LEASED or RUNNING: the holder is told at once (the queue's cancel
+    /// channel), at worst at its next renewal, checkpoint or start.
     Pending,
     /// QUEUED: the holder released the job first; the next start cancels it.
     PendingNextStart,
@@ -49,7 +50,7 @@ impl CancelStatus {
                 format!("honoured: attempt {} ended CANCELLED", self.attempt)
             }
             CancelOutcome::Pending => {
-                "pending: the holder sees it at its next renewal, checkpoint or start".into()
+                "pending: the holder is told at once, at worst at its next renewal, checkpoint or start".into()
             }
             CancelOutcome::PendingNextStart => {
                 "pending: the job was handed back before honouring it; the next start cancels it"

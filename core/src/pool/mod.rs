@@ -25,9 +25,11 @@ use deadpool_redis::{Pool, PoolConfig, Runtime, Timeouts};
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
 
+mod subscriber;
 mod topology;
 mod url;
 
+pub(crate) use subscriber::{Message, Subscriber};
 pub use topology::{key_slot, Master};
 pub use url::{cluster_seed_urls, connect_pool, is_cluster_url};
 
@@ -62,6 +64,7 @@ impl From<Pool> for RedisPool {
 #[derive(Clone)]
 pub struct ClusterPool {
     client: Arc<ClusterClient>,
+    url: Arc<str>,
     shared: Arc<tokio::sync::Mutex<Option<ClusterConnection>>>,
     connect_timeout: Duration,
     response_timeout: Duration,
@@ -206,6 +209,16 @@ impl RedisPool {
     /// Whether this is a cluster client.
     pub fn is_cluster(&self) -> bool {
         matches!(self, RedisPool::Cluster(_))
+    }
+
+    /// The URL a pub/sub subscription of its own opens: a cluster's (its
+    /// client was built from one); none for a pool of one server, whose
+    /// connection details are the pool's own.
+    pub(crate) fn subscribe_url(&self) -> Option<String> {
+        match self {
+            RedisPool::Server(_) => None,
+            RedisPool::Cluster(cluster) => Some(cluster.url.to_string()),
+        }
     }
 
     /// A connection for plain commands: a pooled one to the server, or the

@@ -75,6 +75,7 @@ pub fn connect_pool(url: &str, config: &QueueConfig) -> Result<RedisPool> {
             .map_err(|e| Error::Pool(format!("cannot build a cluster client for {url}: {e}")))?;
         return Ok(RedisPool::Cluster(ClusterPool {
             client: Arc::new(client),
+            url: Arc::from(url),
             shared: Arc::new(tokio::sync::Mutex::new(None)),
             connect_timeout: config.connect_timeout,
             response_timeout: reply_backstop,

@@ -126,6 +126,12 @@ impl QueueKeys {
     pub fn worker(&self, id: &str) -> String {
         format!("{}:worker:{id}", self.base)
     }
+    /// Pub/sub channel (not a key): the id of a LEASED or RUNNING job whose
+    /// cancel was just requested, published by `cancel` and `group_cancel`
+    /// for its holder to stop the step at once. Named by the scripts from KEYS[1].
+    pub fn cancels(&self) -> String {
+        format!("{}:cancels", self.base)
+    }
     /// Sorted set: job id → time (ms) the job was set aside because it could
     /// not be read (a key of the wrong type, an unreadable field). Named by
     /// the scripts from KEYS[1], not passed in KEYS.

@@ -219,6 +219,14 @@ impl ActiveJobs {
         }
     }
 
+    /// The job `id`, if it is held right now.
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<ActiveJob>> {
+        let map = self.jobs.lock().ok()?;
+        map.iter()
+            .find(|(k, _)| k.as_str() == id)
+            .map(|(_, j)| j.clone())
+    }
+
     /// The jobs held right now.
     pub(crate) fn snapshot(&self) -> Vec<Arc<ActiveJob>> {
         self.jobs

@@ -25,6 +25,7 @@
 mod active;
 mod attempt;
 mod builder;
+mod cancel_listener;
 mod cleanup_claims;
 mod heartbeat;
 mod holder_call;
@@ -219,6 +220,14 @@ impl Worker {
             stop: stop_background.clone(),
         }));
 
+        // cancel requests pushed as they are recorded (the renewal is the fallback)
+        let cancel_listener = tokio::spawn(cancel_listener::run(cancel_listener::CancelListener {
+            shared: shared.clone(),
+            queues: queues.clone(),
+            source: self.source.clone(),
+            stop: stop_background.clone(),
+        }));
+
         // the scheduler runs only for a worker serving a scheduled pipeline
         let scheduler = (!self.scheduled.is_empty()).then(|| {
             tokio::spawn(scheduler::run(
@@ -275,6 +284,9 @@ impl Worker {
             if let Err(e) = scheduler.await {
                 warn!(error = %e, "scheduler task ended abnormally");
             }
+        }
+        if let Err(e) = cancel_listener.await {
+            warn!(error = %e, "cancel listener ended abnormally");
         }
         if let Err(e) = watchdog.await {
             warn!(error = %e, "lease deadline watchdog ended abnormally");

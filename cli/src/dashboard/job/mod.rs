@@ -43,7 +43,7 @@ struct JobParams {
 fn notice_text(code: &str) -> Option<&'static str> {
     Some(match code {
         "cancelled" => "Cancelled: the job was QUEUED and is now CANCELLED.",
-        "requested" => "Cancel requested: its worker honours it at the next renewal, checkpoint or start. The cancel section below tells when it is honoured.",
+        "requested" => "Cancel requested: its worker is told at once and stops the running step, usually within a quarter second (at worst at its next renewal). The cancel section below tells when it is honoured.",
         "already_requested" => "A cancel request was already recorded; it stands.",
         "retried" => "Retried: a new attempt is QUEUED.",
         "resolved" => "Resolved: the STALE attempt is decided.",
