@@ -7,7 +7,8 @@
 //!
 //! A [`ProcessStep`] runs its program in a process group of its own, argv as
 //! given (a shell only with [`ProcessStep::shell`]), stdin from `/dev/null`,
-//! in a temporary directory of the attempt holding the job's input
+//! in a work directory of its own (`$TMPDIR/leasehold-step-*`, see
+//! `work_dirs.rs`) holding the job's input
 //! (`LEASEHOLD_INPUT`) and the previous step's output (`LEASEHOLD_PREVIOUS`);
 //! the child writes its own output as JSON to `LEASEHOLD_OUTPUT`. Exit code 0
 //! is success, [`EXIT_RETRYABLE`] (75) a retryable failure, any other code a
@@ -45,6 +46,8 @@ mod report;
 mod step;
 #[cfg(unix)]
 mod supervisor;
+#[cfg(unix)]
+mod work_dirs;
 
 #[cfg(unix)]
 pub use self::declared::DeclaredPipeline;
@@ -55,3 +58,5 @@ pub use self::logs::PROGRESS_PREFIX;
 pub use self::record::{read as read_records, CutOff, CutWhy, ProcessRecord};
 #[cfg(unix)]
 pub use self::step::{ProcessStep, DEFAULT_GRACE, DEFAULT_TAIL_BYTES};
+#[cfg(unix)]
+pub(crate) use self::work_dirs::remove_orphans as remove_orphaned_work_dirs;

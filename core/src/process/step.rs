@@ -13,6 +13,7 @@ use super::logs::{pump, Captured, Sink, Stream};
 use super::record::{CutOff, CutWhy, ProcessRecord};
 use super::report::{finish_readers, progress_labels, read_output, report_progress, save_final};
 use super::supervisor::{Deadline, Link, Supervised};
+use super::work_dirs::WorkDir;
 use crate::pipeline::StopWhy;
 use crate::pipeline::{StepContext, StepError};
 use crate::record::Millis;
@@ -228,13 +229,9 @@ impl ProcessStep {
     ) -> Result<String, StepError> {
         ctx.check_cancelled()?;
         let step = ctx.step();
-        let dir = tempfile::Builder::new()
-            .prefix("leasehold-step-")
-            .tempdir()
-            .map_err(|e| {
-                StepError::retryable(format!("cannot make its temporary directory: {e}"))
-                    .with_kind("spawn")
-            })?;
+        let dir = WorkDir::create().map_err(|e| {
+            StepError::retryable(format!("cannot make its work directory: {e}")).with_kind("spawn")
+        })?;
         let input_path = dir.path().join("input.json");
         let previous_path = dir.path().join("previous.json");
         let output_path = dir.path().join("output.json");
