@@ -18,8 +18,10 @@
 //! shutdown past its grace) or the step's time limit passes, the whole group
 //! gets SIGTERM, then SIGKILL after the step's grace (default 10 s; on a lost
 //! lease at most half the lease's deadline margin, so the child is dead before
-//! Redis's deadline). On Linux the child also gets a parent-death signal
-//! (SIGKILL), so a `kill -9` of the worker takes it along.
+//! Redis's deadline). On Linux the program runs under a per-step monitor
+//! (`supervisor.rs`) that kills the group when the worker dies and, on its
+//! own, cuts it off at the lease's local deadline while the worker is frozen;
+//! the reported pid is the program's, which leads its group.
 //!
 //! ```no_run
 //! use leasehold_core::{process::ProcessStep, StepContext, StepError};
