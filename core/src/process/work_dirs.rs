@@ -25,6 +25,13 @@ const YOUNG: Duration = Duration::from_secs(60);
 /// only when it has not changed for this long.
 const OLD_UNLOCKED: Duration = Duration::from_secs(3600);
 
+/// Takes the exclusive lock of `file` without waiting; fails when another
+/// open file (a live worker's) holds it.
+fn try_lock(file: &File) -> io::Result<()> {
+    rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        .map_err(io::Error::from)
+}
+
 /// A step's work directory, removed when dropped, locked while held.
 #[derive(Debug)]
 pub(crate) struct WorkDir {
@@ -40,7 +47,7 @@ impl WorkDir {
     pub(crate) fn create() -> io::Result<WorkDir> {
         let dir = tempfile::Builder::new().prefix(PREFIX).tempdir()?;
         let lock = File::create(dir.path().join(LOCK))?;
-        lock.try_lock().map_err(io::Error::other)?;
+        try_lock(&lock)?;
         Ok(WorkDir { dir, _lock: lock })
     }
 
@@ -64,7 +71,7 @@ fn orphaned(dir: &Path) -> bool {
     }
     match File::options().write(true).open(dir.join(LOCK)) {
         // the lock is free: its owner is gone
-        Ok(lock) => lock.try_lock().is_ok(),
+        Ok(lock) => try_lock(&lock).is_ok(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => age(dir) >= OLD_UNLOCKED,
         Err(_) => false,
     }
@@ -126,7 +133,7 @@ mod tests {
         // a live owner's: locked, old
         let live = make("live", true);
         let held = File::options().write(true).open(live.join(LOCK)).unwrap();
-        held.try_lock().unwrap();
+        try_lock(&held).unwrap();
         // just made: unlocked, young
         let young = make("young", true);
         // no lock file, recent enough to belong to an older worker still running
