@@ -1230,3 +1230,60 @@ async fn a_killed_workers_step_keeps_its_tail_and_says_when_the_worker_was_lost(
     assert_eq!(r.worker_lost_at(&job), job.stale_at);
     assert!(job.stale_at.is_some());
 }
+
+/// A step that ends while Redis is out of reach: the final process record's
+/// write is retried, and lands once Redis answers again (within the lease).
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_ending_while_redis_is_out_of_reach_keeps_its_record() {
+    let srv = RedisServer::start_tcp();
+    let proxy = leasehold_testkit::TcpProxy::start(
+        format!("127.0.0.1:{}", srv.port().unwrap())
+            .parse()
+            .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (ready, go) = (dir.path().join("ready"), dir.path().join("go"));
+    let path = script(
+        dir.path(),
+        "late.sh",
+        &format!(
+            "echo started > '{0}'\nwhile [ ! -e '{1}' ]; do sleep 0.02; done\n\
+             echo 'the last line before Redis came back'\n",
+            ready.display(),
+            go.display()
+        ),
+    );
+    let (fixture, logs) = Fixture::start(
+        &proxy.url(),
+        "outage",
+        &["--lease-ttl-ms", "20000", "--concurrency", "1"],
+        "sh",
+        &[path.as_os_str()],
+    );
+    let q = connect(&srv.url(), "outage").await;
+    let id = enqueue(&srv.url(), "outage", &json!({})).await;
+    file(&ready).await;
+    proxy.block();
+    std::fs::write(&go, "").unwrap();
+    wait_until_async(WAIT, "the record's write failed and is retried", || {
+        let found = logs
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("process record not written; retrying"));
+        async move { found }
+    })
+    .await;
+    proxy.unblock();
+    let job = ended(&q, &id).await;
+    assert_eq!(job.state, JobState::Succeeded);
+    let r = record(&q, &id, 1, "run").await;
+    assert_eq!(r.outcome, "succeeded");
+    assert!(
+        r.stdout_tail
+            .contains("the last line before Redis came back"),
+        "{r:?}"
+    );
+    drop(fixture);
+}
