@@ -224,3 +224,147 @@ async fn a_rust_pipelines_notify_option_runs_its_hook_once_across_two_replicas()
         let _ = stop.send(());
     }
 }
+
+/// A webhook that answers `500` to its first POST and `200` to the next, and
+/// keeps the body of each: (port, bodies).
+async fn flaky_webhook() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let kept = bodies.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                // read the head, then the body by its content-length
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let (head_end, length) = loop {
+                    let Ok(n) = conn.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..at]).to_ascii_lowercase();
+                        let length = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        break (at + 4, length);
+                    }
+                };
+                while buf.len() < head_end + length {
+                    let Ok(n) = conn.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let body = String::from_utf8_lossy(&buf[head_end..head_end + length]).into_owned();
+                let first = {
+                    let mut bodies = kept.lock().unwrap();
+                    bodies.push(body);
+                    bodies.len() == 1
+                };
+                let status = if first {
+                    "500 Internal Server Error"
+                } else {
+                    "200 OK"
+                };
+                let _ = conn
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+            });
+        }
+    });
+    (port, bodies)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_answering_500_is_retried_and_gets_the_notice_once() {
+    let srv = RedisServer::start();
+    let url = srv.url();
+    let (port, bodies) = flaky_webhook().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pipelines.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[[pipeline]]
+name = "doomed"
+queue = "hooks"
+retry = {{ max_attempts = 1 }}
+[[pipeline.step]]
+name = "s"
+run = ["sh", "-c", "echo 'the feed is gone' >&2; exit 1"]
+[pipeline.notify]
+webhook = "http://127.0.0.1:{port}/notices"
+attempts = 3
+timeout = "5s"
+"#
+        ),
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let mut cmd = command(&url, &["worker", "--pipelines", path]);
+    cmd.stderr(std::process::Stdio::null());
+    let mut worker = cmd.spawn().unwrap();
+    // the pipeline is known once the worker registered it
+    let enqueue = || {
+        run_cmd(command(
+            &url,
+            &["--json", "enqueue", "doomed", "--input", "{}"],
+        ))
+    };
+    wait_until_async(WAIT, "the worker registering the pipeline", || async {
+        run_cmd(command(&url, &["--json", "workers"]))
+            .await
+            .stdout
+            .contains("doomed")
+    })
+    .await;
+    let id = enqueue().await.ok().json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // the first POST is answered 500, the retry (after 1 s) 200
+    wait_until_async(WAIT, "the retried POST", || {
+        let bodies = bodies.clone();
+        async move { bodies.lock().unwrap().len() >= 2 }
+    })
+    .await;
+    // no third POST follows a 200
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let bodies = bodies.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 2, "{bodies:#?}");
+    assert_eq!(bodies[0], bodies[1]);
+    let notice: Value = serde_json::from_str(&bodies[1]).unwrap();
+    assert_eq!(notice["event"], "job_failed", "{notice:#}");
+    assert_eq!(notice["job"]["id"], id.as_str());
+    assert!(
+        notice["summary"]
+            .as_str()
+            .unwrap()
+            .contains("the feed is gone"),
+        "{notice:#}"
+    );
+    // SAFETY: the worker is this test's own child
+    unsafe { libc::kill(worker.id().unwrap() as i32, libc::SIGTERM) };
+    let _ = tokio::time::timeout(WAIT, worker.wait()).await;
+}

@@ -2,7 +2,9 @@
 //! deadline on the holder's monotonic clock past which the holder assumes it
 //! is lost. Shared by the worker's job task, its heartbeat and watchdog, and
 //! the step's [`StepContext`](crate::StepContext) (its synchronous
-//! `lease_valid` check), so every one of them reads the same deadline.
+//! `lease_valid` check), so every one of them reads the same deadline. A
+//! process step's monitor is told each new deadline (see
+//! [`LeaseClock::changed`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -29,6 +31,9 @@ pub(crate) struct LeaseClock {
     confirmed_at: Mutex<Instant>,
     /// Set once the lease is known (or assumed) lost.
     lost: AtomicBool,
+    /// Notified when a confirmation moved the deadline on (no waiter, no cost
+    /// beyond an atomic read: only a running process step waits on it).
+    changed: tokio::sync::Notify,
 }
 
 impl LeaseClock {
@@ -38,6 +43,7 @@ impl LeaseClock {
             ttl: Some(ttl),
             confirmed_at: Mutex::new(leased_at),
             lost: AtomicBool::new(false),
+            changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -47,6 +53,7 @@ impl LeaseClock {
             ttl: None,
             confirmed_at: Mutex::new(Instant::now()),
             lost: AtomicBool::new(false),
+            changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -55,8 +62,16 @@ impl LeaseClock {
         if let Ok(mut at) = self.confirmed_at.lock() {
             if sent_at > *at {
                 *at = sent_at;
+                drop(at);
+                self.changed.notify_waiters();
             }
         }
+    }
+
+    /// Notified each time a confirmation moves the local deadline on
+    /// (`notify_waiters`: enable a `notified()` before reading the deadline).
+    pub(crate) fn changed(&self) -> &tokio::sync::Notify {
+        &self.changed
     }
 
     /// When the last call that confirmed the lease was sent.

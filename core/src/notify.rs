@@ -179,28 +179,38 @@ impl Notify {
     /// POSTs `notice` to `url`, retried as [`Notify::webhook`] says.
     #[cfg(feature = "webhook")]
     async fn post(&self, event: NotifyEvent, url: &str, notice: &serde_json::Value) {
-        let client = match webhook_client(self.timeout) {
+        let client = match webhook_client() {
             Ok(c) => c,
             Err(e) => {
                 warn!(event = event.as_str(), url, error = %e, "cannot make the webhook's client");
                 return;
             }
         };
-        let body = notice.to_string();
+        let uri: http::Uri = match url.parse() {
+            Ok(u) => u,
+            Err(e) => {
+                warn!(event = event.as_str(), url, error = %e, "the webhook's URL is not a URL");
+                return;
+            }
+        };
+        let body = bytes::Bytes::from(notice.to_string());
         for attempt in 1..=self.attempts {
-            let sent = client
-                .post(url)
-                .header("content-type", "application/json")
-                .body(body.clone())
-                .send()
-                .await;
-            let why = match sent {
-                Ok(r) if r.status().is_success() => {
-                    info!(event = event.as_str(), url, attempt, "notice posted");
-                    return;
-                }
-                Ok(r) => format!("answered {}", r.status()),
+            let request = http::Request::post(uri.clone())
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(http_body_util::Full::new(body.clone()));
+            let why = match request {
                 Err(e) => e.to_string(),
+                Ok(request) => {
+                    match tokio::time::timeout(self.timeout, client.request(request)).await {
+                        Ok(Ok(r)) if r.status().is_success() => {
+                            info!(event = event.as_str(), url, attempt, "notice posted");
+                            return;
+                        }
+                        Ok(Ok(r)) => format!("answered {}", r.status()),
+                        Ok(Err(e)) => e.to_string(),
+                        Err(_) => format!("no answer within {:?}", self.timeout),
+                    }
+                }
             };
             warn!(event = event.as_str(), url, attempt, of = self.attempts, error = %why, "the webhook failed");
             if attempt < self.attempts {
@@ -265,10 +275,10 @@ impl Notify {
 }
 
 /// The webhook's HTTP client: rustls with ring and the system's roots
-/// (`SSL_CERT_FILE` / `SSL_CERT_DIR` for a private CA), each request bounded
-/// by `timeout`.
+/// (`SSL_CERT_FILE` / `SSL_CERT_DIR` for a private CA); `http://` URLs are
+/// posted in the clear. Each request is bounded by the caller.
 #[cfg(feature = "webhook")]
-fn webhook_client(timeout: Duration) -> Result<reqwest::Client, String> {
+fn webhook_client() -> Result<WebhookClient, String> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {
         // a certificate the store cannot take is left out, as browsers do
@@ -280,9 +290,20 @@ fn webhook_client(timeout: Duration) -> Result<reqwest::Client, String> {
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    reqwest::Client::builder()
-        .use_preconfigured_tls(tls)
-        .timeout(timeout)
-        .build()
-        .map_err(|e| e.to_string())
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(connector),
+    )
 }
+
+/// The webhook client's type: HTTP/1 over rustls or plain TCP.
+#[cfg(feature = "webhook")]
+type WebhookClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    http_body_util::Full<bytes::Bytes>,
+>;

@@ -436,7 +436,8 @@ json.dump({"seen": json.load(open(os.environ["LEASEHOLD_PREVIOUS"]))}, open(os.e
     assert_eq!(error.kind, "exit");
     assert!(error.retryable, "{error:?}");
     assert!(
-        error.message.contains("exited with code 75: upstream busy"),
+        error.message.contains("exited with code 75 (retryable")
+            && error.message.ends_with(": upstream busy"),
         "{error:?}"
     );
     // the second attempt resumed at `second`, with `first`'s output
@@ -1080,4 +1081,308 @@ async fn the_cleanup_command_learns_that_a_step_was_cut_off() {
         "cancelled|1|first|wrong table|{\"table\":\"sales\"}\n"
     );
     stop(worker).await;
+}
+
+/// The lines of `path` (none while it does not exist).
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits for a record of attempt `attempt` of `step` that `ok` accepts; returns it.
+async fn record_when(
+    queue: &Queue,
+    id: &JobId,
+    attempt: u32,
+    step: &str,
+    what: &str,
+    ok: impl Fn(&ProcessRecord) -> bool,
+) -> ProcessRecord {
+    let found = std::sync::Mutex::new(None);
+    wait_until_async(WAIT, what, || async {
+        let records = read_records(queue, id.as_str()).await.unwrap_or_default();
+        let hit = records
+            .into_iter()
+            .find(|r| r.attempt == attempt && r.step == step && ok(r));
+        let done = hit.is_some();
+        *found.lock().unwrap() = hit;
+        done
+    })
+    .await;
+    found.into_inner().unwrap().unwrap()
+}
+
+/// A worker frozen by SIGSTOP while its script writes: the step's monitor,
+/// with no help from the worker, sends the group SIGTERM at the lease's local
+/// deadline and SIGKILL after the capped grace (the script ignores SIGTERM),
+/// so the script's last write comes before Redis's deadline for the lease.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_workers_script_dies_before_its_lease_does() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let writes = dir.path().join("writes");
+    let path = script(
+        dir.path(),
+        "writer.py",
+        &format!(
+            "import os, signal, time\n\
+             signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
+             with open('{}', 'a') as f:\n\
+             \x20   f.write('pid %d\\n' % os.getpid()); f.flush()\n\
+             \x20   while True:\n\
+             \x20       f.write('%d\\n' % int(time.time() * 1000)); f.flush()\n\
+             \x20       time.sleep(0.01)\n",
+            writes.display()
+        ),
+    );
+    let (fixture, _logs) = Fixture::start(
+        &srv.url(),
+        "freeze",
+        &["--lease-ttl-ms", "3000", "--concurrency", "1"],
+        PYTHON,
+        &[path.as_os_str()],
+    );
+    let q = connect(&srv.url(), "freeze").await;
+    let id = enqueue(&srv.url(), "freeze", &json!({})).await;
+    wait_until_async(WAIT, "the script writes", || {
+        let n = lines(&writes).len();
+        async move { n > 5 }
+    })
+    .await;
+    let pid: i32 = lines(&writes)[0]
+        .strip_prefix("pid ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    fixture.signal(libc::SIGSTOP);
+    wait_until_async(WAIT, "the frozen worker's script is dead", || async move {
+        gone(pid)
+    })
+    .await;
+    let died_by_redis = redis_now(&q).await;
+    // the worker is still frozen: the monitor did it on its own
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", fixture.pid())).unwrap();
+    let state = stat.rsplit(')').next().unwrap().trim_start().chars().next();
+    assert_eq!(state, Some('T'), "the worker was not frozen: {stat}");
+    // no renewal since the freeze: the deadline Redis holds now is the last
+    let job = q.job(&id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Running);
+    let deadline = job.lease.expect("the frozen worker's lease").deadline;
+    let last: i64 = lines(&writes).last().unwrap().parse().unwrap();
+    eprintln!(
+        "last write {} ms before the lease deadline; script gone {} ms before it",
+        deadline - last,
+        deadline - died_by_redis
+    );
+    assert!(
+        last < deadline,
+        "the script wrote at {last}, after the lease deadline {deadline}"
+    );
+    assert!(died_by_redis < deadline, "the script outlived the lease");
+    fixture.signal(libc::SIGCONT);
+    drop(fixture);
+}
+
+/// The reported pid is the program's, and it leads its own process group: an
+/// operator's `kill <pid>` ends the program (the record says by which signal).
+/// The running record carries the output's tails and the progress.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reported_pid_is_the_programs_and_kill_reaches_it() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let path = script(
+        dir.path(),
+        "pid.py",
+        &format!(
+            "import os, sys, time\n\
+             print('hello from the script'); print('::progress 46'); sys.stdout.flush()\n\
+             open('{0}.tmp', 'w').write('%d %d\\n' % (os.getpid(), os.getpgrp()))\n\
+             os.rename('{0}.tmp', '{0}')\n\
+             time.sleep(600)\n",
+            ready.display()
+        ),
+    );
+    let pipeline = DeclaredPipeline::new("pids")
+        .options(PipelineOptions::new().retry(RetryPolicy::NONE))
+        .step("run", ProcessStep::new(PYTHON).arg(&path));
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = connect(&srv.url(), "pids").await;
+    let id = enqueue(&srv.url(), "pids", &json!({})).await;
+    let ids: Vec<u32> = file(&ready)
+        .await
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let (pid, pgrp) = (ids[0], ids[1]);
+    assert_eq!(pgrp, pid, "the program leads its own process group");
+    let running = record_when(&q, &id, 1, "run", "the running record with its tail", |r| {
+        r.stdout_tail.contains("hello from the script") && r.progress.is_some()
+    })
+    .await;
+    assert_eq!(running.outcome, "running");
+    assert_eq!(running.pid, Some(pid));
+    assert_eq!(running.pgid, Some(pid));
+    assert_eq!(running.progress, Some(46.0));
+    // an operator's kill of the reported pid
+    // SAFETY: a plain kill(2) of the pid the record names
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let job = ended(&q, &id).await;
+    assert_eq!(job.state, JobState::Failed);
+    let done = record(&q, &id, 1, "run").await;
+    assert_eq!(done.signal, Some(libc::SIGTERM), "{done:?}");
+    assert_eq!(done.pid, Some(pid));
+    assert!(done.stdout_tail.contains("hello from the script"));
+    stop(worker).await;
+}
+
+/// A step that leaves a `setsid` child holding its stdout and stderr: what
+/// was read is kept (tails, byte counts, the error's last line), and the end
+/// recorded is when the program exited, not when the pipes closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_child_holding_the_pipes_does_not_wipe_the_record() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let detached = dir.path().join("detached");
+    let path = script(
+        dir.path(),
+        "detach.sh",
+        &format!(
+            "setsid sh -c 'echo $$ > \"$1\"; exec sleep 60' sh '{}' &\n\
+             echo 'a line on stdout'\n\
+             echo \"the error's last line\" >&2\n\
+             exit 3\n",
+            detached.display()
+        ),
+    );
+    let pipeline = DeclaredPipeline::new("detach")
+        .options(PipelineOptions::new().retry(RetryPolicy::NONE))
+        .step("run", ProcessStep::new("sh").arg(&path));
+    let worker = serve(&srv.url(), pipeline).await;
+    let q = connect(&srv.url(), "detach").await;
+    let id = enqueue(&srv.url(), "detach", &json!({})).await;
+    let job = ended(&q, &id).await;
+    let sleeper: i32 = file(&detached).await.trim().parse().unwrap();
+    // the test ends what its script started outside the group
+    // SAFETY: kill(2) of the detached child's pid
+    unsafe { libc::kill(sleeper, libc::SIGKILL) };
+    assert_eq!(job.state, JobState::Failed);
+    let r = record(&q, &id, 1, "run").await;
+    assert_eq!(r.exit_code, Some(3));
+    assert!(r.stdout_tail.contains("a line on stdout"), "{r:?}");
+    assert!(r.stderr_tail.contains("the error's last line"), "{r:?}");
+    assert!(r.stdout_bytes > 0 && r.stderr_bytes > 0, "{r:?}");
+    let ran = r.ended_at.unwrap() - r.started_at;
+    assert!(ran < 900, "the end was recorded {ran} ms after the start");
+    let error = job.attempts.last().and_then(|a| a.error.clone()).unwrap();
+    assert!(error.message.contains("the error's last line"), "{error:?}");
+    stop(worker).await;
+}
+
+/// `kill -9` of the worker mid-step: the record it flushed while the step ran
+/// keeps the output's last lines and the progress, and once the attempt is
+/// swept STALE the record says when the worker was lost.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_workers_step_keeps_its_tail_and_says_when_the_worker_was_lost() {
+    let srv = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(
+        dir.path(),
+        "talk.sh",
+        "echo 'first line'\necho '::progress 46'\necho 'last words before the end'\n\
+         echo 'a warning' >&2\nexec sleep 600\n",
+    );
+    let (mut fixture, _logs) = Fixture::start(
+        &srv.url(),
+        "lost",
+        &["--lease-ttl-ms", "1000", "--sweep-ms", "60000"],
+        "sh",
+        &[path.as_os_str()],
+    );
+    let q = connect(&srv.url(), "lost").await;
+    let id = enqueue(&srv.url(), "lost", &json!({})).await;
+    let running = record_when(&q, &id, 1, "run", "the tails flushed while running", |r| {
+        r.stdout_tail.contains("last words before the end") && r.stderr_tail.contains("a warning")
+    })
+    .await;
+    assert_eq!(running.progress, Some(46.0));
+    fixture.signal(libc::SIGKILL);
+    let _ = fixture.child.wait();
+    wait_until_async(WAIT, "the job is swept STALE", || {
+        let (q, id) = (&q, &id);
+        async move {
+            q.sweep(100).await.expect("sweep");
+            matches!(q.job(id).await, Ok(Some(j)) if j.state == JobState::Stale)
+        }
+    })
+    .await;
+    let job = q.job(&id).await.unwrap().unwrap();
+    let r = record(&q, &id, 1, "run").await;
+    assert_eq!(r.outcome, "running");
+    assert!(r.stdout_tail.contains("last words before the end"), "{r:?}");
+    assert_eq!(r.worker_lost_at(&job), job.stale_at);
+    assert!(job.stale_at.is_some());
+}
+
+/// A step that ends while Redis is out of reach: the final process record's
+/// write is retried, and lands once Redis answers again (within the lease).
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_ending_while_redis_is_out_of_reach_keeps_its_record() {
+    let srv = RedisServer::start_tcp();
+    let proxy = leasehold_testkit::TcpProxy::start(
+        format!("127.0.0.1:{}", srv.port().unwrap())
+            .parse()
+            .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (ready, go) = (dir.path().join("ready"), dir.path().join("go"));
+    let path = script(
+        dir.path(),
+        "late.sh",
+        &format!(
+            "echo started > '{0}'\nwhile [ ! -e '{1}' ]; do sleep 0.02; done\n\
+             echo 'the last line before Redis came back'\n",
+            ready.display(),
+            go.display()
+        ),
+    );
+    let (fixture, logs) = Fixture::start(
+        &proxy.url(),
+        "outage",
+        &["--lease-ttl-ms", "20000", "--concurrency", "1"],
+        "sh",
+        &[path.as_os_str()],
+    );
+    let q = connect(&srv.url(), "outage").await;
+    let id = enqueue(&srv.url(), "outage", &json!({})).await;
+    file(&ready).await;
+    proxy.block();
+    std::fs::write(&go, "").unwrap();
+    wait_until_async(WAIT, "the record's write failed and is retried", || {
+        let found = logs
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("process record not written; retrying"));
+        async move { found }
+    })
+    .await;
+    proxy.unblock();
+    let job = ended(&q, &id).await;
+    assert_eq!(job.state, JobState::Succeeded);
+    let r = record(&q, &id, 1, "run").await;
+    assert_eq!(r.outcome, "succeeded");
+    assert!(
+        r.stdout_tail
+            .contains("the last line before Redis came back"),
+        "{r:?}"
+    );
+    drop(fixture);
 }

@@ -210,7 +210,7 @@ pub(crate) async fn show(ctx: &Ctx, id: &JobId, queue: Option<&str>) -> Outcome 
         });
     }
     let mut text = render::show(&detail, &timeline);
-    text.push_str(&render::process_steps(&process_steps));
+    text.push_str(&render::process_steps(&process_steps, &detail.job));
     if !waiting_for.is_empty() {
         text.push_str(&format!(
             "waiting for {} (QUEUED, not leasable until they SUCCEEDED)\n",

@@ -1,32 +1,45 @@
 //! `show`'s section on a job's process steps: how each child ended (exit
 //! code, signal, or the worker's cut-off), its progress and the last lines of
-//! its stdout and stderr, with their control characters made visible.
+//! its stdout and stderr, with their control characters made visible. A step
+//! still "running" in an attempt that went STALE reads "worker lost at T".
 
 use std::fmt::Write as _;
 
 use leasehold_core::process::ProcessRecord;
+use leasehold_core::Job;
 
 use crate::time::{human, stamp};
 
 /// Lines of each tail shown (`--json` has the whole kept tail).
 const TAIL_LINES: usize = 20;
 
+/// How a process step's child ended (or that its worker was lost), in words.
+pub(crate) fn ending(r: &ProcessRecord, job: &Job) -> String {
+    match (r.outcome.as_str(), r.exit_code, r.signal) {
+        ("running", _, _) => match r.worker_lost_at(job) {
+            Some(at) => format!("worker lost at {}", stamp(at)),
+            None => "running".to_owned(),
+        },
+        (outcome, Some(code), _) => format!("exited with code {code} ({outcome})"),
+        (outcome, None, Some(signal)) => format!("killed by signal {signal} ({outcome})"),
+        (outcome, None, None) => outcome.to_owned(),
+    }
+}
+
 /// The section, empty when the job ran no process step.
-pub(crate) fn process_steps(records: &[ProcessRecord]) -> String {
+pub(crate) fn process_steps(records: &[ProcessRecord], job: &Job) -> String {
     if records.is_empty() {
         return String::new();
     }
     let mut out = String::from("process steps\n");
     for r in records {
-        let ended = match (r.outcome.as_str(), r.exit_code, r.signal) {
-            ("running", _, _) => "running".to_owned(),
-            (outcome, Some(code), _) => format!("exited with code {code} ({outcome})"),
-            (outcome, None, Some(signal)) => format!("killed by signal {signal} ({outcome})"),
-            (outcome, None, None) => outcome.to_owned(),
-        };
+        let ended = ending(r, job);
         let _ = write!(out, "  attempt {} · {} · {ended}", r.attempt, r.step);
         if let Some(pid) = r.pid {
             let _ = write!(out, " · pid {pid}");
+            if let Some(pgid) = r.pgid {
+                let _ = write!(out, " (process group {pgid})");
+            }
         }
         if let Some(end) = r.ended_at {
             let _ = write!(out, " · ran {}", human(end - r.started_at));

@@ -187,6 +187,11 @@ impl StepContext {
         self.shared.why.lock().ok().and_then(|w| w.clone())
     }
 
+    /// The lease's local clock (its deadline and renewals).
+    pub(crate) fn lease_clock(&self) -> &crate::lease_clock::LeaseClock {
+        &self.shared.lease_clock
+    }
+
     /// Asks the worker for `grace` between the cancellation token firing and
     /// the step being dropped (the worker's cancel grace when longer).
     pub(crate) fn request_grace(&self, grace: Duration) {

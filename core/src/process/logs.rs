@@ -1,12 +1,18 @@
 //! A process step's stdout and stderr: each line goes to the worker's tracing
 //! output (with the job and step as fields), the last bytes of each stream
 //! are kept as a bounded tail, and `::progress N` lines on stdout report the
-//! step's progress. Memory stays bounded whatever the child writes.
+//! step's progress. Memory stays bounded whatever the child writes. The
+//! tails and the progress are shared ([`Captured`]) with the step's reporter,
+//! which writes them to Redis while the step runs, and with the step's end:
+//! what was read is kept even when a reader is stopped before its pipe
+//! closed (a `setsid` child holding it open).
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::watch;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 /// The longest line passed on as one: a longer one is cut into pieces.
@@ -73,18 +79,91 @@ pub(crate) fn progress_of(line: &[u8]) -> Option<f64> {
     value.is_finite().then(|| value.clamp(0.0, 100.0))
 }
 
+/// What a step's two readers have kept so far: both tails and the last
+/// progress, and a notification at each change (for the reporter).
+#[derive(Debug)]
+pub(crate) struct Captured {
+    /// The tail of stdout.
+    stdout: Mutex<Tail>,
+    /// The tail of stderr.
+    stderr: Mutex<Tail>,
+    /// The last progress reported.
+    progress: Mutex<Option<f64>>,
+    /// Notified (one permit kept) at each line or progress report.
+    changed: Notify,
+}
+
+/// A copy of what [`Captured`] holds.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Snapshot {
+    /// The kept stdout text.
+    pub(crate) stdout_tail: String,
+    /// The kept stderr text.
+    pub(crate) stderr_tail: String,
+    /// Bytes written to stdout in all.
+    pub(crate) stdout_bytes: u64,
+    /// Bytes written to stderr in all.
+    pub(crate) stderr_bytes: u64,
+    /// The last progress reported.
+    pub(crate) progress: Option<f64>,
+}
+
+impl Captured {
+    /// Empty tails keeping at most `cap` bytes each.
+    pub(crate) fn new(cap: usize) -> Arc<Captured> {
+        Arc::new(Captured {
+            stdout: Mutex::new(Tail::new(cap)),
+            stderr: Mutex::new(Tail::new(cap)),
+            progress: Mutex::new(None),
+            changed: Notify::new(),
+        })
+    }
+
+    /// Completes at the first change since the last call returned.
+    pub(crate) async fn changed(&self) {
+        self.changed.notified().await
+    }
+
+    /// A copy of the tails and the progress now.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let tail = |t: &Mutex<Tail>| match t.lock() {
+            Ok(t) => (t.text(), t.total()),
+            Err(poisoned) => {
+                let t = poisoned.into_inner();
+                (t.text(), t.total())
+            }
+        };
+        let (stdout_tail, stdout_bytes) = tail(&self.stdout);
+        let (stderr_tail, stderr_bytes) = tail(&self.stderr);
+        Snapshot {
+            stdout_tail,
+            stdout_bytes,
+            stderr_tail,
+            stderr_bytes,
+            progress: self.progress.lock().map(|p| *p).unwrap_or(None),
+        }
+    }
+}
+
+/// Which stream a reader reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stream {
+    /// Standard output (progress lines come on it).
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
 /// Where a stream's lines go.
 pub(crate) struct Sink {
-    /// `stdout` or `stderr`.
-    pub(crate) stream: &'static str,
+    /// The stream read.
+    pub(crate) stream: Stream,
     /// The job, for the log lines' fields.
     pub(crate) job: String,
     /// The step, for the log lines' fields.
     pub(crate) step: &'static str,
-    /// The kept tail.
-    pub(crate) tail: Tail,
-    /// Progress reports (stdout only).
-    pub(crate) progress: Option<watch::Sender<Option<f64>>>,
+    /// The kept tails and progress.
+    pub(crate) captured: Arc<Captured>,
 }
 
 impl Sink {
@@ -93,36 +172,57 @@ impl Sink {
             [rest @ .., b'\r'] if complete => rest,
             _ => line,
         };
-        if let Some(progress) = &self.progress {
+        if self.stream == Stream::Stdout {
             if let Some(value) = progress_of(body) {
                 debug!(job = %self.job, step = self.step, progress = value, "progress");
-                progress.send_replace(Some(value));
+                if let Ok(mut p) = self.captured.progress.lock() {
+                    *p = Some(value);
+                }
+                self.captured.changed.notify_one();
                 return;
             }
         }
+        let (stream, tail) = match self.stream {
+            Stream::Stdout => ("stdout", &self.captured.stdout),
+            Stream::Stderr => ("stderr", &self.captured.stderr),
+        };
         // at DEBUG: the tail keeps the last lines anyway, and a chatty step
         // must not fill the worker's log (RUST_LOG=leasehold::process=debug shows them)
         debug!(
             target: "leasehold::process",
             job = %self.job,
             step = self.step,
-            stream = self.stream,
+            stream,
             "{}",
             crate::visible::visible_line(&String::from_utf8_lossy(body))
         );
-        self.tail.push(line);
-        if complete {
-            self.tail.push(b"\n");
+        if let Ok(mut tail) = tail.lock() {
+            tail.push(line);
+            if complete {
+                tail.push(b"\n");
+            }
         }
+        self.captured.changed.notify_one();
     }
 }
 
-/// Reads `reader` to its end, passing each line to `sink`; returns the sink.
-pub(crate) async fn pump<R: AsyncRead + Unpin>(mut reader: R, mut sink: Sink) -> Sink {
+/// Reads `reader` to its end, or until `stop` fires with nothing more ready
+/// to read, passing each line to `sink` (a last unfinished line too).
+pub(crate) async fn pump<R: AsyncRead + Unpin>(
+    mut reader: R,
+    mut sink: Sink,
+    stop: CancellationToken,
+) {
     let mut chunk = vec![0u8; 16 * 1024];
     let mut line: Vec<u8> = Vec::with_capacity(1024);
     loop {
-        let n = match reader.read(&mut chunk).await {
+        let read = tokio::select! {
+            // what is in the pipe already is read before a stop is honoured
+            biased;
+            read = reader.read(&mut chunk) => read,
+            () = stop.cancelled() => break,
+        };
+        let n = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
@@ -151,7 +251,6 @@ pub(crate) async fn pump<R: AsyncRead + Unpin>(mut reader: R, mut sink: Sink) ->
     if !line.is_empty() {
         sink.line(&line, false);
     }
-    sink
 }
 
 #[cfg(test)]

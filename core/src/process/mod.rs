@@ -7,7 +7,8 @@
 //!
 //! A [`ProcessStep`] runs its program in a process group of its own, argv as
 //! given (a shell only with [`ProcessStep::shell`]), stdin from `/dev/null`,
-//! in a temporary directory of the attempt holding the job's input
+//! in a work directory of its own (`$TMPDIR/leasehold-step-*`, see
+//! `work_dirs.rs`) holding the job's input
 //! (`LEASEHOLD_INPUT`) and the previous step's output (`LEASEHOLD_PREVIOUS`);
 //! the child writes its own output as JSON to `LEASEHOLD_OUTPUT`. Exit code 0
 //! is success; [`EXIT_RETRYABLE`] (75) is a retryable failure; the sysexits
@@ -20,8 +21,10 @@
 //! shutdown past its grace) or the step's time limit passes, the whole group
 //! gets SIGTERM, then SIGKILL after the step's grace (default 10 s; on a lost
 //! lease at most half the lease's deadline margin, so the child is dead before
-//! Redis's deadline). On Linux the child also gets a parent-death signal
-//! (SIGKILL), so a `kill -9` of the worker takes it along.
+//! Redis's deadline). On Linux the program runs under a per-step monitor
+//! (`supervisor.rs`) that kills the group when the worker dies and, on its
+//! own, cuts it off at the lease's local deadline while the worker is frozen;
+//! the reported pid is the program's, which leads its group.
 //!
 //! ```no_run
 //! use leasehold_core::{process::ProcessStep, StepContext, StepError};
@@ -50,6 +53,8 @@ mod report;
 mod step;
 #[cfg(unix)]
 mod supervisor;
+#[cfg(unix)]
+mod work_dirs;
 
 #[cfg(unix)]
 pub use self::argv::{arg_fields, render_arg};
@@ -65,3 +70,5 @@ pub use self::logs::PROGRESS_PREFIX;
 pub use self::record::{read as read_records, CutOff, CutWhy, ProcessRecord};
 #[cfg(unix)]
 pub use self::step::{ProcessStep, DEFAULT_GRACE, DEFAULT_TAIL_BYTES};
+#[cfg(unix)]
+pub(crate) use self::work_dirs::remove_orphans as remove_orphaned_work_dirs;

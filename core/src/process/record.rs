@@ -61,9 +61,14 @@ pub struct ProcessRecord {
     pub attempt: u32,
     /// The step.
     pub step: String,
-    /// The child's pid (and process group).
+    /// The program's pid (not its monitor's): `kill <pid>` reaches it.
     #[serde(default)]
     pub pid: Option<u32>,
+    /// The program's process group (its pid: the program leads it), which
+    /// its children join unless they call `setsid`; `kill -- -<pgid>`
+    /// reaches them all. Absent in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pgid: Option<u32>,
     /// When the child was spawned (worker's clock, ms).
     pub started_at: Millis,
     /// When it was reaped; `None` while it runs (a progress report).
@@ -101,6 +106,22 @@ impl ProcessRecord {
     /// The record's field in the hash: `<attempt>:<step>`.
     pub fn field(&self) -> String {
         format!("{}:{}", self.attempt, self.step)
+    }
+
+    /// When the worker running this step was lost: for a record still
+    /// "running" whose attempt went STALE (its worker died or was cut off
+    /// and the sweep found the lease expired), the time it went STALE.
+    /// `None` for an ended record, or an attempt that did not go STALE.
+    pub fn worker_lost_at(&self, job: &crate::record::Job) -> Option<Millis> {
+        if self.ended_at.is_some() {
+            return None;
+        }
+        let stale_now = job.stale_attempt_from_hash();
+        job.attempts
+            .iter()
+            .chain(stale_now.as_ref())
+            .find(|a| a.n == self.attempt && a.state == crate::state::JobState::Stale)
+            .map(|a| a.ended_at)
     }
 }
 

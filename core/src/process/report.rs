@@ -1,11 +1,14 @@
 //! What a process step writes back: its output file read as the step's
-//! output, its progress lines as a metric and a field, and its record.
+//! output, its progress lines as a metric, its progress and log tails while
+//! it runs (at most once a second, only when they changed), and its record
+//! when it ended (retried while Redis is out of reach and the lease valid).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::logs::Sink;
+use super::logs::Captured;
 use super::record::{self, ProcessRecord};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::pipeline::{StepContext, StepError, StopWhy};
@@ -13,8 +16,13 @@ use crate::record::Millis;
 
 /// The largest output file read back.
 const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
-/// How often at most a step's progress is written to Redis.
+/// How often at most a step's progress and tails are written to Redis.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// How long the log readers may go on once the program exited (a process
+/// that left the group may hold the pipes open for ever).
+const READ_AFTER_EXIT: Duration = Duration::from_secs(1);
+/// The longest pause between two tries of the final record's write.
+const SAVE_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// The output the child wrote: checked to be JSON, `null` when it wrote none.
 pub(super) fn read_output(path: &std::path::Path) -> Result<String, StepError> {
@@ -46,30 +54,46 @@ pub(super) fn read_output(path: &std::path::Path) -> Result<String, StepError> {
     }
 }
 
-/// A log reader's result (none if it could not finish: a process that left
-/// the group keeps the pipe open).
-pub(super) async fn collect(handle: tokio::task::JoinHandle<Sink>) -> Option<Sink> {
-    let abort = handle.abort_handle();
-    match tokio::time::timeout(Duration::from_secs(2), handle).await {
-        Ok(Ok(sink)) => Some(sink),
-        _ => {
-            abort.abort();
-            None
+/// Lets the two log readers read to the end of their pipes, for
+/// [`READ_AFTER_EXIT`] at most; then stops them (what is already in a pipe
+/// is read first). What they read is kept in their [`Captured`] either way.
+pub(super) async fn finish_readers(
+    mut out: tokio::task::JoinHandle<()>,
+    mut err: tokio::task::JoinHandle<()>,
+    stop: &CancellationToken,
+) {
+    let both = async {
+        let _ = (&mut out).await;
+        let _ = (&mut err).await;
+    };
+    if tokio::time::timeout(READ_AFTER_EXIT, both).await.is_err() {
+        // a process that left the group (`setsid`) holds a pipe open
+        stop.cancel();
+        for handle in [&mut out, &mut err] {
+            if tokio::time::timeout(READ_AFTER_EXIT, &mut *handle)
+                .await
+                .is_err()
+            {
+                handle.abort();
+            }
         }
     }
 }
 
-/// Writes the step's progress while it runs, at most once per [`PROGRESS_EVERY`].
+/// Writes the step's progress and log tails while it runs, when they
+/// changed and at most once per [`PROGRESS_EVERY`]: a worker that dies
+/// leaves them at most a second old. `pid` is the program's (and its group's).
 pub(super) async fn report_progress(
     ctx: StepContext,
-    mut progress: watch::Receiver<Option<f64>>,
+    captured: Arc<Captured>,
     started_at: Millis,
     pid: u32,
 ) {
-    while progress.changed().await.is_ok() {
-        let value = *progress.borrow_and_update();
+    loop {
+        captured.changed().await;
+        let now = captured.snapshot();
         if let (Some(metrics), Some(labels), Some(value)) =
-            (ctx.metrics(), progress_labels(&ctx), value)
+            (ctx.metrics(), progress_labels(&ctx), now.progress)
         {
             metrics.step_progress.get_or_create(&labels).set(value);
         }
@@ -77,17 +101,18 @@ pub(super) async fn report_progress(
             attempt: ctx.attempt(),
             step: ctx.step().to_owned(),
             pid: Some(pid),
+            pgid: Some(pid),
             started_at,
             ended_at: None,
             exit_code: None,
             signal: None,
             outcome: "running".to_owned(),
             cut_off: None,
-            progress: value,
-            stdout_tail: String::new(),
-            stderr_tail: String::new(),
-            stdout_bytes: 0,
-            stderr_bytes: 0,
+            progress: now.progress,
+            stdout_tail: now.stdout_tail,
+            stderr_tail: now.stderr_tail,
+            stdout_bytes: now.stdout_bytes,
+            stderr_bytes: now.stderr_bytes,
         };
         save(&ctx, &record).await;
         tokio::time::sleep(PROGRESS_EVERY).await;
@@ -104,7 +129,8 @@ pub(super) fn progress_labels(ctx: &StepContext) -> Option<crate::metrics::Progr
     })
 }
 
-/// Writes `record` while the attempt holds its lease (nothing once it is lost).
+/// Writes `record` while the attempt holds its lease (nothing once it is
+/// lost); one try: a progress report that fails is replaced by the next.
 pub(super) async fn save(ctx: &StepContext, record: &ProcessRecord) {
     let (Some(queue), Some(lease)) = (ctx.queue(), ctx.lease()) else {
         return;
@@ -119,6 +145,38 @@ pub(super) async fn save(ctx: &StepContext, record: &ProcessRecord) {
         }
         Err(e) => {
             warn!(job = %ctx.job(), step = ctx.step(), error = %e, "process record not written")
+        }
+    }
+}
+
+/// Writes the step's final `record`, retrying transient Redis failures with
+/// backoff (as the holder's other writes are) while the lease is valid by
+/// the worker's clock; nothing once it is lost or past its local deadline.
+pub(super) async fn save_final(ctx: &StepContext, record: &ProcessRecord) {
+    let (Some(queue), Some(lease)) = (ctx.queue(), ctx.lease()) else {
+        return;
+    };
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        if matches!(ctx.stop_why(), Some(StopWhy::Lost(_))) || !ctx.lease_valid() {
+            warn!(job = %ctx.job(), step = ctx.step(), "process record not written: the lease is lost or past its local deadline");
+            return;
+        }
+        match record::write(queue, lease, record).await {
+            Ok(true) => return,
+            Ok(false) => {
+                warn!(job = %ctx.job(), step = ctx.step(), "process record not written: the lease is gone");
+                return;
+            }
+            Err(e) if e.is_lease_lost() => {
+                warn!(job = %ctx.job(), step = ctx.step(), error = %e, "process record not written: the lease is gone");
+                return;
+            }
+            Err(e) => {
+                warn!(job = %ctx.job(), step = ctx.step(), error = %e, retry_in = ?backoff, "process record not written; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(SAVE_BACKOFF_MAX);
+            }
         }
     }
 }

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::process::Command;
-use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::exit_codes::ExitCodes;
-use super::logs::{pump, Sink, Tail};
+use super::logs::{pump, Captured, Sink, Stream};
 use super::record::{CutOff, CutWhy, ProcessRecord};
-use super::report::{collect, progress_labels, read_output, report_progress, save};
-use super::supervisor::Supervised;
+use super::report::{finish_readers, progress_labels, read_output, report_progress, save_final};
+use super::supervisor::{Deadline, Link, Supervised};
+use super::work_dirs::WorkDir;
 use crate::pipeline::StopWhy;
 use crate::pipeline::{StepContext, StepError};
 use crate::record::Millis;
@@ -70,6 +70,32 @@ fn last_line(tail: &str) -> Option<String> {
         short.push('…');
     }
     Some(short)
+}
+
+/// The reason recorded for a child the monitor cut off on its own.
+const MONITOR_CUT: &str = "the lease's local deadline passed with no renewal reaching the step (the worker frozen or cut off): its monitor stopped the process group";
+
+/// Tells the monitor each new local deadline of the lease, after each
+/// confirmed renewal; never returns (pending for ever without a link or a lease).
+async fn forward_deadlines(ctx: &StepContext, link: Option<&Link>) {
+    let clock = ctx.lease_clock();
+    let (Some(link), Some(mut sent)) = (link, clock.local_deadline()) else {
+        return std::future::pending().await;
+    };
+    loop {
+        let changed = clock.changed().notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if let Some(deadline) = clock.local_deadline() {
+            if deadline != sent {
+                if let Err(e) = link.send_deadline(deadline) {
+                    warn!(job = %ctx.job(), step = ctx.step(), error = %e, "the step's monitor was not told the lease's new deadline");
+                }
+                sent = deadline;
+            }
+        }
+        changed.await;
+    }
 }
 
 /// How the child ended, before it becomes a step's result.
@@ -212,13 +238,9 @@ impl ProcessStep {
     ) -> Result<String, StepError> {
         ctx.check_cancelled()?;
         let step = ctx.step();
-        let dir = tempfile::Builder::new()
-            .prefix("leasehold-step-")
-            .tempdir()
-            .map_err(|e| {
-                StepError::retryable(format!("cannot make its temporary directory: {e}"))
-                    .with_kind("spawn")
-            })?;
+        let dir = WorkDir::create().map_err(|e| {
+            StepError::retryable(format!("cannot make its work directory: {e}")).with_kind("spawn")
+        })?;
         let input_path = dir.path().join("input.json");
         let previous_path = dir.path().join("previous.json");
         let output_path = dir.path().join("output.json");
@@ -275,57 +297,71 @@ impl ProcessStep {
             )
             .with_kind("lease_lost"));
         }
+        // the monitor keeps the lease's local deadline on its own: SIGTERM
+        // then, SIGKILL after the grace capped as on a lost lease
+        let deadline = ctx.lease_clock().local_deadline().map(|term_at| Deadline {
+            term_at,
+            kill_after: self.lease_lost_grace(ctx),
+        });
         let started_at = now_ms();
-        let (mut child, stdout, stderr) = Supervised::spawn(command).map_err(|e| {
-            let error = format!("cannot run {:?}: {e}", self.program);
-            match e.kind() {
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
-                    StepError::permanent(error)
+        let (mut child, link, stdout, stderr) =
+            Supervised::spawn(command, deadline).await.map_err(|e| {
+                let error = format!("cannot run {:?}: {e}", self.program);
+                match e.kind() {
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                        StepError::permanent(error)
+                    }
+                    _ => StepError::retryable(error),
                 }
-                _ => StepError::retryable(error),
-            }
-            .with_kind("spawn")
-        })?;
+                .with_kind("spawn")
+            })?;
         let job = ctx.job().to_string();
         let pid = child.pid();
-        info!(job = %job, step, pid, program = ?self.program, "process step started");
-        let (progress_tx, progress_rx) = watch::channel(None);
+        info!(job = %job, step, pid, pgid = pid, program = ?self.program, "process step started");
+        let captured = Captured::new(self.tail_bytes);
+        let stop_readers = tokio_util::sync::CancellationToken::new();
         let out = tokio::spawn(pump(
             stdout,
             Sink {
-                stream: "stdout",
+                stream: Stream::Stdout,
                 job: job.clone(),
                 step,
-                tail: Tail::new(self.tail_bytes),
-                progress: Some(progress_tx),
+                captured: captured.clone(),
             },
+            stop_readers.clone(),
         ));
         let err = tokio::spawn(pump(
             stderr,
             Sink {
-                stream: "stderr",
+                stream: Stream::Stderr,
                 job: job.clone(),
                 step,
-                tail: Tail::new(self.tail_bytes),
-                progress: None,
+                captured: captured.clone(),
             },
+            stop_readers.clone(),
         ));
         let reporter = tokio::spawn(report_progress(
             ctx.clone(),
-            progress_rx.clone(),
+            captured.clone(),
             started_at,
-            child.pid(),
+            pid,
         ));
-        let ended = self.supervise(ctx, &mut child).await;
-        // whatever the leader left in its group goes now: the pipes close
+        let ended = tokio::select! {
+            ended = self.supervise(ctx, &mut child, link.as_ref()) => ended,
+            () = forward_deadlines(ctx, link.as_ref()) => unreachable!("forwarding deadlines never ends"),
+        };
+        // the end is when the program exited, not when its pipes closed
+        let ended_at = now_ms();
+        // whatever the program left in its group goes now: the pipes close
         child.signal_group(libc::SIGKILL);
         reporter.abort();
         if let (Some(metrics), Some(labels)) = (ctx.metrics(), progress_labels(ctx)) {
             metrics.step_progress.remove(&labels);
         }
-        let (stdout, stderr) = (collect(out).await, collect(err).await);
-        let progress = *progress_rx.borrow();
+        finish_readers(out, err, &stop_readers).await;
+        let kept = captured.snapshot();
         drop(child);
+        drop(link);
         let ended = match ended {
             Ok(ended) => ended,
             Err(e) => {
@@ -339,17 +375,18 @@ impl ProcessStep {
             attempt: ctx.attempt(),
             step: step.to_owned(),
             pid: Some(pid),
+            pgid: Some(pid),
             started_at,
-            ended_at: Some(now_ms()),
+            ended_at: Some(ended_at),
             exit_code: ended.status.code(),
             signal: std::os::unix::process::ExitStatusExt::signal(&ended.status),
             outcome: String::new(),
             cut_off: ended.cut.clone(),
-            progress,
-            stdout_tail: stdout.as_ref().map(|s| s.tail.text()).unwrap_or_default(),
-            stderr_tail: stderr.as_ref().map(|s| s.tail.text()).unwrap_or_default(),
-            stdout_bytes: stdout.as_ref().map_or(0, |s| s.tail.total()),
-            stderr_bytes: stderr.as_ref().map_or(0, |s| s.tail.total()),
+            progress: kept.progress,
+            stdout_tail: kept.stdout_tail,
+            stderr_tail: kept.stderr_tail,
+            stdout_bytes: kept.stdout_bytes,
+            stderr_bytes: kept.stderr_bytes,
         };
         let result = self.outcome(&ended, &record, &output_path);
         record.outcome = match (&ended.cut, &result) {
@@ -368,7 +405,7 @@ impl ProcessStep {
             cut_off = record.cut_off.as_ref().map(|c| c.why.as_str()),
             "process step ended"
         );
-        save(ctx, &record).await;
+        save_final(ctx, &record).await;
         // the next step of the attempt asks for its own grace, if any
         ctx.request_grace(Duration::ZERO);
         drop(dir);
@@ -428,9 +465,28 @@ impl ProcessStep {
         optional(command, "LEASEHOLD_WINDOW_END", bound("end").as_deref());
     }
 
+    /// The kill grace on a lost lease (the worker's) or at the lease's local
+    /// deadline (the monitor's): the step's grace, at most half the deadline
+    /// margin, so the group is dead before Redis's own deadline for the lease.
+    fn lease_lost_grace(&self, ctx: &StepContext) -> Duration {
+        match ctx.lease() {
+            Some(lease) => self
+                .grace
+                .min(crate::lease_clock::deadline_margin(lease.ttl) / 2),
+            None => self.grace,
+        }
+    }
+
     /// Waits for the child, or cuts it off: SIGTERM to its group when the
     /// job's token fires or the time limit passes, SIGKILL after the grace.
-    async fn supervise(&self, ctx: &StepContext, child: &mut Supervised) -> std::io::Result<Ended> {
+    /// A child the monitor cut off on its own (at the lease's local deadline,
+    /// the worker not running) is reported as such.
+    async fn supervise(
+        &self,
+        ctx: &StepContext,
+        child: &mut Supervised,
+        link: Option<&Link>,
+    ) -> std::io::Result<Ended> {
         let limit = async {
             match self.timeout {
                 Some(limit) => tokio::time::sleep(limit).await,
@@ -438,7 +494,15 @@ impl ProcessStep {
             }
         };
         let (why, reason) = tokio::select! {
-            status = child.wait() => return Ok(Ended { status: status?, cut: None }),
+            status = child.wait() => {
+                let cut = link.and_then(Link::cut).map(|cut| CutOff {
+                    why: CutWhy::LeaseLost,
+                    reason: MONITOR_CUT.to_owned(),
+                    at: cut.at,
+                    killed: cut.killed,
+                });
+                return Ok(Ended { status: status?, cut });
+            }
             () = ctx.cancelled() => {
                 let reason = ctx.cancel_reason().unwrap_or_else(|| "cancelled".to_owned());
                 match ctx.stop_why() {
@@ -451,11 +515,9 @@ impl ProcessStep {
         };
         let at = now_ms();
         child.signal_group(libc::SIGTERM);
-        let grace = match (why, ctx.lease()) {
+        let grace = match why {
             // the child must be dead before Redis's own deadline for the lease
-            (CutWhy::LeaseLost, Some(lease)) => self
-                .grace
-                .min(crate::lease_clock::deadline_margin(lease.ttl) / 2),
+            CutWhy::LeaseLost => self.lease_lost_grace(ctx),
             _ => self.grace,
         };
         warn!(job = %ctx.job(), step = ctx.step(), why = why.as_str(), %reason, ?grace, "process step cut off: SIGTERM sent to its process group");
@@ -502,6 +564,11 @@ impl ProcessStep {
                 cut.reason
             );
             return Err(match cut.why {
+                // the worker may hold the lease still (a renewal confirmed at
+                // the last moment): another attempt may run it
+                CutWhy::LeaseLost if cut.reason == MONITOR_CUT => {
+                    StepError::retryable(message).with_kind("lease_lost")
+                }
                 CutWhy::Timeout => StepError::retryable(message).with_kind("timeout"),
                 CutWhy::Shutdown => StepError::retryable(message).with_kind("interrupted"),
                 CutWhy::Cancel | CutWhy::LeaseLost => {

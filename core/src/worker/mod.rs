@@ -159,6 +159,11 @@ impl Worker {
             .flat_map(|g| g.runners.iter().map(|r| r.name()))
             .collect();
         info!(worker = %self.id, ?pipelines, concurrency = self.concurrency, "worker starting");
+        // the process steps' work directories that dead workers left behind
+        #[cfg(unix)]
+        tokio::task::spawn_blocking(|| {
+            crate::process::remove_orphaned_work_dirs(&std::env::temp_dir())
+        });
         // lease slots: one per job that may run, plus the prefetched ones
         let slots = Arc::new(Semaphore::new(self.concurrency));
         let extra = self.prefetch.unwrap_or(0);

@@ -350,7 +350,8 @@ async fn job(
                         @for r in &processes {
                             h3 { "Attempt " (r.attempt) " · " (r.step) }
                             p {
-                                (process_ending(r))
+                                (crate::render::process_ending(r, j))
+                                @if let Some(pid) = r.pid { " · pid " (pid) @if let Some(g) = r.pgid { " (process group " (g) ")" } }
                                 @if let Some(p) = r.progress { " · progress " (p) "%" }
                                 @if let Some(end) = r.ended_at { " · ran " (crate::time::human(end - r.started_at)) }
                             }
@@ -385,16 +386,6 @@ async fn job(
             (action_forms(&app, &d))
         },
     ))
-}
-
-/// How a process step's child ended, in words.
-fn process_ending(r: &leasehold_core::process::ProcessRecord) -> String {
-    match (r.outcome.as_str(), r.exit_code, r.signal) {
-        ("running", _, _) => "running".to_owned(),
-        (outcome, Some(code), _) => format!("exited with code {code} ({outcome})"),
-        (outcome, None, Some(signal)) => format!("killed by signal {signal} ({outcome})"),
-        (outcome, None, None) => outcome.to_owned(),
-    }
 }
 
 /// `?id=` of the find box.
