@@ -19,6 +19,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("delete", "leasehold delete 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 --reason \"test job, not real data\""),
     ("run-now", "leasehold run-now 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 --reason \"the source is ready early\""),
     ("enqueue", "leasehold enqueue orders_sync --input '{\"shop\":\"a\",\"day\":\"2026-05-06\"}'\n  leasehold enqueue orders_sync --input-template '{\"shop\":\"a\",\"from\":\"{from}\",\"to\":\"{to}\"}' \\\n      --from 2026-05-01 --to 2026-06-01 --step 1d --group may-backfill"),
+    ("backfill", "leasehold backfill hourly_fetch --from 2026-05-01 --to 2026-05-08\n  leasehold backfill hourly_fetch --schedule load --from 2026-05-06T00:00:00Z --to 2026-05-06T12:00:00Z --rerun"),
     ("locks", "leasehold locks\n  leasehold locks --queue orders --json"),
     ("workers", "leasehold workers --queue orders"),
     ("events", "leasehold events --queue orders --limit 20\n  leasehold events --job 01J0Z3KQ9W4XH8Y5T2M6N7P8R0 --follow"),

@@ -22,6 +22,10 @@
 //! # }
 //! ```
 
+// `unsafe` lives in one module, `process::supervisor` (fork, signals, the
+// step monitor), which allows it for itself
+#![deny(unsafe_code)]
+
 pub mod answers;
 pub mod client;
 pub mod config;

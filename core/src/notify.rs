@@ -263,9 +263,9 @@ impl Notify {
             }
             Err(_) => {
                 #[cfg(unix)]
-                if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-                    // SAFETY: kill(2) on the group this function started
-                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                if let Some(pid) = pid {
+                    // the group this function started (the command leads it)
+                    crate::process::signal_process_group(pid, libc::SIGKILL);
                 }
                 warn!(event = event.as_str(), program = %program, timeout = ?self.timeout,
                     "the notice command ran past its timeout: killed");

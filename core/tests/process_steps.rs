@@ -13,7 +13,9 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use leasehold_core::process::{read_records, CutWhy, DeclaredPipeline, ProcessRecord, ProcessStep};
+use leasehold_core::process::{
+    read_records, CutWhy, DeclaredPipeline, ProcessRecord, ProcessStep, StepOutcome,
+};
 use leasehold_core::{JobId, JobState, PipelineOptions, Queue, QueueConfig, RetryPolicy, Worker};
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde_json::{json, Value};
@@ -294,7 +296,7 @@ while True:
     assert_eq!(cut.why, CutWhy::Cancel, "{rec:?}");
     assert!(cut.reason.contains("operator said stop"), "{rec:?}");
     assert!(!cut.killed, "{rec:?}");
-    assert_eq!(rec.outcome, "cut_off");
+    assert_eq!(rec.outcome, StepOutcome::CutOff);
     // the worker saw the cancel on a renewal (every 100 ms) and signalled at once
     assert!(
         cut.at >= cancel_at - 5,
@@ -596,7 +598,7 @@ sys.stderr.write("warning: something\n")
         async move {
             read_records(&q, id.as_str()).await.is_ok_and(|r| {
                 r.iter()
-                    .any(|r| r.progress == Some(40.0) && r.outcome == "running")
+                    .any(|r| r.progress == Some(40.0) && r.outcome == StepOutcome::Running)
             })
         }
     })
@@ -1225,7 +1227,7 @@ async fn the_reported_pid_is_the_programs_and_kill_reaches_it() {
         r.stdout_tail.contains("hello from the script") && r.progress.is_some()
     })
     .await;
-    assert_eq!(running.outcome, "running");
+    assert_eq!(running.outcome, StepOutcome::Running);
     assert_eq!(running.pid, Some(pid));
     assert_eq!(running.pgid, Some(pid));
     assert_eq!(running.progress, Some(46.0));
@@ -1324,7 +1326,7 @@ async fn a_killed_workers_step_keeps_its_tail_and_says_when_the_worker_was_lost(
     .await;
     let job = q.job(&id).await.unwrap().unwrap();
     let r = record(&q, &id, 1, "run").await;
-    assert_eq!(r.outcome, "running");
+    assert_eq!(r.outcome, StepOutcome::Running);
     assert!(r.stdout_tail.contains("last words before the end"), "{r:?}");
     assert_eq!(r.worker_lost_at(&job), job.stale_at);
     assert!(job.stale_at.is_some());
@@ -1378,7 +1380,7 @@ async fn a_step_ending_while_redis_is_out_of_reach_keeps_its_record() {
     let job = ended(&q, &id).await;
     assert_eq!(job.state, JobState::Succeeded);
     let r = record(&q, &id, 1, "run").await;
-    assert_eq!(r.outcome, "succeeded");
+    assert_eq!(r.outcome, StepOutcome::Succeeded);
     assert!(
         r.stdout_tail
             .contains("the last line before Redis came back"),

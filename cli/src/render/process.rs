@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use leasehold_core::process::ProcessRecord;
+use leasehold_core::process::{ProcessRecord, StepOutcome};
 use leasehold_core::Job;
 
 use crate::time::{human, stamp};
@@ -15,14 +15,14 @@ const TAIL_LINES: usize = 20;
 
 /// How a process step's child ended (or that its worker was lost), in words.
 pub(crate) fn ending(r: &ProcessRecord, job: &Job) -> String {
-    match (r.outcome.as_str(), r.exit_code, r.signal) {
-        ("running", _, _) => match r.worker_lost_at(job) {
+    match (r.outcome, r.exit_code, r.signal) {
+        (StepOutcome::Running, _, _) => match r.worker_lost_at(job) {
             Some(at) => format!("worker lost at {}", stamp(at)),
             None => "running".to_owned(),
         },
         (outcome, Some(code), _) => format!("exited with code {code} ({outcome})"),
         (outcome, None, Some(signal)) => format!("killed by signal {signal} ({outcome})"),
-        (outcome, None, None) => outcome.to_owned(),
+        (outcome, None, None) => outcome.as_str().to_owned(),
     }
 }
 

@@ -54,6 +54,8 @@ mod step;
 #[cfg(unix)]
 mod supervisor;
 #[cfg(unix)]
+pub(crate) use self::supervisor::signal_process_group;
+#[cfg(unix)]
 mod work_dirs;
 
 #[cfg(unix)]
@@ -67,7 +69,7 @@ pub use self::exit_codes::{
 };
 #[cfg(unix)]
 pub use self::logs::PROGRESS_PREFIX;
-pub use self::record::{read as read_records, CutOff, CutWhy, ProcessRecord};
+pub use self::record::{read as read_records, CutOff, CutWhy, ProcessRecord, StepOutcome};
 #[cfg(unix)]
 pub use self::step::{ProcessStep, DEFAULT_GRACE, DEFAULT_TAIL_BYTES};
 #[cfg(unix)]

@@ -80,8 +80,8 @@ pub struct ProcessRecord {
     /// The signal that ended it, when one did.
     #[serde(default)]
     pub signal: Option<i32>,
-    /// `succeeded`, `retryable`, `permanent` or `cut_off`; `running` for a progress report.
-    pub outcome: String,
+    /// How the step ended; [`StepOutcome::Running`] for a progress report.
+    pub outcome: StepOutcome,
     /// Why and when the worker cut it off, if it did.
     #[serde(default)]
     pub cut_off: Option<CutOff>,
@@ -100,6 +100,45 @@ pub struct ProcessRecord {
     /// Bytes written to stderr in all.
     #[serde(default)]
     pub stderr_bytes: u64,
+}
+
+/// How a process step ended, as its record says (`outcome` in the JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepOutcome {
+    /// Still running: the record is a progress report.
+    Running,
+    /// Exited 0 and its output (if any) was read.
+    Succeeded,
+    /// Failed in a way a new attempt may fix.
+    Retryable,
+    /// Failed in a way a new attempt will not fix.
+    Permanent,
+    /// The worker cut it off (cancel, timeout, lost lease, shutdown).
+    CutOff,
+    /// A word this version does not know (a newer worker wrote it).
+    #[serde(other)]
+    Unknown,
+}
+
+impl StepOutcome {
+    /// The word stored in the record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepOutcome::Running => "running",
+            StepOutcome::Succeeded => "succeeded",
+            StepOutcome::Retryable => "retryable",
+            StepOutcome::Permanent => "permanent",
+            StepOutcome::CutOff => "cut_off",
+            StepOutcome::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for StepOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl ProcessRecord {

@@ -106,7 +106,7 @@ pub(super) async fn report_progress(
             ended_at: None,
             exit_code: None,
             signal: None,
-            outcome: "running".to_owned(),
+            outcome: super::record::StepOutcome::Running,
             cut_off: None,
             progress: now.progress,
             stdout_tail: now.stdout_tail,

@@ -10,7 +10,7 @@ use tracing::{info, warn};
 
 use super::exit_codes::ExitCodes;
 use super::logs::{pump, Captured, Sink, Stream};
-use super::record::{CutOff, CutWhy, ProcessRecord};
+use super::record::{CutOff, CutWhy, ProcessRecord, StepOutcome};
 use super::report::{finish_readers, progress_labels, read_output, report_progress, save_final};
 use super::supervisor::{Deadline, Link, Supervised};
 use super::work_dirs::WorkDir;
@@ -380,7 +380,7 @@ impl ProcessStep {
             ended_at: Some(ended_at),
             exit_code: ended.status.code(),
             signal: std::os::unix::process::ExitStatusExt::signal(&ended.status),
-            outcome: String::new(),
+            outcome: StepOutcome::Running,
             cut_off: ended.cut.clone(),
             progress: kept.progress,
             stdout_tail: kept.stdout_tail,
@@ -390,12 +390,11 @@ impl ProcessStep {
         };
         let result = self.outcome(&ended, &record, &output_path);
         record.outcome = match (&ended.cut, &result) {
-            (Some(_), _) => "cut_off",
-            (None, Ok(_)) => "succeeded",
-            (None, Err(e)) if e.retryable => "retryable",
-            (None, Err(_)) => "permanent",
-        }
-        .to_owned();
+            (Some(_), _) => StepOutcome::CutOff,
+            (None, Ok(_)) => StepOutcome::Succeeded,
+            (None, Err(e)) if e.retryable => StepOutcome::Retryable,
+            (None, Err(_)) => StepOutcome::Permanent,
+        };
         info!(
             job = %job,
             step,

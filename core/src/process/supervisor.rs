@@ -25,6 +25,9 @@
 
 // the link and its frames exist on Linux only (elsewhere there is no monitor)
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+// the one module of the crate with `unsafe` (fork, signals, the monitor's
+// system calls): the crate denies it everywhere else
+#![allow(unsafe_code)]
 
 use std::io;
 #[cfg(target_os = "linux")]
@@ -196,6 +199,11 @@ unsafe fn fork_monitor(
 ) -> io::Result<()> {
     // no parent-death signal for the monitor: it watches its parent instead
     // (below), and a signal would kill it before it could kill the group
+    // the monitor's pid, taken before the fork: the program compares its
+    // parent with it, so a monitor that died first is caught (after the
+    // fork, getppid would name whoever adopted the program instead)
+    // SAFETY: getpid is async-signal-safe.
+    let monitor = unsafe { libc::getpid() };
     // SAFETY: fork in a child between fork and exec, async-signal-safe.
     let program = unsafe { libc::fork() };
     if program == -1 {
@@ -205,17 +213,15 @@ unsafe fn fork_monitor(
         // the program's process: a group of its own (the monitor stays out of
         // the way of the signals aimed at it), dies with its monitor, then
         // goes on to exec (the link is close-on-exec)
-        // SAFETY: setpgid and getppid are async-signal-safe.
+        // SAFETY: setpgid is async-signal-safe.
         if unsafe { libc::setpgid(0, 0) } == -1 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: as above.
-        let monitor = unsafe { libc::getppid() };
         return set_parent_death_signal(monitor);
     }
     // the monitor
-    // SAFETY: signal, setpgid, dup2, close, syscall(close_range), waitpid,
-    // getppid, poll, read, write, kill, clock_gettime and _exit are
+    // SAFETY: signal, setpgid, dup2, close, syscall(close_range), getrlimit,
+    // waitpid, getppid, poll, read, write, kill, clock_gettime and _exit are
     // async-signal-safe; nothing allocates.
     unsafe {
         // a signal meant for the program that reached the monitor anyway
@@ -243,8 +249,18 @@ unsafe fn fork_monitor(
             0 as libc::c_uint,
         ) != 0
         {
-            // kernels before 5.9: one by one
-            for fd in 3..65_536 {
+            // kernels before 5.9: one by one, up to the descriptor limit
+            // (capped: an unlimited RLIMIT_NOFILE would take minutes)
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            let top = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                limit.rlim_cur.min(1 << 20) as libc::c_int
+            } else {
+                65_536
+            };
+            for fd in 3..top {
                 libc::close(fd);
             }
         }
@@ -457,6 +473,21 @@ impl Supervised {
         let status = self.child.wait().await?;
         self.reaped = true;
         Ok(status)
+    }
+}
+
+/// Sends `signal` to process group `pgid` (a group the caller started);
+/// a group that is gone is not an error.
+pub(crate) fn signal_process_group(pgid: u32, signal: libc::c_int) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) with a negative pid signals a process group.
+    unsafe {
+        libc::kill(-pgid, signal);
     }
 }
 
