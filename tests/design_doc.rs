@@ -5,9 +5,9 @@
 //! allowed and forbidden moves, and the moves the prose calls forbidden, are
 //! checked against the same table.
 
+use leasehold::queue::JobState;
 use leasehold::transitions::Kind;
 use leasehold::transitions::TRANSITIONS;
-use leasehold::queue::JobState;
 
 /// The design document, read at compile time.
 const DESIGN: &str = include_str!("../docs/design.md");
@@ -162,7 +162,11 @@ fn rendered_moves() -> String {
     for from in JobState::ALL {
         out.push_str(&format!("| {from} |"));
         for to in JobState::ALL {
-            let kind = if from == to { "·" } else { pair_kind(from, to) };
+            let kind = if from == to {
+                "·"
+            } else {
+                pair_kind(from, to)
+            };
             out.push_str(&format!(" {kind} |"));
         }
         out.push('\n');
@@ -192,7 +196,10 @@ fn prose_forbidden() -> Vec<(String, String)> {
 fn design_doc_lists_the_moves_of_the_table() {
     let expected = rendered_moves();
     let start = DESIGN.find(MOVES_BEGIN).expect("the moves:begin marker");
-    let end = DESIGN[start..].find(MOVES_END).expect("the moves:end marker") + start;
+    let end = DESIGN[start..]
+        .find(MOVES_END)
+        .expect("the moves:end marker")
+        + start;
     let block = &DESIGN[start..end + MOVES_END.len()];
     assert_eq!(
         block, expected,
@@ -200,7 +207,10 @@ fn design_doc_lists_the_moves_of_the_table() {
          replace the block between the markers with:\n\n{expected}\n"
     );
     let named = prose_forbidden();
-    assert!(named.len() >= 3, "the prose names forbidden moves: {named:?}");
+    assert!(
+        named.len() >= 3,
+        "the prose names forbidden moves: {named:?}"
+    );
     for (from, to) in &named {
         let state = |s: &str| {
             JobState::ALL
@@ -215,5 +225,8 @@ fn design_doc_lists_the_moves_of_the_table() {
         );
     }
     // the prose says RUNNING→QUEUED happens, as a new attempt only
-    assert_eq!(pair_kind(JobState::Running, JobState::Queued), "new attempt");
+    assert_eq!(
+        pair_kind(JobState::Running, JobState::Queued),
+        "new attempt"
+    );
 }
