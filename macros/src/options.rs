@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use proc_macro2::Span;
 use syn::punctuated::Punctuated;
+use leasehold_syntax::setting::{
+    self, CountSetting, DurationSetting, NumberSetting, SettingError, WordSetting,
+};
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Meta, Token};
 
 use crate::errors::Errors;
@@ -54,33 +57,28 @@ impl Setting {
         Ok((duration, lit.span()))
     }
 
-    /// A boolean, `true` or `false`.
-    pub(crate) fn boolean(&self, example: &str) -> syn::Result<bool> {
-        match self.value(example)? {
-            Expr::Lit(ExprLit {
-                lit: Lit::Bool(b), ..
-            }) => Ok(b.value),
-            other => Err(syn::Error::new_spanned(
-                other,
-                format!(
-                    "expected `true` or `false`, like `{} = {example}`",
-                    self.key
-                ),
-            )),
-        }
+    /// A duration setting, checked by its one definition (bounds and words
+    /// shared with the pipelines file and the command line).
+    pub(crate) fn duration_of(&self, def: &DurationSetting) -> syn::Result<Duration> {
+        let lit = self.string_of("a duration string", "\"30s\"")?;
+        def.parse(&lit.value()).map_err(|e| refusal(lit.span(), e))
     }
 
-    /// A positive integer.
-    pub(crate) fn count(&self, example: &str) -> syn::Result<u32> {
+    /// A word setting (`"hold"`), checked by its one definition; the word as
+    /// the definition spells it.
+    pub(crate) fn word_of(&self, def: &WordSetting) -> syn::Result<&'static str> {
+        let example = format!("{:?}", def.words.first().copied().unwrap_or_default());
+        let lit = self.string(&example)?;
+        def.parse(&lit.value()).map_err(|e| refusal(lit.span(), e))
+    }
+
+    /// A whole-number setting, checked by its one definition.
+    pub(crate) fn count_of(&self, def: &CountSetting, example: &str) -> syn::Result<u32> {
         match self.value(example)? {
             Expr::Lit(ExprLit {
                 lit: Lit::Int(int), ..
-            }) => match int.base10_parse::<u32>() {
-                Ok(0) => Err(syn::Error::new(
-                    int.span(),
-                    format!("`{}` must be at least 1", self.key),
-                )),
-                Ok(n) => Ok(n),
+            }) => match int.base10_parse::<u64>() {
+                Ok(n) => def.check(n).map_err(|e| refusal(int.span(), e)),
                 Err(_) => Err(syn::Error::new(
                     int.span(),
                     format!("`{}` must fit in a u32", self.key),
@@ -93,12 +91,8 @@ impl Setting {
         }
     }
 
-    /// A number in `range`.
-    pub(crate) fn number(
-        &self,
-        example: &str,
-        range: std::ops::RangeInclusive<f64>,
-    ) -> syn::Result<f64> {
+    /// A number setting, checked by its one definition.
+    pub(crate) fn number_of(&self, def: &NumberSetting, example: &str) -> syn::Result<f64> {
         let value = self.value(example)?;
         let parsed = match value {
             Expr::Lit(ExprLit {
@@ -110,23 +104,28 @@ impl Setting {
             _ => None,
         };
         match parsed {
-            Some(n) if n.is_finite() && range.contains(&n) => Ok(n),
-            Some(_) => Err(syn::Error::new_spanned(
-                value,
-                format!(
-                    "`{}` must be between {} and {}",
-                    self.key,
-                    range.start(),
-                    if range.end().is_finite() {
-                        range.end().to_string()
-                    } else {
-                        "any larger number".into()
-                    }
-                ),
-            )),
+            Some(n) => def
+                .check(n)
+                .map_err(|e| syn::Error::new_spanned(value, e.message)),
             None => Err(syn::Error::new_spanned(
                 value,
                 format!("expected a number, like `{} = {example}`", self.key),
+            )),
+        }
+    }
+
+    /// A boolean, `true` or `false`.
+    pub(crate) fn boolean(&self, example: &str) -> syn::Result<bool> {
+        match self.value(example)? {
+            Expr::Lit(ExprLit {
+                lit: Lit::Bool(b), ..
+            }) => Ok(b.value),
+            other => Err(syn::Error::new_spanned(
+                other,
+                format!(
+                    "expected `true` or `false`, like `{} = {example}`",
+                    self.key
+                ),
             )),
         }
     }
@@ -146,8 +145,23 @@ impl Setting {
     }
 }
 
+/// A setting's refusal, at `span`.
+fn refusal(span: Span, e: SettingError) -> syn::Error {
+    syn::Error::new(span, e.message)
+}
+
+/// The current name of `key`, when it is an old name (an alias) of a setting.
+pub(crate) fn current_name(key: &str) -> &str {
+    [setting::STALE_LOCK.key, setting::INITIAL_BACKOFF.key]
+        .into_iter()
+        .find(|k| k.aliases.contains(&key))
+        .map_or(key, |k| k.name)
+}
+
 /// Sorts `settings` into known keys, reporting unknown keys (with the list of
-/// known ones and a suggestion) and keys given twice.
+/// known ones and a suggestion) and keys given twice (an old name and its
+/// current one are the same key). `known` lists the current names; the old
+/// names of a known setting are read too.
 pub(crate) fn known(
     settings: Vec<Meta>,
     known: &[&str],
@@ -164,7 +178,8 @@ pub(crate) fn known(
             );
             continue;
         };
-        let name = key.to_string();
+        let written = key.to_string();
+        let name = current_name(&written).to_owned();
         if !known.contains(&name.as_str()) {
             let hint = match suggest(&name, known) {
                 Some(close) => format!("did you mean `{close}`? "),
@@ -180,7 +195,12 @@ pub(crate) fn known(
             continue;
         }
         if seen.insert(name.clone(), key.span()).is_some() {
-            errors.at(key.span(), format!("duplicate {what} `{name}`"));
+            let also = if written == name {
+                String::new()
+            } else {
+                format!(" (`{written}` is its old name)")
+            };
+            errors.at(key.span(), format!("duplicate {what} `{name}`{also}"));
             continue;
         }
         out.push(Setting { key, meta });
@@ -212,7 +232,7 @@ pub(crate) struct Retry {
 /// The keys of a retry policy.
 pub(crate) const RETRY_KEYS: &[&str] = &[
     "max_attempts",
-    "backoff",
+    "initial_backoff",
     "max_backoff",
     "multiplier",
     "jitter",
@@ -221,12 +241,20 @@ pub(crate) const RETRY_KEYS: &[&str] = &[
 impl Retry {
     /// Reads one retry key; returns false if `setting` is not one.
     pub(crate) fn read(&mut self, setting: &Setting, errors: &mut Errors) -> bool {
-        match setting.key.to_string().as_str() {
-            "max_attempts" => self.max_attempts = errors.ok(setting.count("3")),
-            "backoff" => self.backoff = errors.ok(setting.duration()).map(|(d, _)| d),
-            "max_backoff" => self.max_backoff = errors.ok(setting.duration()).map(|(d, _)| d),
-            "multiplier" => self.multiplier = errors.ok(setting.number("2.0", 1.0..=f64::INFINITY)),
-            "jitter" => self.jitter = errors.ok(setting.number("0.2", 0.0..=1.0)),
+        match current_name(&setting.key.to_string()) {
+            "max_attempts" => {
+                self.max_attempts = errors.ok(setting.count_of(&setting::MAX_ATTEMPTS, "3"))
+            }
+            "initial_backoff" => {
+                self.backoff = errors.ok(setting.duration_of(&setting::INITIAL_BACKOFF))
+            }
+            "max_backoff" => {
+                self.max_backoff = errors.ok(setting.duration_of(&setting::MAX_BACKOFF))
+            }
+            "multiplier" => {
+                self.multiplier = errors.ok(setting.number_of(&setting::MULTIPLIER, "2.0"))
+            }
+            "jitter" => self.jitter = errors.ok(setting.number_of(&setting::JITTER, "0.2")),
             _ => return false,
         }
         true
