@@ -21,6 +21,8 @@ mod notify;
 mod options;
 mod parse;
 mod schedule;
+#[cfg(test)]
+mod settings_walk;
 mod template;
 mod valid;
 
