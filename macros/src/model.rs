@@ -13,10 +13,10 @@ use syn::{Attribute, Ident, ItemImpl, LitStr, ReturnType, Signature, Type};
 use crate::case::{pascal_case, snake_case};
 use crate::errors::Errors;
 use crate::options::{self, Retry, Setting, RETRY_KEYS};
-use leasehold_syntax::setting;
 use crate::parse::{Marked, MarkerKind, Parsed, Settings};
 use crate::template::Template;
 use crate::valid;
+use leasehold_syntax::setting;
 
 /// A pipeline, as far as it could be understood.
 pub(crate) struct Model {

@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use proc_macro2::Span;
-use syn::punctuated::Punctuated;
 use leasehold_syntax::setting::{
     self, CountSetting, DurationSetting, NumberSetting, SettingError, WordSetting,
 };
+use proc_macro2::Span;
+use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Meta, Token};
 
 use crate::errors::Errors;

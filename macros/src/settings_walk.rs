@@ -31,7 +31,10 @@ fn written(e: &Example) -> (String, String) {
 /// What the macro says of `e`: its error messages, in order.
 fn said(e: &Example) -> Vec<String> {
     let (args, item) = written(e);
-    let tokens = |s: &str| s.parse::<TokenStream>().expect("the test writes valid tokens");
+    let tokens = |s: &str| {
+        s.parse::<TokenStream>()
+            .expect("the test writes valid tokens")
+    };
     let mut errors = Errors::default();
     let settings = parse::settings(tokens(&args), &mut errors);
     let item = parse::item(tokens(&item)).expect("an impl block");
