@@ -997,4 +997,6 @@ mod dry_run;
 mod programs;
 
 #[cfg(test)]
+mod settings_walk;
+#[cfg(test)]
 mod tests;
