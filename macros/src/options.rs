@@ -150,10 +150,13 @@ fn refusal(span: Span, e: SettingError) -> syn::Error {
     syn::Error::new(span, e.message)
 }
 
+/// The settings that have old names.
+const ALIASED: [setting::Key; 2] = [setting::STALE_LOCK.key, setting::INITIAL_BACKOFF.key];
+
 /// The current name of `key`, when it is an old name (an alias) of a setting.
 pub(crate) fn current_name(key: &str) -> &str {
-    [setting::STALE_LOCK.key, setting::INITIAL_BACKOFF.key]
-        .into_iter()
+    ALIASED
+        .iter()
         .find(|k| k.aliases.contains(&key))
         .map_or(key, |k| k.name)
 }
@@ -181,7 +184,15 @@ pub(crate) fn known(
         let written = key.to_string();
         let name = current_name(&written).to_owned();
         if !known.contains(&name.as_str()) {
-            let hint = match suggest(&name, known) {
+            // an old name counts as its new one, so `backof` still finds `backoff`
+            let mut names: Vec<&str> = known.to_vec();
+            names.extend(
+                ALIASED
+                    .iter()
+                    .filter(|k| known.contains(&k.name))
+                    .flat_map(|k| k.aliases.iter().copied()),
+            );
+            let hint = match suggest(&name, &names).map(current_name) {
                 Some(close) => format!("did you mean `{close}`? "),
                 None => String::new(),
             };
