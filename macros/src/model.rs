@@ -263,6 +263,7 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
             _ => unreachable!("every known option is handled"),
         }
     }
+    model.retry.check(errors);
     model.queue = queue.unwrap_or_else(|| model.name.clone());
     valid::check_flow_needs(
         resource_limit_at.filter(|_| model.resource.is_none()),
@@ -298,6 +299,7 @@ fn build_step(marked: Marked, index: usize, model: &mut Model, errors: &mut Erro
                 for setting in options::known(nested, RETRY_KEYS, "retry setting", errors) {
                     policy.read(&setting, errors);
                 }
+                policy.check(errors);
                 retry = Some(policy);
             }
             _ => unreachable!("every known step option is handled"),

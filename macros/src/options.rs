@@ -114,6 +114,14 @@ impl Setting {
         }
     }
 
+    /// The span of the value of `key = value`.
+    pub(crate) fn literal_span(&self) -> Option<Span> {
+        match &self.meta {
+            Meta::NameValue(nv) => Some(syn::spanned::Spanned::span(&nv.value)),
+            _ => None,
+        }
+    }
+
     /// A boolean, `true` or `false`.
     pub(crate) fn boolean(&self, example: &str) -> syn::Result<bool> {
         match self.value(example)? {
@@ -235,6 +243,9 @@ fn suggest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
 pub(crate) struct Retry {
     pub max_attempts: Option<u32>,
     pub backoff: Option<Duration>,
+    /// Where `initial_backoff` was written (to blame it when it is longer
+    /// than the `max_backoff` beside it).
+    pub backoff_at: Option<Span>,
     pub max_backoff: Option<Duration>,
     pub multiplier: Option<f64>,
     pub jitter: Option<f64>,
@@ -257,7 +268,8 @@ impl Retry {
                 self.max_attempts = errors.ok(setting.count_of(&setting::MAX_ATTEMPTS, "3"))
             }
             "initial_backoff" => {
-                self.backoff = errors.ok(setting.duration_of(&setting::INITIAL_BACKOFF))
+                self.backoff = errors.ok(setting.duration_of(&setting::INITIAL_BACKOFF));
+                self.backoff_at = setting.literal_span();
             }
             "max_backoff" => {
                 self.max_backoff = errors.ok(setting.duration_of(&setting::MAX_BACKOFF))
@@ -271,11 +283,22 @@ impl Retry {
         true
     }
 
+    /// Checks the backoffs written side by side in this policy (before it is
+    /// merged with another).
+    pub(crate) fn check(&self, errors: &mut Errors) {
+        if let (Some(i), Some(m), Some(at)) = (self.backoff, self.max_backoff, self.backoff_at) {
+            if let Err(e) = setting::check_backoffs(i, m) {
+                errors.at(at, e.message);
+            }
+        }
+    }
+
     /// This policy, with unset fields taken from `base`.
     pub(crate) fn or(self, base: Retry) -> Retry {
         Retry {
             max_attempts: self.max_attempts.or(base.max_attempts),
             backoff: self.backoff.or(base.backoff),
+            backoff_at: self.backoff_at.or(base.backoff_at),
             max_backoff: self.max_backoff.or(base.max_backoff),
             multiplier: self.multiplier.or(base.multiplier),
             jitter: self.jitter.or(base.jitter),

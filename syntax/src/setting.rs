@@ -322,6 +322,19 @@ pub const SCHEDULE_GRACE: DurationSetting = DurationSetting {
     max: WEEK,
 };
 
+/// Checks the backoffs written side by side in one retry policy: the first
+/// wait may not be longer than the longest.
+pub fn check_backoffs(initial: Duration, max: Duration) -> Result<(), SettingError> {
+    if initial <= max {
+        return Ok(());
+    }
+    Err(INITIAL_BACKOFF.key.refuse(format!(
+        "initial_backoff ({}) is longer than max_backoff ({})",
+        shown(initial),
+        shown(max)
+    )))
+}
+
 /// A duration as the messages write it: its largest whole unit (`1s`, `1d`,
 /// `90m`, `250ms`).
 pub fn shown(d: Duration) -> String {

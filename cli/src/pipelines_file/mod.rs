@@ -194,11 +194,6 @@ impl fmt::Display for FileErrors {
     }
 }
 
-/// A duration as the messages write it.
-fn shown(d: Duration) -> String {
-    crate::time::human_duration(d)
-}
-
 /// A parser's message in the file's own words: settings, not fields.
 fn plain(message: &str) -> String {
     let message = message.trim_end();
@@ -320,15 +315,8 @@ impl Reader<'_> {
             policy = policy.max_backoff(v);
         }
         if let (Some((span, i)), Some(m)) = (initial, max) {
-            if i > m {
-                self.report(
-                    span.span(),
-                    format!(
-                        "initial_backoff ({}) is longer than max_backoff ({})",
-                        shown(i),
-                        shown(m)
-                    ),
-                );
+            if let Err(e) = setting::check_backoffs(i, m) {
+                self.report(span.span(), e.message);
             }
         }
         if let Some(m) = &r.multiplier {
