@@ -48,15 +48,6 @@ impl Setting {
         }
     }
 
-    /// A duration string, like `"30s"`.
-    pub(crate) fn duration(&self) -> syn::Result<(Duration, Span)> {
-        let lit = self.string_of("a duration string", "\"30s\"")?;
-        let duration = leasehold_syntax::parse_duration(&lit.value()).map_err(|why| {
-            syn::Error::new(lit.span(), format!("bad duration {:?}: {why}", lit.value()))
-        })?;
-        Ok((duration, lit.span()))
-    }
-
     /// A duration setting, checked by its one definition (bounds and words
     /// shared with the pipelines file and the command line).
     pub(crate) fn duration_of(&self, def: &DurationSetting) -> syn::Result<Duration> {

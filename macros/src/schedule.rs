@@ -95,15 +95,7 @@ pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDec
                     .ok(s.string("\"30 2 * * *\""))
                     .and_then(|l| errors.ok(check_cron(&l)))
             }
-            "every" => {
-                if let Some((every, span)) = errors.ok(s.duration()) {
-                    if every < Duration::from_secs(1) {
-                        errors.at(span, "`every` must be at least 1s");
-                    } else {
-                        d.every = Some(every);
-                    }
-                }
-            }
+            "every" => d.every = errors.ok(s.duration_of(&setting::EVERY)),
             "zone" => d.zone = errors.ok(s.string("\"Europe/Berlin\"")).map(|l| l.value()),
             "start" => {
                 d.start = errors

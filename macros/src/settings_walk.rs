@@ -19,6 +19,8 @@ fn written(e: &Example) -> (String, String) {
     let (args, step) = match e.place {
         Place::Pipeline | Place::Retry | Place::Flow => (here, String::new()),
         Place::Step => (String::new(), format!("({here})")),
+        // every schedule has a cadence: `every = "1h"` unless that is the setting
+        Place::Schedule if e.key == "every" => (format!("schedule({here})"), String::new()),
         Place::Schedule => (format!("schedule(every = \"1h\", {here})"), String::new()),
     };
     let item = format!(

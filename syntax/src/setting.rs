@@ -315,6 +315,13 @@ pub const OVERLAP: WordSetting = WordSetting {
     words: &["allow", "skip", "wait"],
 };
 
+/// A schedule's `every`: its interval, at least 1 s (no upper bound).
+pub const EVERY: DurationSetting = DurationSetting {
+    key: key("every"),
+    min: SECOND,
+    max: Duration::MAX,
+};
+
 /// A schedule's `grace` for a late tick: zero to a week.
 pub const SCHEDULE_GRACE: DurationSetting = DurationSetting {
     key: key("grace"),
@@ -544,6 +551,13 @@ pub const EXAMPLES: &[Example] = &[
         "overlap is \"never\": expected \"allow\", \"skip\" or \"wait\"",
     ),
     ok("grace", Place::Schedule, "\"7d\""),
+    ok("every", Place::Schedule, "\"1s\""),
+    no(
+        "every",
+        Place::Schedule,
+        "\"500ms\"",
+        "every is 500ms: it must be at least 1s",
+    ),
     no(
         "grace",
         Place::Schedule,
@@ -588,6 +602,7 @@ mod tests {
     #[test]
     fn every_example_names_a_setting_and_agrees_with_it() {
         let durations = [
+            EVERY,
             LEASE_TTL,
             INITIAL_BACKOFF,
             MAX_BACKOFF,

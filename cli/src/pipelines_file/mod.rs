@@ -16,8 +16,7 @@ use leasehold_core::process::{
     arg_fields, render_arg, DeclaredPipeline, ExitCodes, ExitCodesError, ProcessStep,
 };
 use leasehold_core::{
-    parse_duration, CatchUp, FlowOptions, Overlap, PipelineOptions, Rate, RetryPolicy, Schedule,
-    StaleLock,
+    CatchUp, FlowOptions, Overlap, PipelineOptions, Rate, RetryPolicy, Schedule, StaleLock,
 };
 use leasehold_syntax::setting::{self, CountSetting, DurationSetting, SettingError};
 use serde::{Deserialize, Deserializer};
@@ -577,8 +576,7 @@ impl Reader<'_> {
                 self.keep(Schedule::cron(name, cron.get_ref()).map_err(at(cron.span())))
             }
             (None, Some(every)) => self.keep(
-                parse_duration(every.get_ref())
-                    .map_err(|e| self.error(every.span(), format!("every: {e}")))
+                self.duration(every, &setting::EVERY)
                     .and_then(|d| Schedule::every(name, d).map_err(at(every.span()))),
             ),
             _ => {

@@ -23,8 +23,14 @@ fn file(e: &Example) -> String {
         Place::Retry => format!("{head}retry = {{ {} }}\n{step}", here.join(", ")),
         Place::Flow => format!("{head}flow = {{ {} }}\n{step}", here.join(", ")),
         Place::Step => format!("{head}{step}{}\n", here.join("\n")),
+        // every schedule has a cadence: `every = "1h"` unless that is the setting
         Place::Schedule => format!(
-            "{head}[[pipeline.schedule]]\nname = \"h\"\nevery = \"1h\"\n{}\n{step}",
+            "{head}[[pipeline.schedule]]\nname = \"h\"\n{}{}\n{step}",
+            if e.key == "every" {
+                ""
+            } else {
+                "every = \"1h\"\n"
+            },
             here.join("\n")
         ),
     }
