@@ -2,7 +2,10 @@
 //! their steps as commands (process steps), read into the same
 //! [`DeclaredPipeline`]s (and so the same published spec) a program would
 //! build. The whole file is checked before anything runs; every error names
-//! its line and column.
+//! its line and column. Each setting is read with its one definition in
+//! `leasehold_syntax::setting` (the `#[pipeline]` macro's and `--lease-ttl`'s
+//! too), and its words into the core's own types (`StaleLock`, `CatchUp`,
+//! `Overlap`).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -88,8 +91,9 @@ struct PipelineDoc {
     resource: Option<Spanned<String>>,
     input_key: Option<Spanned<String>>,
     lease_ttl: Option<Spanned<String>>,
-    #[serde(alias = "on_stale")]
     stale_lock: Option<Spanned<Word<StaleLock>>>,
+    /// `stale_lock`'s old name, read until 0.3.
+    on_stale: Option<Spanned<Word<StaleLock>>>,
     retry: Option<Spanned<RetryDoc>>,
     flow: Option<Spanned<FlowDoc>>,
     input_schema: Option<Spanned<toml::Value>>,
@@ -116,8 +120,9 @@ struct NotifyDoc {
 #[serde(deny_unknown_fields)]
 struct RetryDoc {
     max_attempts: Option<Spanned<u64>>,
-    #[serde(alias = "backoff")]
     initial_backoff: Option<Spanned<String>>,
+    /// `initial_backoff`'s old name, read until 0.3.
+    backoff: Option<Spanned<String>>,
     max_backoff: Option<Spanned<String>>,
     multiplier: Option<Spanned<f64>>,
     jitter: Option<Spanned<f64>>,
@@ -277,6 +282,29 @@ impl Reader<'_> {
         )
     }
 
+    /// The setting written under its current name or its old one (both is
+    /// a mistake, reported at the old name).
+    fn either<'d, T>(
+        &self,
+        current: &'d Option<Spanned<T>>,
+        old: &'d Option<Spanned<T>>,
+        names: (&str, &str),
+    ) -> Option<&'d Spanned<T>> {
+        match (current, old) {
+            (Some(c), Some(o)) => {
+                self.report(
+                    o.span(),
+                    format!(
+                        "duplicate setting `{}` (`{}` is its old name)",
+                        names.0, names.1
+                    ),
+                );
+                Some(c)
+            }
+            (c, o) => c.as_ref().or(o.as_ref()),
+        }
+    }
+
     /// A word setting's value, or `None` with its refusal recorded.
     fn word<T: Copy>(&self, value: &Spanned<Word<T>>) -> Option<T> {
         match &value.get_ref().0 {
@@ -299,7 +327,12 @@ impl Reader<'_> {
         {
             policy = policy.max_attempts(n);
         }
-        let initial = r.initial_backoff.as_ref().and_then(|d| {
+        let initial_backoff = self.either(
+            &r.initial_backoff,
+            &r.backoff,
+            ("initial_backoff", "backoff"),
+        );
+        let initial = initial_backoff.and_then(|d| {
             self.keep(self.duration(d, &setting::INITIAL_BACKOFF))
                 .map(|v| (d, v))
         });
@@ -681,7 +714,10 @@ impl Reader<'_> {
                 options = options.lease_ttl(ttl);
             }
         }
-        if let Some(s) = p.stale_lock.as_ref().and_then(|s| self.word(s)) {
+        if let Some(s) = self
+            .either(&p.stale_lock, &p.on_stale, ("stale_lock", "on_stale"))
+            .and_then(|s| self.word(s))
+        {
             options = options.stale_lock(s);
         }
         if let Some(r) = &p.retry {
