@@ -599,6 +599,44 @@ mod tests {
         assert!(MAX_ATTEMPTS.check(u64::from(u32::MAX) + 1).is_err());
     }
 
+    /// Every setting defined here is walked, accepted and refused, under each
+    /// of its names; except `grace` of a process step (the file only: a Rust
+    /// step has no process to signal) and `resource_limit` (it needs a
+    /// `resource` outside its `flow` table; `check_mistakes` and the UI
+    /// tests cover it).
+    #[test]
+    fn every_setting_has_examples_on_both_sides() {
+        let keys = [
+            LEASE_TTL.key,
+            STALE_LOCK.key,
+            MAX_ATTEMPTS.key,
+            INITIAL_BACKOFF.key,
+            MAX_BACKOFF.key,
+            MULTIPLIER.key,
+            JITTER.key,
+            TIMEOUT.key,
+            MAX_RUNNING.key,
+            CATCH_UP.key,
+            CATCH_UP_MAX.key,
+            OVERLAP.key,
+            SCHEDULE_GRACE.key,
+            EVERY.key,
+        ];
+        for k in keys {
+            for name in std::iter::once(k.name).chain(k.aliases.iter().copied()) {
+                let of = |refused: bool| {
+                    EXAMPLES
+                        .iter()
+                        .any(|e| e.key == name && e.refused.is_some() == refused)
+                };
+                assert!(
+                    of(false) && of(true),
+                    "{name}: an accepted and a refused example"
+                );
+            }
+        }
+    }
+
     #[test]
     fn every_example_names_a_setting_and_agrees_with_it() {
         let durations = [
