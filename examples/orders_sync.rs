@@ -166,7 +166,7 @@ impl OrdersSync {
     input_key = "orders:{shop_id}:{day}:{hour}",
     lease_ttl = "10s",
     max_attempts = 3,
-    backoff = "200ms"
+    initial_backoff = "200ms"
 )]
 impl OrdersSync {
     /// FETCH: call the shop's API for the window (simulated: deterministic data and latency).
@@ -201,7 +201,7 @@ impl OrdersSync {
     }
 
     /// LOAD: replace the window's staging rows, fenced so a zombie attempt cannot overwrite a newer one.
-    #[step(retry(max_attempts = 3, backoff = "200ms"))]
+    #[step(retry(max_attempts = 3, initial_backoff = "200ms"))]
     async fn load(
         &self,
         ctx: &StepContext,

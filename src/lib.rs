@@ -136,7 +136,7 @@ pub mod prelude {
 ///
 /// struct Import;
 ///
-/// #[pipeline(max_attempts = 5, backoff = "2s")]
+/// #[pipeline(max_attempts = 5, initial_backoff = "2s")]
 /// impl Import {
 ///     #[step(timeout = "1m")]
 ///     async fn fetch(&self, _ctx: &StepContext, day: &String) -> Result<Vec<u32>, StepError> {

@@ -12,13 +12,17 @@ use crate::failure::{self, classify, Failure, Outcome};
 use crate::grammar::*;
 
 pub(crate) async fn run(cli: Cli) -> Outcome {
-    // a pipelines file is checked whole before anything connects
+    // a pipelines file is read and checked whole, once, before anything
+    // connects; the worker serves what was read here
+    #[cfg(unix)]
+    let mut declared = None;
     #[cfg(unix)]
     if let Command::Worker(args) = &cli.command {
-        let described = commands::worker::describe(args)?;
+        let pipelines = commands::worker::load(args)?;
         if args.check {
-            return commands::out(&described);
+            return commands::out(&commands::worker::describe(args, &pipelines));
         }
+        declared = Some(pipelines);
     }
     let url = cli
         .redis_url
@@ -66,6 +70,11 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
         json: cli.json,
         by,
     };
+    // the worker serves the pipelines read above
+    #[cfg(unix)]
+    if let (Command::Worker(args), Some(pipelines)) = (&cli.command, declared) {
+        return commands::worker::run(&ctx, args, pipelines).await;
+    }
     dispatch(&ctx, cli.command).await
 }
 
@@ -216,7 +225,11 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Outcome {
         },
         Command::Dashboard(args) => dashboard::run(ctx, args).await,
         #[cfg(unix)]
-        Command::Worker(args) => commands::worker::run(ctx, args).await,
+        // `run` reads the file before it connects and serves it from there
+        Command::Worker(args) => {
+            let pipelines = commands::worker::load(&args)?;
+            commands::worker::run(ctx, &args, pipelines).await
+        }
         Command::Completions { shell } => commands::docs::completions(shell),
         Command::Man { dir } => commands::docs::man(dir.as_deref()),
     }

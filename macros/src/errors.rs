@@ -44,6 +44,15 @@ impl Errors {
         self.0.is_none()
     }
 
+    /// Every message, in order (for the crate's tests).
+    #[cfg(test)]
+    pub(crate) fn messages(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .flat_map(|e| e.clone().into_iter().map(|e| e.to_string()))
+            .collect()
+    }
+
     /// A `compile_error!` per error.
     pub(crate) fn to_compile_errors(&self) -> TokenStream {
         self.0

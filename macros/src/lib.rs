@@ -21,6 +21,8 @@ mod notify;
 mod options;
 mod parse;
 mod schedule;
+#[cfg(test)]
+mod settings_walk;
 mod template;
 mod valid;
 
@@ -68,8 +70,8 @@ mod valid;
 ///     input_key = "orders:{shop_id}:{hour}",
 ///     lease_ttl = "30s",
 ///     max_attempts = 5,
-///     backoff = "2s",
-///     on_stale = "release",
+///     initial_backoff = "2s",
+///     stale_lock = "release",
 /// )]
 /// impl OrdersSync {
 ///     /// Reads the window's orders.
@@ -117,19 +119,24 @@ mod valid;
 /// `"1m30s"`, `"1h"`, `"2d"` (24 hours), `"PT5M"`; months, years, negative
 /// and sub-millisecond durations are compile errors.
 ///
+/// Every setting below is defined once in `leasehold_syntax::setting` (its
+/// name, words, bounds and refusal), which the pipelines file and the
+/// command line read with too: a value is accepted or refused alike, in the
+/// same words, wherever it is written.
+///
 /// | option | value | default | meaning |
 /// |---|---|---|---|
 /// | `name` | string | the type name in `snake_case` | the pipeline's name, recorded on its jobs |
 /// | `queue` | string | the name | the queue its jobs go to |
 /// | `resource` | template | none | the resource the job locks, e.g. `"shop:{shop_id}"` |
 /// | `input_key` | template | none | the idempotency key, e.g. `"orders:{shop_id}:{hour}"` |
-/// | `lease_ttl` | duration | the worker's | lease time-to-live |
+/// | `lease_ttl` | duration, 1 s to 1 day | the worker's | lease time-to-live |
 /// | `max_attempts` | integer ≥ 1 | `3` | attempts in all, counting the first |
-/// | `backoff` | duration | `"1s"` | wait before the second attempt |
-/// | `max_backoff` | duration | `"5m"` | upper bound of the wait |
+/// | `initial_backoff` | duration, at most 7 days | `"1s"` | wait before the second attempt (old name: `backoff`, read until 0.3) |
+/// | `max_backoff` | duration, at most 7 days | `"5m"` | upper bound of the wait |
 /// | `multiplier` | number ≥ 1 | `2.0` | growth of the wait per attempt |
 /// | `jitter` | number in 0..=1 | `0.2` | random spread of the wait (± this fraction) |
-/// | `on_stale` | `"hold"` or `"release"` | `"hold"` | whether a STALE job keeps its resource lock |
+/// | `stale_lock` | `"hold"` or `"release"` | `"hold"` | whether a STALE job keeps its resource lock (old name: `on_stale`, read until 0.3) |
 /// | `schedule(...)` | see below | none | ticks that each enqueue one job for a time window |
 /// | `notify(run = [...], on = [...], timeout = "30s")` | a command (argv), events among `"job_failed"`, `"job_stale"`, `"schedule_failing"` (default: all), a duration | none | a notice hook: the command runs with the event's JSON on stdin, once per event across replicas (`leasehold::notify`) |
 /// | `input_schema` | `true` or `false` | `true` | publish the input's JSON Schema, which the CLI and HTTP enqueue check every input against |
@@ -156,8 +163,8 @@ mod valid;
 /// use when it has another type); the static `input` (a JSON object) fills the rest.
 /// Settings: `name` (default: the pipeline's name), `cron` or `every`, `zone`
 /// (IANA, default UTC), `start` / `end` (RFC 3339), `catch_up` (`"all"`,
-/// `"latest"` (default), `"none"`), `catch_up_max` (with `"all"`), `overlap`
-/// (`"allow"` (default), `"skip"`, `"wait"`), `grace` (default `"60s"`),
+/// `"latest"` (default), `"none"`), `catch_up_max` (≥ 1, only with `"all"`), `overlap`
+/// (`"allow"` (default), `"skip"`, `"wait"`), `grace` (default `"60s"`, at most 7 days),
 /// `input`, `window_offset` (a signed duration added to the window the input
 /// carries, `"-1h"`: the hour before the tick's), `run_on_start` (`true`: a
 /// schedule new to Redis runs its latest whole window at once).
@@ -195,8 +202,8 @@ mod valid;
 ///
 /// | option | value | meaning |
 /// |---|---|---|
-/// | `timeout` | duration | time limit for one run of the step |
-/// | `retry(...)` | `max_attempts`, `backoff`, `max_backoff`, `multiplier`, `jitter` | the step's own retry policy; settings left out come from the pipeline's |
+/// | `timeout` | duration, more than zero, at most 7 days | time limit for one run of the step |
+/// | `retry(...)` | `max_attempts`, `initial_backoff` (or its old name `backoff`), `max_backoff`, `multiplier`, `jitter` | the step's own retry policy; settings left out come from the pipeline's |
 ///
 /// # Cleanup: `#[cleanup]`
 ///

@@ -16,6 +16,7 @@ use crate::options::{self, Retry, Setting, RETRY_KEYS};
 use crate::parse::{Marked, MarkerKind, Parsed, Settings};
 use crate::template::Template;
 use crate::valid;
+use leasehold_syntax::setting;
 
 /// A pipeline, as far as it could be understood.
 pub(crate) struct Model {
@@ -102,11 +103,11 @@ const PIPELINE_KEYS: &[&str] = &[
     "input_key",
     "lease_ttl",
     "max_attempts",
-    "backoff",
+    "initial_backoff",
     "max_backoff",
     "multiplier",
     "jitter",
-    "on_stale",
+    "stale_lock",
     "resource_limit",
     "max_running",
     "rate",
@@ -207,7 +208,7 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
         if model.retry.read(&setting, errors) {
             continue;
         }
-        match setting.key.to_string().as_str() {
+        match options::current_name(&setting.key.to_string()) {
             "name" => {
                 if let Some(lit) = errors.ok(setting.string("\"orders_sync\"")) {
                     if let Some(name) = errors.ok(valid::check_name("pipeline name", &lit)) {
@@ -222,10 +223,13 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
             }
             "resource" => model.resource = read_template(&setting, true, errors),
             "resource_limit" => {
-                model.flow.resource_limit = errors.ok(setting.count("3"));
+                model.flow.resource_limit =
+                    errors.ok(setting.count_of(&setting::RESOURCE_LIMIT, "3"));
                 resource_limit_at = Some(setting.key.span());
             }
-            "max_running" => model.flow.max_running = errors.ok(setting.count("2")),
+            "max_running" => {
+                model.flow.max_running = errors.ok(setting.count_of(&setting::MAX_RUNNING, "2"))
+            }
             "rate" => {
                 rate_seen = true;
                 if let Some(lit) = errors.ok(setting.string("\"10/s\"")) {
@@ -247,32 +251,19 @@ fn read_pipeline_settings(model: &mut Model, settings: Settings, errors: &mut Er
                 }
             }
             "lease_ttl" => {
-                if let Some((ttl, span)) = errors.ok(setting.duration()) {
-                    if ttl.is_zero() {
-                        errors.at(span, "`lease_ttl` must be longer than zero");
-                    } else {
-                        model.lease_ttl = Some(ttl);
-                    }
+                if let Some(ttl) = errors.ok(setting.duration_of(&setting::LEASE_TTL)) {
+                    model.lease_ttl = Some(ttl);
                 }
             }
-            "on_stale" => {
-                if let Some(lit) = errors.ok(setting.string("\"hold\"")) {
-                    match lit.value().as_str() {
-                        "hold" => model.release_on_stale = false,
-                        "release" => model.release_on_stale = true,
-                        other => errors.at(
-                            lit.span(),
-                            format!(
-                                "unknown `on_stale` policy `{other}`: expected \"hold\" (keep the \
-                                 resource lock until an operator decides) or \"release\""
-                            ),
-                        ),
-                    }
+            "stale_lock" => {
+                if let Some(word) = errors.ok(setting.word_of(&setting::STALE_LOCK)) {
+                    model.release_on_stale = word == "release";
                 }
             }
             _ => unreachable!("every known option is handled"),
         }
     }
+    model.retry.check(errors);
     model.queue = queue.unwrap_or_else(|| model.name.clone());
     valid::check_flow_needs(
         resource_limit_at.filter(|_| model.resource.is_none()),
@@ -297,13 +288,7 @@ fn build_step(marked: Marked, index: usize, model: &mut Model, errors: &mut Erro
     for setting in options::known(settings, STEP_KEYS, "step option", errors) {
         match setting.key.to_string().as_str() {
             "timeout" => {
-                if let Some((t, span)) = errors.ok(setting.duration()) {
-                    if t.is_zero() {
-                        errors.at(span, "a step timeout must be longer than zero");
-                    } else {
-                        timeout = Some(t);
-                    }
-                }
+                timeout = errors.ok(setting.duration_of(&setting::TIMEOUT));
             }
             "retry" => {
                 let Some(nested) = errors.ok(setting.nested("max_attempts = 5, backoff = \"2s\""))
@@ -314,6 +299,7 @@ fn build_step(marked: Marked, index: usize, model: &mut Model, errors: &mut Erro
                 for setting in options::known(nested, RETRY_KEYS, "retry setting", errors) {
                     policy.read(&setting, errors);
                 }
+                policy.check(errors);
                 retry = Some(policy);
             }
             _ => unreachable!("every known step option is handled"),

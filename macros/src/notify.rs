@@ -99,7 +99,7 @@ pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<NotifyDecl>
                     d.on = Some(on);
                 }
             }
-            "timeout" => d.timeout = errors.ok(s.duration()).map(|(t, _)| t),
+            "timeout" => d.timeout = errors.ok(s.duration_of(&leasehold_syntax::setting::TIMEOUT)),
             _ => unreachable!("every known notify setting is handled"),
         }
     }

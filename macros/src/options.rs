@@ -4,6 +4,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use leasehold_syntax::setting::{
+    self, CountSetting, DurationSetting, NumberSetting, SettingError, WordSetting,
+};
 use proc_macro2::Span;
 use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Meta, Token};
@@ -45,13 +48,69 @@ impl Setting {
         }
     }
 
-    /// A duration string, like `"30s"`.
-    pub(crate) fn duration(&self) -> syn::Result<(Duration, Span)> {
+    /// A duration setting, checked by its one definition (bounds and words
+    /// shared with the pipelines file and the command line).
+    pub(crate) fn duration_of(&self, def: &DurationSetting) -> syn::Result<Duration> {
         let lit = self.string_of("a duration string", "\"30s\"")?;
-        let duration = leasehold_syntax::parse_duration(&lit.value()).map_err(|why| {
-            syn::Error::new(lit.span(), format!("bad duration {:?}: {why}", lit.value()))
-        })?;
-        Ok((duration, lit.span()))
+        def.parse(&lit.value()).map_err(|e| refusal(lit.span(), e))
+    }
+
+    /// A word setting (`"hold"`), checked by its one definition; the word as
+    /// the definition spells it.
+    pub(crate) fn word_of(&self, def: &WordSetting) -> syn::Result<&'static str> {
+        let example = format!("{:?}", def.words.first().copied().unwrap_or_default());
+        let lit = self.string(&example)?;
+        def.parse(&lit.value()).map_err(|e| refusal(lit.span(), e))
+    }
+
+    /// A whole-number setting, checked by its one definition.
+    pub(crate) fn count_of(&self, def: &CountSetting, example: &str) -> syn::Result<u32> {
+        match self.value(example)? {
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(int), ..
+            }) => match int.base10_parse::<u64>() {
+                Ok(n) => def.check(n).map_err(|e| refusal(int.span(), e)),
+                Err(_) => Err(syn::Error::new(
+                    int.span(),
+                    format!("`{}` must fit in a u32", self.key),
+                )),
+            },
+            other => Err(syn::Error::new_spanned(
+                other,
+                format!("expected an integer, like `{} = {example}`", self.key),
+            )),
+        }
+    }
+
+    /// A number setting, checked by its one definition.
+    pub(crate) fn number_of(&self, def: &NumberSetting, example: &str) -> syn::Result<f64> {
+        let value = self.value(example)?;
+        let parsed = match value {
+            Expr::Lit(ExprLit {
+                lit: Lit::Float(f), ..
+            }) => f.base10_parse::<f64>().ok(),
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(i), ..
+            }) => i.base10_parse::<f64>().ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(n) => def
+                .check(n)
+                .map_err(|e| syn::Error::new_spanned(value, e.message)),
+            None => Err(syn::Error::new_spanned(
+                value,
+                format!("expected a number, like `{} = {example}`", self.key),
+            )),
+        }
+    }
+
+    /// The span of the value of `key = value`.
+    pub(crate) fn literal_span(&self) -> Option<Span> {
+        match &self.meta {
+            Meta::NameValue(nv) => Some(syn::spanned::Spanned::span(&nv.value)),
+            _ => None,
+        }
     }
 
     /// A boolean, `true` or `false`.
@@ -66,67 +125,6 @@ impl Setting {
                     "expected `true` or `false`, like `{} = {example}`",
                     self.key
                 ),
-            )),
-        }
-    }
-
-    /// A positive integer.
-    pub(crate) fn count(&self, example: &str) -> syn::Result<u32> {
-        match self.value(example)? {
-            Expr::Lit(ExprLit {
-                lit: Lit::Int(int), ..
-            }) => match int.base10_parse::<u32>() {
-                Ok(0) => Err(syn::Error::new(
-                    int.span(),
-                    format!("`{}` must be at least 1", self.key),
-                )),
-                Ok(n) => Ok(n),
-                Err(_) => Err(syn::Error::new(
-                    int.span(),
-                    format!("`{}` must fit in a u32", self.key),
-                )),
-            },
-            other => Err(syn::Error::new_spanned(
-                other,
-                format!("expected an integer, like `{} = {example}`", self.key),
-            )),
-        }
-    }
-
-    /// A number in `range`.
-    pub(crate) fn number(
-        &self,
-        example: &str,
-        range: std::ops::RangeInclusive<f64>,
-    ) -> syn::Result<f64> {
-        let value = self.value(example)?;
-        let parsed = match value {
-            Expr::Lit(ExprLit {
-                lit: Lit::Float(f), ..
-            }) => f.base10_parse::<f64>().ok(),
-            Expr::Lit(ExprLit {
-                lit: Lit::Int(i), ..
-            }) => i.base10_parse::<f64>().ok(),
-            _ => None,
-        };
-        match parsed {
-            Some(n) if n.is_finite() && range.contains(&n) => Ok(n),
-            Some(_) => Err(syn::Error::new_spanned(
-                value,
-                format!(
-                    "`{}` must be between {} and {}",
-                    self.key,
-                    range.start(),
-                    if range.end().is_finite() {
-                        range.end().to_string()
-                    } else {
-                        "any larger number".into()
-                    }
-                ),
-            )),
-            None => Err(syn::Error::new_spanned(
-                value,
-                format!("expected a number, like `{} = {example}`", self.key),
             )),
         }
     }
@@ -146,8 +144,26 @@ impl Setting {
     }
 }
 
+/// A setting's refusal, at `span`.
+fn refusal(span: Span, e: SettingError) -> syn::Error {
+    syn::Error::new(span, e.message)
+}
+
+/// The settings that have old names.
+const ALIASED: [setting::Key; 2] = [setting::STALE_LOCK.key, setting::INITIAL_BACKOFF.key];
+
+/// The current name of `key`, when it is an old name (an alias) of a setting.
+pub(crate) fn current_name(key: &str) -> &str {
+    ALIASED
+        .iter()
+        .find(|k| k.aliases.contains(&key))
+        .map_or(key, |k| k.name)
+}
+
 /// Sorts `settings` into known keys, reporting unknown keys (with the list of
-/// known ones and a suggestion) and keys given twice.
+/// known ones and a suggestion) and keys given twice (an old name and its
+/// current one are the same key). `known` lists the current names; the old
+/// names of a known setting are read too.
 pub(crate) fn known(
     settings: Vec<Meta>,
     known: &[&str],
@@ -164,9 +180,18 @@ pub(crate) fn known(
             );
             continue;
         };
-        let name = key.to_string();
+        let written = key.to_string();
+        let name = current_name(&written).to_owned();
         if !known.contains(&name.as_str()) {
-            let hint = match suggest(&name, known) {
+            // an old name counts as its new one, so `backof` still finds `backoff`
+            let mut names: Vec<&str> = known.to_vec();
+            names.extend(
+                ALIASED
+                    .iter()
+                    .filter(|k| known.contains(&k.name))
+                    .flat_map(|k| k.aliases.iter().copied()),
+            );
+            let hint = match suggest(&name, &names).map(current_name) {
                 Some(close) => format!("did you mean `{close}`? "),
                 None => String::new(),
             };
@@ -180,7 +205,12 @@ pub(crate) fn known(
             continue;
         }
         if seen.insert(name.clone(), key.span()).is_some() {
-            errors.at(key.span(), format!("duplicate {what} `{name}`"));
+            let also = if written == name {
+                String::new()
+            } else {
+                format!(" (`{written}` is its old name)")
+            };
+            errors.at(key.span(), format!("duplicate {what} `{name}`{also}"));
             continue;
         }
         out.push(Setting { key, meta });
@@ -204,6 +234,9 @@ fn suggest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
 pub(crate) struct Retry {
     pub max_attempts: Option<u32>,
     pub backoff: Option<Duration>,
+    /// Where `initial_backoff` was written (to blame it when it is longer
+    /// than the `max_backoff` beside it).
+    pub backoff_at: Option<Span>,
     pub max_backoff: Option<Duration>,
     pub multiplier: Option<f64>,
     pub jitter: Option<f64>,
@@ -212,7 +245,7 @@ pub(crate) struct Retry {
 /// The keys of a retry policy.
 pub(crate) const RETRY_KEYS: &[&str] = &[
     "max_attempts",
-    "backoff",
+    "initial_backoff",
     "max_backoff",
     "multiplier",
     "jitter",
@@ -221,15 +254,34 @@ pub(crate) const RETRY_KEYS: &[&str] = &[
 impl Retry {
     /// Reads one retry key; returns false if `setting` is not one.
     pub(crate) fn read(&mut self, setting: &Setting, errors: &mut Errors) -> bool {
-        match setting.key.to_string().as_str() {
-            "max_attempts" => self.max_attempts = errors.ok(setting.count("3")),
-            "backoff" => self.backoff = errors.ok(setting.duration()).map(|(d, _)| d),
-            "max_backoff" => self.max_backoff = errors.ok(setting.duration()).map(|(d, _)| d),
-            "multiplier" => self.multiplier = errors.ok(setting.number("2.0", 1.0..=f64::INFINITY)),
-            "jitter" => self.jitter = errors.ok(setting.number("0.2", 0.0..=1.0)),
+        match current_name(&setting.key.to_string()) {
+            "max_attempts" => {
+                self.max_attempts = errors.ok(setting.count_of(&setting::MAX_ATTEMPTS, "3"))
+            }
+            "initial_backoff" => {
+                self.backoff = errors.ok(setting.duration_of(&setting::INITIAL_BACKOFF));
+                self.backoff_at = setting.literal_span();
+            }
+            "max_backoff" => {
+                self.max_backoff = errors.ok(setting.duration_of(&setting::MAX_BACKOFF))
+            }
+            "multiplier" => {
+                self.multiplier = errors.ok(setting.number_of(&setting::MULTIPLIER, "2.0"))
+            }
+            "jitter" => self.jitter = errors.ok(setting.number_of(&setting::JITTER, "0.2")),
             _ => return false,
         }
         true
+    }
+
+    /// Checks the backoffs written side by side in this policy (before it is
+    /// merged with another).
+    pub(crate) fn check(&self, errors: &mut Errors) {
+        if let (Some(i), Some(m), Some(at)) = (self.backoff, self.max_backoff, self.backoff_at) {
+            if let Err(e) = setting::check_backoffs(i, m) {
+                errors.at(at, e.message);
+            }
+        }
     }
 
     /// This policy, with unset fields taken from `base`.
@@ -237,6 +289,7 @@ impl Retry {
         Retry {
             max_attempts: self.max_attempts.or(base.max_attempts),
             backoff: self.backoff.or(base.backoff),
+            backoff_at: self.backoff_at.or(base.backoff_at),
             max_backoff: self.max_backoff.or(base.max_backoff),
             multiplier: self.multiplier.or(base.multiplier),
             jitter: self.jitter.or(base.jitter),

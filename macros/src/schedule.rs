@@ -11,6 +11,7 @@ use syn::{Ident, LitStr};
 
 use crate::errors::Errors;
 use crate::options::{self, Setting};
+use leasehold_syntax::setting;
 
 /// The keys inside `schedule(...)`.
 const SCHEDULE_KEYS: &[&str] = &[
@@ -39,9 +40,9 @@ pub(crate) struct ScheduleDecl {
     pub zone: Option<String>,
     pub start: Option<String>,
     pub end: Option<String>,
-    pub catch_up: Option<String>,
+    pub catch_up: Option<&'static str>,
     pub catch_up_max: Option<u32>,
-    pub overlap: Option<String>,
+    pub overlap: Option<&'static str>,
     pub grace: Option<Duration>,
     pub input: Option<String>,
     /// Added to the window a tick's input carries (ms).
@@ -66,25 +67,6 @@ fn check_cron(lit: &LitStr) -> syn::Result<String> {
     Ok(expr)
 }
 
-fn one_of(lit: &LitStr, allowed: &[&str], what: &str) -> syn::Result<String> {
-    let v = lit.value();
-    if allowed.contains(&v.as_str()) {
-        Ok(v)
-    } else {
-        Err(syn::Error::new(
-            lit.span(),
-            format!(
-                "unknown {what} `{v}`: expected one of {}",
-                allowed
-                    .iter()
-                    .map(|a| format!("\"{a}\""))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ))
-    }
-}
-
 /// Reads `schedule(...)`.
 pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDecl> {
     let nested = errors.ok(setting.nested("cron = \"0 2 * * *\", zone = \"UTC\""))?;
@@ -104,6 +86,7 @@ pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDec
         window_offset_ms: None,
         run_on_start: None,
     };
+    let mut catch_up_max_at = None;
     for s in options::known(nested, SCHEDULE_KEYS, "schedule setting", errors) {
         match s.key.to_string().as_str() {
             "name" => d.name = errors.ok(s.string("\"nightly\"")).map(|l| l.value()),
@@ -112,15 +95,7 @@ pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDec
                     .ok(s.string("\"30 2 * * *\""))
                     .and_then(|l| errors.ok(check_cron(&l)))
             }
-            "every" => {
-                if let Some((every, span)) = errors.ok(s.duration()) {
-                    if every < Duration::from_secs(1) {
-                        errors.at(span, "`every` must be at least 1s");
-                    } else {
-                        d.every = Some(every);
-                    }
-                }
-            }
+            "every" => d.every = errors.ok(s.duration_of(&setting::EVERY)),
             "zone" => d.zone = errors.ok(s.string("\"Europe/Berlin\"")).map(|l| l.value()),
             "start" => {
                 d.start = errors
@@ -132,18 +107,13 @@ pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDec
                     .ok(s.string("\"2027-01-01T00:00:00Z\""))
                     .map(|l| l.value())
             }
-            "catch_up" => {
-                d.catch_up = errors.ok(s.string("\"all\"")).and_then(|l| {
-                    errors.ok(one_of(&l, &["all", "latest", "none"], "catch-up policy"))
-                })
+            "catch_up" => d.catch_up = errors.ok(s.word_of(&setting::CATCH_UP)),
+            "catch_up_max" => {
+                d.catch_up_max = errors.ok(s.count_of(&setting::CATCH_UP_MAX, "24"));
+                catch_up_max_at = Some(s.key.span());
             }
-            "catch_up_max" => d.catch_up_max = errors.ok(s.count("24")),
-            "overlap" => {
-                d.overlap = errors.ok(s.string("\"skip\"")).and_then(|l| {
-                    errors.ok(one_of(&l, &["allow", "skip", "wait"], "overlap policy"))
-                })
-            }
-            "grace" => d.grace = errors.ok(s.duration()).map(|(g, _)| g),
+            "overlap" => d.overlap = errors.ok(s.word_of(&setting::OVERLAP)),
+            "grace" => d.grace = errors.ok(s.duration_of(&setting::SCHEDULE_GRACE)),
             "input" => {
                 d.input = errors
                     .ok(s.string("r#\"{\"table\": \"orders\"}\"#"))
@@ -173,8 +143,8 @@ pub(crate) fn read(setting: &Setting, errors: &mut Errors) -> Option<ScheduleDec
         ),
         _ => {}
     }
-    if d.catch_up_max.is_some() && d.catch_up.as_deref().is_some_and(|c| c != "all") {
-        errors.at(d.span, "`catch_up_max` goes with `catch_up = \"all\"`");
+    if let Some(at) = catch_up_max_at.filter(|_| d.catch_up != Some("all")) {
+        errors.at(at, setting::CATCH_UP_MAX_ALONE);
     }
     Some(d)
 }
@@ -199,7 +169,7 @@ pub(crate) fn expand(d: &ScheduleDecl, pipeline_name: &str, input: &syn::Type) -
     if let Some(end) = &d.end {
         chain = quote!(#chain.ending_at(#end)?);
     }
-    match d.catch_up.as_deref() {
+    match d.catch_up {
         Some("all") => {
             let max = d.catch_up_max.unwrap_or(::core::primitive::u32::MAX);
             chain =
@@ -211,7 +181,7 @@ pub(crate) fn expand(d: &ScheduleDecl, pipeline_name: &str, input: &syn::Type) -
         Some(_) => chain = quote!(#chain.catch_up(::leasehold::__private::core::CatchUp::Latest)),
         None => {}
     }
-    match d.overlap.as_deref() {
+    match d.overlap {
         Some("skip") => chain = quote!(#chain.overlap(::leasehold::__private::core::Overlap::Skip)),
         Some("wait") => chain = quote!(#chain.overlap(::leasehold::__private::core::Overlap::Wait)),
         _ => {}

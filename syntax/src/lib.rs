@@ -2,7 +2,8 @@
 //! `#[pipeline]` macro, the core library and the `leasehold` command line
 //! share, so they accept and refuse the same text: [`duration`]s (`"30s"`),
 //! [`name`]s used inside Redis keys (queues, pipelines, resources), [`rate`]s
-//! (`"10/s"`) and key [`template`]s (`"shop:{shop_id}"`). A crate of its own
+//! (`"10/s"`) and key [`template`]s (`"shop:{shop_id}"`); and every
+//! pipeline [`setting`]: its name, aliases, words or bounds and refusal. A crate of its own
 //! because the macro crate cannot depend on the core; it depends on nothing
 //! of leasehold's.
 //!
@@ -12,6 +13,7 @@
 pub mod duration;
 pub mod name;
 pub mod rate;
+pub mod setting;
 pub mod template;
 
 pub use duration::{parse_duration, parse_offset_ms, DurationError};

@@ -5,21 +5,27 @@
 
 use std::io::IsTerminal;
 
+use leasehold_core::process::DeclaredPipeline;
 use leasehold_core::{shutdown_signal, Worker};
 
 use crate::context::Ctx;
 use crate::failure::{Failure, Outcome};
 use crate::grammar::WorkerArgs;
 
+/// Reads and checks the pipelines file, once: `--check` describes what it
+/// read, the worker serves it.
+pub(crate) fn load(args: &WorkerArgs) -> Outcome<Vec<DeclaredPipeline>> {
+    crate::pipelines_file::load(&args.pipelines).map_err(Failure::Usage)
+}
+
 /// What `--check` prints: the pipelines and their steps.
-pub(crate) fn describe(args: &WorkerArgs) -> Outcome<String> {
-    let pipelines = crate::pipelines_file::load(&args.pipelines).map_err(Failure::Usage)?;
+pub(crate) fn describe(args: &WorkerArgs, pipelines: &[DeclaredPipeline]) -> String {
     let mut out = format!(
         "{}: {} pipeline(s), valid\n",
         args.pipelines.display(),
         pipelines.len()
     );
-    for p in &pipelines {
+    for p in pipelines {
         let spec = p.spec();
         out.push_str(&format!(
             "  {} (queue {}): {}\n",
@@ -28,7 +34,7 @@ pub(crate) fn describe(args: &WorkerArgs) -> Outcome<String> {
             spec.steps.join(" → ")
         ));
     }
-    Ok(out)
+    out
 }
 
 /// The worker's log timestamps in the operator's time convention: UTC
@@ -47,9 +53,8 @@ fn log_colour(stderr_is_terminal: bool) -> bool {
     stderr_is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-/// `worker`.
-pub(crate) async fn run(ctx: &Ctx, args: WorkerArgs) -> Outcome {
-    let pipelines = crate::pipelines_file::load(&args.pipelines).map_err(Failure::Usage)?;
+/// `worker`: serves `pipelines`, read from `args.pipelines` by [`load`].
+pub(crate) async fn run(ctx: &Ctx, args: &WorkerArgs, pipelines: Vec<DeclaredPipeline>) -> Outcome {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -99,7 +104,7 @@ enum Next {
     /// SIGINT or SIGTERM: stop.
     Exit,
     /// SIGHUP with a file that passed its check: serve these pipelines instead.
-    Reload(Vec<leasehold_core::process::DeclaredPipeline>),
+    Reload(Vec<DeclaredPipeline>),
 }
 
 /// Waits for SIGINT or SIGTERM (stop), or for a SIGHUP whose file passes its

@@ -228,8 +228,9 @@ pub(crate) struct WorkerArgs {
     /// Jobs run at once.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
-    /// Lease time-to-live of pipelines that do not set one.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    /// Lease time-to-live of pipelines that do not set one: 1s to 1d, the
+    /// bounds of the pipelines' own lease_ttl.
+    #[arg(long, default_value = "30s", value_parser = parse_lease_ttl)]
     pub lease_ttl: Duration,
     /// On SIGINT/SIGTERM, how long running steps may go on before they are
     /// cut off (process steps then get SIGTERM and their grace).
@@ -239,6 +240,15 @@ pub(crate) struct WorkerArgs {
     /// for example 127.0.0.1:9464. Off unless given.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// `--lease-ttl`: read by the one definition of the `lease_ttl` setting (the
+/// `#[pipeline]` macro's and the pipelines file's), so it has their bounds
+/// and their words.
+pub(crate) fn parse_lease_ttl(
+    s: &str,
+) -> Result<Duration, leasehold_syntax::setting::SettingError> {
+    leasehold_syntax::setting::LEASE_TTL.parse(s)
 }
 
 /// Parses a job id given on the command line.

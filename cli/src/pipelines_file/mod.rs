@@ -2,7 +2,10 @@
 //! their steps as commands (process steps), read into the same
 //! [`DeclaredPipeline`]s (and so the same published spec) a program would
 //! build. The whole file is checked before anything runs; every error names
-//! its line and column.
+//! its line and column. Each setting is read with its one definition in
+//! `leasehold_syntax::setting` (the `#[pipeline]` macro's and `--lease-ttl`'s
+//! too), and its words into the core's own types (`StaleLock`, `CatchUp`,
+//! `Overlap`).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -16,10 +19,10 @@ use leasehold_core::process::{
     arg_fields, render_arg, DeclaredPipeline, ExitCodes, ExitCodesError, ProcessStep,
 };
 use leasehold_core::{
-    parse_duration, CatchUp, FlowOptions, Overlap, PipelineOptions, Rate, RetryPolicy, Schedule,
-    StaleLock, StepSpec,
+    CatchUp, FlowOptions, Overlap, PipelineOptions, Rate, RetryPolicy, Schedule, StaleLock,
 };
-use serde::Deserialize;
+use leasehold_syntax::setting::{self, CountSetting, DurationSetting, SettingError};
+use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
 /// A problem in a pipelines file, at a line and column.
@@ -59,6 +62,20 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 
 // ---- the file as written --------------------------------------------------------
 
+/// A word setting as written, deserialized into the core's own type (its
+/// `FromStr` reads the setting's one definition), or the refusal's words: a
+/// wrong word is reported with every other mistake, not alone as a parse
+/// failure of the whole file.
+#[derive(Debug)]
+struct Word<T>(Result<T, SettingError>);
+
+impl<'de, T: std::str::FromStr<Err = SettingError>> Deserialize<'de> for Word<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(Word(text.parse()))
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileDoc {
@@ -74,7 +91,9 @@ struct PipelineDoc {
     resource: Option<Spanned<String>>,
     input_key: Option<Spanned<String>>,
     lease_ttl: Option<Spanned<String>>,
-    stale_lock: Option<Spanned<String>>,
+    stale_lock: Option<Spanned<Word<StaleLock>>>,
+    /// `stale_lock`'s old name, read until 0.3.
+    on_stale: Option<Spanned<Word<StaleLock>>>,
     retry: Option<Spanned<RetryDoc>>,
     flow: Option<Spanned<FlowDoc>>,
     input_schema: Option<Spanned<toml::Value>>,
@@ -100,8 +119,10 @@ struct NotifyDoc {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RetryDoc {
-    max_attempts: Option<Spanned<u32>>,
+    max_attempts: Option<Spanned<u64>>,
     initial_backoff: Option<Spanned<String>>,
+    /// `initial_backoff`'s old name, read until 0.3.
+    backoff: Option<Spanned<String>>,
     max_backoff: Option<Spanned<String>>,
     multiplier: Option<Spanned<f64>>,
     jitter: Option<Spanned<f64>>,
@@ -110,8 +131,8 @@ struct RetryDoc {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FlowDoc {
-    resource_limit: Option<u32>,
-    max_running: Option<u32>,
+    resource_limit: Option<Spanned<u64>>,
+    max_running: Option<Spanned<u64>>,
     rate: Option<Spanned<String>>,
     limiter: Option<Spanned<String>>,
 }
@@ -125,9 +146,9 @@ struct ScheduleDoc {
     zone: Option<Spanned<String>>,
     start: Option<Spanned<String>>,
     end: Option<Spanned<String>>,
-    catch_up: Option<Spanned<String>>,
-    catch_up_max: Option<Spanned<u32>>,
-    overlap: Option<Spanned<String>>,
+    catch_up: Option<Spanned<Word<CatchUp>>>,
+    catch_up_max: Option<Spanned<u64>>,
+    overlap: Option<Spanned<Word<Overlap>>>,
     grace: Option<Spanned<String>>,
     input: Option<Spanned<toml::Value>>,
     window_offset: Option<Spanned<String>>,
@@ -175,37 +196,6 @@ impl fmt::Display for FileErrors {
         }
         Ok(())
     }
-}
-
-/// Bounds of a duration setting: the least and the most it may be.
-struct Bounds {
-    min: Duration,
-    max: Duration,
-}
-
-impl Bounds {
-    const fn new(min: Duration, max: Duration) -> Self {
-        Bounds { min, max }
-    }
-}
-
-const HOUR: Duration = Duration::from_secs(3600);
-const DAY: Duration = Duration::from_secs(86_400);
-const MS: Duration = Duration::from_millis(1);
-/// A step's time limit: more than zero, a week at most.
-const TIMEOUT: Bounds = Bounds::new(MS, Duration::from_secs(7 * 86_400));
-/// A step's grace between SIGTERM and SIGKILL: zero (SIGKILL at once) to an hour.
-const GRACE: Bounds = Bounds::new(Duration::ZERO, HOUR);
-/// A lease's time-to-live: 1 s to a day.
-const LEASE_TTL: Bounds = Bounds::new(Duration::from_secs(1), DAY);
-/// A retry backoff: zero to a week.
-const BACKOFF: Bounds = Bounds::new(Duration::ZERO, Duration::from_secs(7 * 86_400));
-/// A schedule's grace for a late tick: zero to a week.
-const SCHEDULE_GRACE: Bounds = Bounds::new(Duration::ZERO, Duration::from_secs(7 * 86_400));
-
-/// A duration as the messages write it.
-fn shown(d: Duration) -> String {
-    crate::time::human_duration(d)
 }
 
 /// A parser's message in the file's own words: settings, not fields.
@@ -274,58 +264,82 @@ impl Reader<'_> {
         self.errors.borrow().len()
     }
 
-    /// A duration setting, within `bounds`.
+    /// A duration setting, read and bounded by its one definition.
     fn duration(
         &self,
         value: &Spanned<String>,
-        what: &str,
-        bounds: &Bounds,
+        def: &DurationSetting,
     ) -> Result<Duration, FileError> {
-        let d = parse_duration(value.get_ref())
-            .map_err(|e| self.error(value.span(), format!("{what}: {e}")))?;
-        if d < bounds.min {
-            let least = if bounds.min == MS {
-                "more than 0s".to_owned()
-            } else {
-                format!("at least {}", shown(bounds.min))
-            };
-            return Err(self.error(
-                value.span(),
-                format!("{what} is {}: it must be {least}", value.get_ref().trim()),
-            ));
+        def.parse(value.get_ref())
+            .map_err(|e| self.error(value.span(), e.message))
+    }
+
+    /// A whole-number setting, bounded by its one definition.
+    fn count(&self, value: &Spanned<u64>, def: &CountSetting) -> Option<u32> {
+        self.keep(
+            def.check(*value.get_ref())
+                .map_err(|e| self.error(value.span(), e.message)),
+        )
+    }
+
+    /// The setting written under its current name or its old one (both is
+    /// a mistake, reported at the old name).
+    fn either<'d, T>(
+        &self,
+        current: &'d Option<Spanned<T>>,
+        old: &'d Option<Spanned<T>>,
+        names: (&str, &str),
+    ) -> Option<&'d Spanned<T>> {
+        match (current, old) {
+            (Some(c), Some(o)) => {
+                self.report(
+                    o.span(),
+                    format!(
+                        "duplicate setting `{}` (`{}` is its old name)",
+                        names.0, names.1
+                    ),
+                );
+                Some(c)
+            }
+            (c, o) => c.as_ref().or(o.as_ref()),
         }
-        if d > bounds.max {
-            return Err(self.error(
-                value.span(),
-                format!(
-                    "{what} is {}: it must be {} at most",
-                    value.get_ref().trim(),
-                    shown(bounds.max)
-                ),
-            ));
+    }
+
+    /// A word setting's value, or `None` with its refusal recorded.
+    fn word<T: Copy>(&self, value: &Spanned<Word<T>>) -> Option<T> {
+        match &value.get_ref().0 {
+            Ok(v) => Some(*v),
+            Err(e) => {
+                self.report(value.span(), e.message.clone());
+                None
+            }
         }
-        Ok(d)
     }
 
     /// A retry policy: every bad setting is recorded.
     fn retry(&self, doc: &Spanned<RetryDoc>, base: RetryPolicy) -> RetryPolicy {
         let r = doc.get_ref();
         let mut policy = base;
-        if let Some(n) = &r.max_attempts {
-            if *n.get_ref() == 0 {
-                self.report(n.span(), "max_attempts must be at least 1");
-            } else {
-                policy = policy.max_attempts(*n.get_ref());
-            }
+        if let Some(n) = r
+            .max_attempts
+            .as_ref()
+            .and_then(|n| self.count(n, &setting::MAX_ATTEMPTS))
+        {
+            policy = policy.max_attempts(n);
         }
-        let initial = r.initial_backoff.as_ref().and_then(|d| {
-            self.keep(self.duration(d, "initial_backoff", &BACKOFF))
+        let initial_backoff = self.either(
+            &r.initial_backoff,
+            &r.backoff,
+            ("initial_backoff", "backoff"),
+        );
+        let initial = initial_backoff.and_then(|d| {
+            self.keep(self.duration(d, &setting::INITIAL_BACKOFF))
                 .map(|v| (d, v))
         });
         let max = r
             .max_backoff
             .as_ref()
-            .and_then(|d| self.keep(self.duration(d, "max_backoff", &BACKOFF)));
+            .and_then(|d| self.keep(self.duration(d, &setting::MAX_BACKOFF)));
         if let Some((_, v)) = initial {
             policy = policy.initial_backoff(v);
         }
@@ -333,29 +347,20 @@ impl Reader<'_> {
             policy = policy.max_backoff(v);
         }
         if let (Some((span, i)), Some(m)) = (initial, max) {
-            if i > m {
-                self.report(
-                    span.span(),
-                    format!(
-                        "initial_backoff ({}) is longer than max_backoff ({})",
-                        shown(i),
-                        shown(m)
-                    ),
-                );
+            if let Err(e) = setting::check_backoffs(i, m) {
+                self.report(span.span(), e.message);
             }
         }
         if let Some(m) = &r.multiplier {
-            if !(m.get_ref().is_finite() && *m.get_ref() >= 1.0) {
-                self.report(m.span(), "multiplier must be a number of at least 1");
-            } else {
-                policy = policy.multiplier(*m.get_ref());
+            match setting::MULTIPLIER.check(*m.get_ref()) {
+                Ok(v) => policy = policy.multiplier(v),
+                Err(e) => self.report(m.span(), e.message),
             }
         }
         if let Some(j) = &r.jitter {
-            if !(0.0..=1.0).contains(j.get_ref()) {
-                self.report(j.span(), "jitter must be between 0 and 1");
-            } else {
-                policy = policy.jitter(*j.get_ref());
+            match setting::JITTER.check(*j.get_ref()) {
+                Ok(v) => policy = policy.jitter(v),
+                Err(e) => self.report(j.span(), e.message),
             }
         }
         policy
@@ -370,19 +375,24 @@ impl Reader<'_> {
             .map_err(|e| self.error(value.span(), format!("{what}: {e}")))
     }
 
-    fn step(&self, doc: &Spanned<StepDoc>) -> Option<(StepSpec, ProcessStep, String)> {
+    /// A step: its retry policy (when it has its own), command and name.
+    fn step(&self, doc: &Spanned<StepDoc>) -> Option<(Option<RetryPolicy>, ProcessStep, String)> {
         let s = doc.get_ref();
         let Some(step_name) = &s.name else {
             self.report(doc.span(), "a step needs a name: name = \"fetch\"");
             return None;
         };
-        let (spec, command) = self.command(doc, step_name.get_ref())?;
-        Some((spec, command, step_name.get_ref().clone()))
+        let (retry, command) = self.command(doc, step_name.get_ref())?;
+        Some((retry, command, step_name.get_ref().clone()))
     }
 
     /// A step's (or the cleanup's) command and spec, named `name`: every
     /// problem is recorded, `None` when there was one.
-    fn command(&self, doc: &Spanned<StepDoc>, name: &str) -> Option<(StepSpec, ProcessStep)> {
+    fn command(
+        &self,
+        doc: &Spanned<StepDoc>,
+        name: &str,
+    ) -> Option<(Option<RetryPolicy>, ProcessStep)> {
         let before = self.error_count();
         let s = doc.get_ref();
         let cwd = match &s.cwd {
@@ -450,11 +460,11 @@ impl Reader<'_> {
         let timeout = s
             .timeout
             .as_ref()
-            .and_then(|t| self.keep(self.duration(t, "timeout", &TIMEOUT)));
+            .and_then(|t| self.keep(self.duration(t, &setting::TIMEOUT)));
         let grace = s
             .grace
             .as_ref()
-            .and_then(|g| self.keep(self.duration(g, "grace", &GRACE)));
+            .and_then(|g| self.keep(self.duration(g, &setting::STEP_GRACE)));
         let mut codes = ExitCodes::default();
         if let Some(c) = &s.retryable_exit_codes {
             codes = codes.retryable(c.get_ref().iter().copied());
@@ -499,12 +509,7 @@ impl Reader<'_> {
         if let Some(n) = s.tail_bytes {
             command = command.tail_bytes(n);
         }
-        let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-        let mut spec = StepSpec::new(leaked);
-        if let Some(r) = retry {
-            spec = spec.retry(r);
-        }
-        Some((spec, command))
+        Some((retry, command))
     }
 
     /// The notice hook: its command resolved as a step's, its events and timeout.
@@ -565,7 +570,7 @@ impl Reader<'_> {
         let timeout = n
             .timeout
             .as_ref()
-            .and_then(|t| self.keep(self.duration(t, "timeout", &TIMEOUT)));
+            .and_then(|t| self.keep(self.duration(t, &setting::TIMEOUT)));
         if self.error_count() > before {
             return None;
         }
@@ -604,8 +609,7 @@ impl Reader<'_> {
                 self.keep(Schedule::cron(name, cron.get_ref()).map_err(at(cron.span())))
             }
             (None, Some(every)) => self.keep(
-                parse_duration(every.get_ref())
-                    .map_err(|e| self.error(every.span(), format!("every: {e}")))
+                self.duration(every, &setting::EVERY)
                     .and_then(|d| Schedule::every(name, d).map_err(at(every.span()))),
             ),
             _ => {
@@ -649,33 +653,26 @@ impl Reader<'_> {
                 schedule = next;
             }
         }
-        if let Some(c) = &s.catch_up {
-            let max = s.catch_up_max.as_ref().map_or(24, |m| *m.get_ref());
-            match c.get_ref().as_str() {
-                "all" => schedule = schedule.catch_up(CatchUp::All { max }),
-                "latest" => schedule = schedule.catch_up(CatchUp::Latest),
-                "none" => schedule = schedule.catch_up(CatchUp::None),
-                other => self.report(
-                    c.span(),
-                    format!("catch_up is {other:?}: expected \"all\", \"latest\" or \"none\""),
-                ),
+        let catch_up = s.catch_up.as_ref().and_then(|c| self.word(c));
+        match (catch_up, &s.catch_up_max) {
+            (Some(CatchUp::All { .. }), Some(m)) => {
+                if let Some(max) = self.count(m, &setting::CATCH_UP_MAX) {
+                    schedule = schedule.catch_up(CatchUp::All { max });
+                }
             }
-        } else if let Some(m) = &s.catch_up_max {
-            self.report(m.span(), "catch_up_max goes with catch_up = \"all\"");
+            (Some(c), None) => schedule = schedule.catch_up(c),
+            (None, Some(m)) if s.catch_up.is_some() => {
+                // the word is refused already; check the bound all the same
+                self.count(m, &setting::CATCH_UP_MAX);
+            }
+            (_, Some(m)) => self.report(m.span(), setting::CATCH_UP_MAX_ALONE),
+            (None, None) => {}
         }
-        if let Some(o) = &s.overlap {
-            match o.get_ref().as_str() {
-                "allow" => schedule = schedule.overlap(Overlap::Allow),
-                "skip" => schedule = schedule.overlap(Overlap::Skip),
-                "wait" => schedule = schedule.overlap(Overlap::Wait),
-                other => self.report(
-                    o.span(),
-                    format!("overlap is {other:?}: expected \"allow\", \"skip\" or \"wait\""),
-                ),
-            }
+        if let Some(o) = s.overlap.as_ref().and_then(|o| self.word(o)) {
+            schedule = schedule.overlap(o);
         }
         if let Some(g) = &s.grace {
-            if let Some(d) = self.keep(self.duration(g, "grace", &SCHEDULE_GRACE)) {
+            if let Some(d) = self.keep(self.duration(g, &setting::SCHEDULE_GRACE)) {
                 schedule = schedule.grace(d);
             }
         }
@@ -711,60 +708,64 @@ impl Reader<'_> {
         let invalid = |span: Range<usize>| {
             move |e: leasehold_core::Error| self.error(span.clone(), e.to_string())
         };
-        let mut pipeline = DeclaredPipeline::new(name);
-        if let Some(q) = &p.queue {
-            pipeline = pipeline.queue(q.get_ref());
-        }
         let mut options = PipelineOptions::new();
-        if let Some(q) = &p.queue {
-            options = options.queue(Box::leak(q.get_ref().clone().into_boxed_str()));
-        }
         if let Some(t) = &p.lease_ttl {
-            if let Some(ttl) = self.keep(self.duration(t, "lease_ttl", &LEASE_TTL)) {
+            if let Some(ttl) = self.keep(self.duration(t, &setting::LEASE_TTL)) {
                 options = options.lease_ttl(ttl);
             }
         }
-        if let Some(s) = &p.stale_lock {
-            match s.get_ref().as_str() {
-                "hold" => options = options.stale_lock(StaleLock::Hold),
-                "release" => options = options.stale_lock(StaleLock::Release),
-                other => self.report(
-                    s.span(),
-                    format!("stale_lock is {other:?}: expected \"hold\" or \"release\""),
-                ),
-            }
+        if let Some(s) = self
+            .either(&p.stale_lock, &p.on_stale, ("stale_lock", "on_stale"))
+            .and_then(|s| self.word(s))
+        {
+            options = options.stale_lock(s);
         }
         if let Some(r) = &p.retry {
             options = options.retry(self.retry(r, RetryPolicy::default()));
         }
+        let mut flow = FlowOptions::new();
+        if let Some(f) = &p.flow {
+            let doc = f.get_ref();
+            if let Some(n) = doc
+                .resource_limit
+                .as_ref()
+                .and_then(|n| self.count(n, &setting::RESOURCE_LIMIT))
+            {
+                flow = flow.resource_limit(n);
+            }
+            if let Some(n) = doc
+                .max_running
+                .as_ref()
+                .and_then(|n| self.count(n, &setting::MAX_RUNNING))
+            {
+                flow = flow.max_running(n);
+            }
+        }
+        // the queue, the rate and the limiter are given to the pipeline, which
+        // keeps each for the life of the process once
+        let mut pipeline = DeclaredPipeline::new(name).options(options.flow(flow));
+        if let Some(q) = &p.queue {
+            pipeline = pipeline.queue(q.get_ref());
+        }
         let mut templates: Vec<(&Spanned<String>, &str)> = Vec::new();
         if let Some(f) = &p.flow {
             let doc = f.get_ref();
-            let mut flow = FlowOptions::new();
-            if let Some(n) = doc.resource_limit {
-                flow = flow.resource_limit(n);
-            }
-            if let Some(n) = doc.max_running {
-                flow = flow.max_running(n);
-            }
             if let Some(rate) = &doc.rate {
                 match rate.get_ref().parse::<Rate>() {
-                    Ok(_) => flow = flow.rate(Box::leak(rate.get_ref().clone().into_boxed_str())),
+                    Ok(r) => pipeline = pipeline.rate(r),
                     Err(e) => self.report(rate.span(), format!("rate: {e}")),
                 }
             }
             if let Some(l) = &doc.limiter {
                 match leasehold_core::KeyTemplate::parse(l.get_ref()) {
-                    Ok(_) => {
+                    Ok(t) => {
                         templates.push((l, "limiter"));
-                        flow = flow.limiter(Box::leak(l.get_ref().clone().into_boxed_str()));
+                        pipeline = pipeline.limiter(&t);
                     }
                     Err(e) => self.report(l.span(), format!("limiter template: {e}")),
                 }
             }
-            options = options.flow(flow);
         }
-        pipeline = pipeline.options(options);
         if let Some(t) = &p.resource {
             if let Some(next) = self.keep(
                 pipeline
@@ -845,9 +846,11 @@ impl Reader<'_> {
                 }
                 seen.push(n.get_ref().clone());
             }
-            if let Some((spec, command, _)) = self.step(step) {
-                pipeline = pipeline.step_with(spec, command);
-            }
+            pipeline = match self.step(step) {
+                Some((Some(retry), command, name)) => pipeline.step_retrying(&name, retry, command),
+                Some((None, command, name)) => pipeline.step(&name, command),
+                None => pipeline,
+            };
         }
         if let Some(c) = &p.cleanup {
             if let Some(n) = &c.get_ref().name {
@@ -1015,5 +1018,7 @@ pub(crate) fn load(path: &Path) -> Result<Vec<DeclaredPipeline>, String> {
 mod dry_run;
 mod programs;
 
+#[cfg(test)]
+mod settings_walk;
 #[cfg(test)]
 mod tests;

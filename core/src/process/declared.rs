@@ -8,6 +8,8 @@ use serde_json::Value;
 
 use super::ProcessStep;
 use crate::error::{Error, Result};
+use crate::flow::Rate;
+use crate::pipeline::RetryPolicy;
 use crate::pipeline::{
     max_attempts_of, BoxFuture, CleanupContext, CleanupReason, PipelineOptions, PipelineSpec,
     StepContext, StepError, StepSpec,
@@ -42,7 +44,8 @@ pub struct DeclaredPipeline {
 }
 
 /// A string kept for the life of the process (a declared pipeline's names
-/// are read once, when the worker is configured).
+/// are read once, when the worker is configured): the one place a declared
+/// pipeline's queue, step names, rate and limiter become `'static`, each once.
 fn forever(text: &str) -> &'static str {
     Box::leak(text.to_owned().into_boxed_str())
 }
@@ -93,6 +96,26 @@ impl DeclaredPipeline {
     #[must_use]
     pub fn queue(mut self, queue: &str) -> Self {
         self.options.queue = Some(forever(queue));
+        self
+    }
+
+    /// Adds step `name`, running `command`, with its own retry policy.
+    #[must_use]
+    pub fn step_retrying(self, name: &str, retry: RetryPolicy, command: ProcessStep) -> Self {
+        self.step_with(StepSpec::new(forever(name)).retry(retry), command)
+    }
+
+    /// Sets the start rate of the flow control (`"10/s"`, already read).
+    #[must_use]
+    pub fn rate(mut self, rate: Rate) -> Self {
+        self.options.flow.rate = Some(forever(&rate.to_string()));
+        self
+    }
+
+    /// Sets the named rate limiter's key template (already read).
+    #[must_use]
+    pub fn limiter(mut self, template: &KeyTemplate) -> Self {
+        self.options.flow.limiter = Some(forever(template.as_str()));
         self
     }
 
@@ -218,7 +241,9 @@ impl DeclaredPipeline {
         let spec = self.spec();
         let specs: Vec<StepSpec> = self.steps.iter().map(|(s, _)| *s).collect();
         let mut options = self.options;
-        options.queue = Some(forever(self.queue_name()));
+        if options.queue.is_none() {
+            options.queue = Some(forever(&self.name));
+        }
         Ok(Arc::new(DeclaredRunner {
             name: forever(&self.name),
             specs: Box::leak(specs.into_boxed_slice()),

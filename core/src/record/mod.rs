@@ -49,6 +49,22 @@ impl StaleLock {
     }
 }
 
+/// The setting's word (`stale_lock = "release"`), read by its one definition
+/// (`leasehold_syntax::setting::STALE_LOCK`): the macro and the pipelines file
+/// accept the same words and refuse others in the same words.
+impl std::str::FromStr for StaleLock {
+    type Err = leasehold_syntax::setting::SettingError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let word = leasehold_syntax::setting::STALE_LOCK.parse(s)?;
+        Ok(if word == StaleLock::Release.as_str() {
+            StaleLock::Release
+        } else {
+            StaleLock::Hold
+        })
+    }
+}
+
 /// A recorded cancel request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CancelRequest {

@@ -39,6 +39,10 @@ pub enum CatchUp {
 }
 
 impl CatchUp {
+    /// The bound of `catch_up = "all"` when the pipelines file gives no
+    /// `catch_up_max` (the `#[pipeline]` macro leaves it unbounded).
+    pub const DEFAULT_MAX: u32 = 24;
+
     /// The policy's name as stored and shown (`all`, `latest`, `none`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -61,6 +65,38 @@ pub enum Overlap {
     Wait,
 }
 
+/// The setting's word (`catch_up = "all"`), read by its one definition
+/// (`leasehold_syntax::setting::CATCH_UP`); `"all"` is bounded by
+/// [`CatchUp::DEFAULT_MAX`] until a `catch_up_max` says otherwise.
+impl std::str::FromStr for CatchUp {
+    type Err = leasehold_syntax::setting::SettingError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let word = leasehold_syntax::setting::CATCH_UP.parse(s)?;
+        let all = CatchUp::All {
+            max: CatchUp::DEFAULT_MAX,
+        };
+        Ok([all, CatchUp::Latest, CatchUp::None]
+            .into_iter()
+            .find(|c| c.as_str() == word)
+            .unwrap_or(CatchUp::Latest))
+    }
+}
+
+/// The setting's word (`overlap = "skip"`), read by its one definition
+/// (`leasehold_syntax::setting::OVERLAP`).
+impl std::str::FromStr for Overlap {
+    type Err = leasehold_syntax::setting::SettingError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let word = leasehold_syntax::setting::OVERLAP.parse(s)?;
+        Ok([Overlap::Allow, Overlap::Skip, Overlap::Wait]
+            .into_iter()
+            .find(|o| o.as_str() == word)
+            .unwrap_or(Overlap::Allow))
+    }
+}
+
 impl Overlap {
     /// The policy's name as stored and shown.
     pub fn as_str(self) -> &'static str {
@@ -69,5 +105,29 @@ impl Overlap {
             Overlap::Skip => "skip",
             Overlap::Wait => "wait",
         }
+    }
+}
+
+#[cfg(test)]
+mod words {
+    use super::*;
+
+    /// The words the settings' definitions accept are the values stored.
+    #[test]
+    fn the_setting_words_are_the_stored_names() {
+        for word in leasehold_syntax::setting::CATCH_UP.words {
+            assert_eq!(word.parse::<CatchUp>().map(CatchUp::as_str), Ok(*word));
+        }
+        for word in leasehold_syntax::setting::OVERLAP.words {
+            assert_eq!(word.parse::<Overlap>().map(Overlap::as_str), Ok(*word));
+        }
+        for word in leasehold_syntax::setting::STALE_LOCK.words {
+            assert_eq!(
+                word.parse::<crate::StaleLock>()
+                    .map(crate::StaleLock::as_str),
+                Ok(*word)
+            );
+        }
+        assert!("queue".parse::<Overlap>().is_err());
     }
 }
