@@ -17,6 +17,8 @@
 //!   a confirmed renewal (cut off from Redis), whatever calls are in flight;
 //! - `sweeper.rs`: recovery of expired leases; `cleanup_claims.rs`: cleanup
 //!   hooks of resolved STALE jobs;
+//! - `masters.rs`: the renewals and sweeps of each master's queues, run
+//!   concurrently so one master down never delays another's;
 //! - `scheduler.rs`: the schedules' ticks (a task only when a served
 //!   pipeline has a schedule);
 //! - `active.rs`: the jobs held right now; `shared.rs`: state all parts share;
@@ -29,6 +31,7 @@ mod cleanup_claims;
 mod heartbeat;
 mod holder_call;
 mod lease_loop;
+mod masters;
 pub(crate) mod runner;
 mod scheduler;
 mod settler;
@@ -192,7 +195,6 @@ impl Worker {
         }
         let sweeper = sweeper::Sweeper {
             shared: shared.clone(),
-            queues: queues.clone(),
             every: self.sweep_interval,
             batch: self.sweep_batch,
             cleanups: cleanup_claims::CleanupClaimer {
