@@ -74,15 +74,17 @@ pub(crate) async fn run(hb: Heartbeat) {
 
 /// Starts the renewal and registration of every master's queues whose
 /// previous one ended.
-fn renew_masters(hb: &Arc<Heartbeat>, renewers: &mut PerMaster, started: u128) {
+async fn renew_masters(hb: &Arc<Heartbeat>, renewers: &mut PerMaster, started: u128) {
     let active = Arc::new(expire_past_deadline(hb));
-    renewers.tick(|queues| {
-        let (hb, active) = (hb.clone(), active.clone());
-        async move {
-            renew_queues(&hb, &queues, &active).await?;
-            register(&hb, &queues, started).await
-        }
-    });
+    renewers
+        .tick(|queues| {
+            let (hb, active) = (hb.clone(), active.clone());
+            async move {
+                renew_queues(&hb, &queues, &active).await?;
+                register(&hb, &queues, started).await
+            }
+        })
+        .await;
 }
 
 /// Renews the held leases and registers the worker at each renewal interval,
@@ -94,11 +96,11 @@ async fn renewals(hb: &Arc<Heartbeat>, started: u128) {
     let mut announced = false;
     loop {
         tokio::select! {
-            _ = tick.tick() => renew_masters(hb, &mut renewers, started),
+            _ = tick.tick() => renew_masters(hb, &mut renewers, started).await,
             // tell operators at once that this worker is draining
             _ = hb.shared.stop_leasing.cancelled(), if !announced => {
                 announced = true;
-                renew_masters(hb, &mut renewers, started);
+                renew_masters(hb, &mut renewers, started).await;
             }
             _ = hb.stop.cancelled() => break,
         }
@@ -116,7 +118,7 @@ async fn sweeps(hb: &Arc<Heartbeat>) {
             _ = sweep_tick.tick() => sweepers.tick(|queues| {
                 let hb = hb.clone();
                 async move { hb.sweeper.sweep_group(&queues).await }
-            }),
+            }).await,
             _ = hb.shared.stop_leasing.cancelled() => break,
             _ = hb.stop.cancelled() => break,
         }

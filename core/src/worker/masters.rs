@@ -12,6 +12,8 @@
 //!   a group stuck on a dead master is skipped, not waited for;
 //! - bounds each run by a timeout (the worker's renewal interval, well under
 //!   the renewal margin of its shortest lease);
+//! - on one server, runs the one group's work in place, unbounded, as a
+//!   worker without this module would: no task, no timer, no call added;
 //! - logs at warn once when a master starts failing, naming it and its
 //!   queues, and at info once when it answers again.
 
@@ -106,11 +108,19 @@ impl PerMaster {
 
     /// Starts `work` on the queues of every group whose previous run ended,
     /// without waiting for any run; a run past the timeout counts as failed.
-    pub(crate) fn tick<F, Fut>(&mut self, work: F)
+    /// On one server, runs it in place instead and returns when it ends.
+    pub(crate) async fn tick<F, Fut>(&mut self, work: F)
     where
         F: Fn(Vec<Queue>) -> Fut,
         Fut: Future<Output = Result<()>> + Send + 'static,
     {
+        if !self.is_cluster() {
+            if let Some(group) = self.groups.first() {
+                let result = work(group.queues.clone()).await;
+                report(self.what, group, &self.changed, result);
+            }
+            return;
+        }
         while self.runs.try_join_next().is_some() {}
         self.regroup();
         for group in &self.groups {
@@ -118,34 +128,27 @@ impl PerMaster {
                 continue;
             }
             let run = work(group.queues.clone());
-            let state = group.state.clone();
+            let group = Group {
+                master: group.master.clone(),
+                queues: group.queues.clone(),
+                state: group.state.clone(),
+            };
             let changed = self.changed.clone();
-            let master = group.master.clone();
-            let names: Vec<String> = group.queues.iter().map(|q| q.name().to_owned()).collect();
             let (what, timeout) = (self.what, self.timeout);
             self.runs.spawn(async move {
                 let result = match tokio::time::timeout(timeout, run).await {
                     Ok(result) => result,
                     Err(_) => Err(Error::Timeout(timeout)),
                 };
-                match result {
-                    Ok(()) => {
-                        if state.failing.swap(false, Ordering::AcqRel) {
-                            changed.store(true, Ordering::Release);
-                            info!(%master, queues = ?names, "{what} answered again by this master");
-                        }
-                    }
-                    Err(e) => {
-                        if !state.failing.swap(true, Ordering::AcqRel) {
-                            changed.store(true, Ordering::Release);
-                            warn!(%master, queues = ?names, error = %e,
-                                "{what} failed on this master; its queues wait for it, the other masters' queues do not");
-                        }
-                    }
-                }
-                state.busy.store(false, Ordering::Release);
+                report(what, &group, &changed, result);
+                group.state.busy.store(false, Ordering::Release);
             });
         }
+    }
+
+    /// Whether the queues are on a cluster (else one server: one group).
+    fn is_cluster(&self) -> bool {
+        self.queues.first().is_some_and(|q| q.pool().is_cluster())
     }
 
     /// Waits up to the timeout for the runs in flight, then abandons them.
@@ -167,9 +170,6 @@ impl PerMaster {
         let Some(pool) = self.queues.first().map(|q| q.pool().clone()) else {
             return;
         };
-        if !pool.is_cluster() {
-            return;
-        }
         if self.regrouping.as_ref().is_some_and(|h| h.is_finished()) {
             if let Some(asking) = self.regrouping.take() {
                 if let Some(Ok(Ok(masters))) = asking.now_or_never() {
@@ -219,5 +219,28 @@ impl PerMaster {
                 queues,
             })
             .collect();
+    }
+}
+
+/// Logs a group's run that failed after one that did not (at warn, once),
+/// or that succeeded after one that failed (at info, once), and marks the
+/// grouping to be asked for again then.
+fn report(what: &str, group: &Group, changed: &AtomicBool, result: Result<()>) {
+    let names: Vec<&str> = group.queues.iter().map(|q| q.name()).collect();
+    let master = &group.master;
+    match result {
+        Ok(()) => {
+            if group.state.failing.swap(false, Ordering::AcqRel) {
+                changed.store(true, Ordering::Release);
+                info!(%master, queues = ?names, "{what} answered again by this master");
+            }
+        }
+        Err(e) => {
+            if !group.state.failing.swap(true, Ordering::AcqRel) {
+                changed.store(true, Ordering::Release);
+                warn!(%master, queues = ?names, error = %e,
+                    "{what} failed on this master; its queues wait for it, the other masters' queues do not");
+            }
+        }
     }
 }
