@@ -180,6 +180,24 @@ pub enum Error {
     /// A schedule could not be declared or evaluated.
     #[error(transparent)]
     Schedule(#[from] crate::schedule::error::ScheduleError),
+    /// A worker starting on a Redis Cluster waited its startup wait for the
+    /// master of a queue's slot to answer, and gave up (a failover in
+    /// progress, most likely).
+    #[error("the worker could not start queue {queue} (pipelines {}): master {master} of its slot did not answer within {waited:?}; likely cause: {cause}; last error: {last}", pipelines.join(", "))]
+    StartupUnanswered {
+        /// The master of the queue's slot, as a reachable node names it.
+        master: String,
+        /// The queue.
+        queue: String,
+        /// The queue's pipelines this worker serves.
+        pipelines: Vec<String>,
+        /// How long the worker waited.
+        waited: Duration,
+        /// What most likely kept the master from answering.
+        cause: String,
+        /// The last failure, as Redis or the client said it.
+        last: String,
+    },
     /// The caller passed something leasehold cannot accept.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -187,3 +187,66 @@ async fn a_dead_master_delays_no_sweep_or_renewal_of_the_other_masters_queues() 
     handle.abort();
     let _ = handle.await;
 }
+
+/// A worker serving the three queues, waiting at most `wait` at its start.
+async fn build_worker(url: &str, wait: Duration) -> leasehold_core::Result<Worker> {
+    Worker::builder(url)
+        .pipeline(Slow::<0>)
+        .pipeline(Slow::<1>)
+        .pipeline(Slow::<2>)
+        .startup_wait(wait)
+        .build()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_started_while_a_master_is_down_waits_then_names_it() {
+    let mut cluster = RedisCluster::start_with(3, 1, |_| {
+        vec!["--cluster-node-timeout".to_owned(), "600000".to_owned()]
+    });
+    let url = cluster.url();
+    let dead_port = cluster.node(0).port().expect("a TCP node");
+    cluster.kill(0);
+
+    // the master stays down: the worker waits its startup wait, then names
+    // the master, the queue and the likely cause
+    let began = Instant::now();
+    let err = build_worker(&url, Duration::from_secs(2))
+        .await
+        .expect_err("no worker starts while a served queue's master is down");
+    let waited = began.elapsed();
+    assert!(
+        waited >= Duration::from_secs(1),
+        "gave up at once: {waited:?}"
+    );
+    assert!(waited < WAIT, "waited {waited:?}");
+    match &err {
+        leasehold_core::Error::StartupUnanswered {
+            master,
+            queue,
+            pipelines,
+            cause,
+            ..
+        } => {
+            assert_eq!(master, &format!("127.0.0.1:{dead_port}"), "{err}");
+            assert_eq!(queue, QUEUES[0], "{err}");
+            assert_eq!(pipelines, &[PIPELINES[0].to_owned()], "{err}");
+            assert!(cause.contains("failover"), "{err}");
+        }
+        other => panic!("not a startup error: {other}"),
+    }
+
+    // the replica is promoted while a worker waits: it starts
+    let starting = tokio::spawn({
+        let url = url.clone();
+        async move { build_worker(&url, WAIT).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.take_over(3);
+    let w = tokio::time::timeout(WAIT + Duration::from_secs(5), starting)
+        .await
+        .expect("the worker's start ended")
+        .unwrap()
+        .expect("the worker starts once the replica took over");
+    assert_eq!(w.queues().len(), 3);
+}

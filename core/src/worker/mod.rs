@@ -5,7 +5,8 @@
 //! This file holds the public face ([`Worker`] and its shutdown sequence);
 //! the parts live in their own files:
 //! - `builder.rs`: [`WorkerBuilder`], the worker's settings, and `build`,
-//!   which checks them and connects;
+//!   which checks them and connects; `startup.rs`: its bounded wait for a
+//!   cluster in the middle of a failover;
 //! - `lease_loop.rs`: one lease loop per lease group, leasing and settling in
 //!   batched `settle` calls; `settler.rs` is how job tasks reach it, and
 //!   `waiter.rs` its blocking wait when idle;
@@ -36,6 +37,7 @@ pub(crate) mod runner;
 mod scheduler;
 mod settler;
 mod shared;
+mod startup;
 mod step;
 mod sweeper;
 mod waiter;
