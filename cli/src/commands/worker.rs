@@ -54,7 +54,8 @@ pub(crate) async fn run(ctx: &Ctx, args: WorkerArgs) -> Outcome {
         .config(ctx.config.clone())
         .concurrency(args.concurrency)
         .lease_ttl(args.lease_ttl)
-        .shutdown_grace(args.shutdown_grace);
+        .shutdown_grace(args.shutdown_grace)
+        .startup_wait(args.startup_wait);
     for pipeline in pipelines {
         builder = builder.declared(pipeline).map_err(|e| ctx.fail(e))?;
     }

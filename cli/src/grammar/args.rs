@@ -232,6 +232,12 @@ pub(crate) struct WorkerArgs {
     /// cut off (process steps then get SIGTERM and their grace).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    /// On a Redis Cluster, how long the worker waits at its start for the
+    /// master of each served queue's slot to answer (a failover in
+    /// progress), before it exits naming the master, the queue and the
+    /// likely cause.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub startup_wait: Duration,
 }
 
 /// Parses a job id given on the command line.
