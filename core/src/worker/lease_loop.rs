@@ -14,7 +14,9 @@
 //!   only when the worker is told to, and then starts none in the lease;
 //! - hands each call's replies to the waiting job tasks and spawns a task per
 //!   leased job (see `attempt/`);
-//! - backs off after a failed call;
+//! - backs off after a failed call, logging the first of a spell of failed
+//!   calls at warn and the rest at debug (a master down or failing over fails
+//!   every call until it answers), and the first call that answers again at info;
 //! - with nothing to do and free slots, blocks on the queue's wake lists (see
 //!   `waiter.rs`) until work arrives or a delayed job comes due;
 //! - at shutdown, stops leasing and keeps settling until every job task ended.
@@ -25,7 +27,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
-use tracing::{error, warn};
+use tracing::{debug, error, info, warn};
 
 use super::attempt::{self, Slots};
 use super::runner::Runner;
@@ -73,6 +75,8 @@ pub(crate) struct LeaseLoop {
     pub(crate) max_idle_wait: Duration,
     /// Lease slots in all (running and prefetched): the most jobs one call leases.
     pub(crate) batch: usize,
+    /// Whether the last settle call failed (logged once per spell).
+    pub(crate) failing: std::sync::atomic::AtomicBool,
 }
 
 /// Most operations in one settle call.
@@ -433,6 +437,12 @@ impl LeaseLoop {
         drop(ops);
         match result {
             Ok(settled) => {
+                if self
+                    .failing
+                    .swap(false, std::sync::atomic::Ordering::AcqRel)
+                {
+                    info!(queue = %self.group.queue.name(), "settle calls answered again");
+                }
                 for (p, reply) in batch.into_iter().zip(settled.replies) {
                     p.answer(reply);
                 }
@@ -452,7 +462,12 @@ impl LeaseLoop {
                 }
             }
             Err(e) => {
-                warn!(queue = %self.group.queue.name(), error = %e, "settle failed");
+                if self.failing.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                    debug!(queue = %self.group.queue.name(), error = %e, "settle failed");
+                } else {
+                    warn!(queue = %self.group.queue.name(), error = %e,
+                        "settle failed; retrying with backoff (logged again when the queue's master answers)");
+                }
                 for p in batch {
                     let error = if e.is_transient() {
                         Error::Pool(format!("settle failed: {e}"))

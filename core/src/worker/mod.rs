@@ -192,6 +192,7 @@ impl Worker {
                 source: self.source.clone(),
                 max_idle_wait: self.max_idle_wait,
                 batch: self.concurrency + extra,
+                failing: Default::default(),
             };
             loops.spawn(ctx.run());
         }
