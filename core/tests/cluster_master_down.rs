@@ -221,13 +221,14 @@ async fn a_worker_started_while_a_master_is_down_waits_then_names_it() {
     );
     assert!(waited < WAIT, "waited {waited:?}");
     match &err {
-        leasehold_core::Error::StartupUnanswered {
-            master,
-            queue,
-            pipelines,
-            cause,
-            ..
-        } => {
+        leasehold_core::Error::StartupUnanswered(gave_up) => {
+            let leasehold_core::StartupUnanswered {
+                master,
+                queue,
+                pipelines,
+                cause,
+                ..
+            } = gave_up.as_ref();
             assert_eq!(master, &format!("127.0.0.1:{dead_port}"), "{err}");
             assert_eq!(queue, QUEUES[0], "{err}");
             assert_eq!(pipelines, &[PIPELINES[0].to_owned()], "{err}");

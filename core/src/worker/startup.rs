@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::Error;
+use crate::error::{Error, StartupUnanswered};
 use crate::queue::Queue;
 
 /// How long a starting worker waits for a cluster to answer by default.
@@ -86,12 +86,12 @@ pub(crate) async fn gave_up(
         Some(_) => "the slot is being moved (TRYAGAIN)",
         None => "the master is unreachable: down, its replica not promoted yet (a failover in progress?)",
     };
-    Error::StartupUnanswered {
+    Error::StartupUnanswered(Box::new(StartupUnanswered {
         master,
         queue: queue.name().to_owned(),
         pipelines: pipelines.iter().map(|p| p.to_string()).collect(),
         waited,
         cause: cause.to_owned(),
         last: last.to_string(),
-    }
+    }))
 }
