@@ -16,7 +16,10 @@
 //!   leased job (see `attempt/`);
 //! - backs off after a failed call, logging the first of a spell of failed
 //!   calls at warn and the rest at debug (a master down or failing over fails
-//!   every call until it answers), and the first call that answers again at info;
+//!   every call until it answers), and the first call that answers again at
+//!   info, each naming the master of the queue's slot (asked then, in a task
+//!   of its own); a loop per queue, so a master that does not answer holds up
+//!   only its own queues' leasing;
 //! - with nothing to do and free slots, blocks on the queue's wake lists (see
 //!   `waiter.rs`) until work arrives or a delayed job comes due;
 //! - at shutdown, stops leasing and keeps settling until every job task ended.
@@ -30,6 +33,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
 use super::attempt::{self, Slots};
+use super::masters::master_of;
 use super::runner::Runner;
 use super::settler::{Pending, Settler};
 use super::shared::{RedisSource, Shared};
@@ -106,6 +110,9 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Longest pause after failed calls.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Longest wait for a node to name the queue's master, for a log line.
+const MASTER_LOOKUP: Duration = Duration::from_secs(2);
 
 /// Whether a second call in flight is worth sending for `ops` pending
 /// operations, `starts` of them starts, from a worker of `batch` lease slots
@@ -441,7 +448,7 @@ impl LeaseLoop {
                     .failing
                     .swap(false, std::sync::atomic::Ordering::AcqRel)
                 {
-                    info!(queue = %self.group.queue.name(), "settle calls answered again");
+                    self.log_master(false, None);
                 }
                 for (p, reply) in batch.into_iter().zip(settled.replies) {
                     p.answer(reply);
@@ -465,8 +472,7 @@ impl LeaseLoop {
                 if self.failing.swap(true, std::sync::atomic::Ordering::AcqRel) {
                     debug!(queue = %self.group.queue.name(), error = %e, "settle failed");
                 } else {
-                    warn!(queue = %self.group.queue.name(), error = %e,
-                        "settle failed; retrying with backoff (logged again when the queue's master answers)");
+                    self.log_master(true, Some(e.to_string()));
                 }
                 for p in batch {
                     let error = if e.is_transient() {
@@ -482,6 +488,23 @@ impl LeaseLoop {
                 CallDone::Failed
             }
         }
+    }
+
+    /// Logs, in a task of its own (the call's replies do not wait for it),
+    /// that the queue's settle calls started failing (at warn, with `error`)
+    /// or answer again (at info), naming the master of its slot.
+    fn log_master(&self, failing: bool, error: Option<String>) {
+        let queue = self.group.queue.clone();
+        tokio::spawn(async move {
+            let master = master_of(&queue, MASTER_LOOKUP).await;
+            let error = error.unwrap_or_default();
+            if failing {
+                warn!(%master, queue = %queue.name(), %error,
+                    "leasing and settling failed on this master; retrying with backoff (logged again when it answers); the other masters' queues do not wait for it");
+            } else {
+                info!(%master, queue = %queue.name(), "leasing and settling answered again by this master");
+            }
+        });
     }
 
     /// Counts the leased jobs in the metrics and spawns a task for each, with

@@ -15,7 +15,9 @@
 //! - on one server, runs the one group's work in place, unbounded, as a
 //!   worker without this module would: no task, no timer, no call added;
 //! - logs at warn once when a master starts failing, naming it and its
-//!   queues, and at info once when it answers again.
+//!   queues, and at info once when it answers again;
+//! - names the master of one queue for the services that run per queue (the
+//!   lease loops, the schedules), asked only when their calls start failing.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -219,6 +221,23 @@ impl PerMaster {
                 queues,
             })
             .collect();
+    }
+}
+
+/// The master of `queue`'s slot (`host:port`), for a log line: `redis` on
+/// one server, `unknown` when no node said within `within`. One `CLUSTER
+/// SLOTS`, asked only when a queue's calls start failing or answer again.
+pub(crate) async fn master_of(queue: &Queue, within: Duration) -> String {
+    if !queue.pool().is_cluster() {
+        return "redis".to_owned();
+    }
+    let keys = [queue.keys().base()];
+    match tokio::time::timeout(within, queue.pool().masters_of(&keys)).await {
+        Ok(Ok(masters)) => match masters.into_iter().next().flatten() {
+            Some(m) => m.to_string(),
+            None => "none (its slot has no master)".to_owned(),
+        },
+        _ => "unknown".to_owned(),
     }
 }
 
