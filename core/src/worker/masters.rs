@@ -231,12 +231,10 @@ pub(crate) async fn master_of(queue: &Queue, within: Duration) -> String {
     if !queue.pool().is_cluster() {
         return "redis".to_owned();
     }
-    let keys = [queue.keys().base()];
-    match tokio::time::timeout(within, queue.pool().masters_of(&keys)).await {
-        Ok(Ok(masters)) => match masters.into_iter().next().flatten() {
-            Some(m) => m.to_string(),
-            None => "none (its slot has no master)".to_owned(),
-        },
+    let asked = queue.pool().master_of(queue.keys().base());
+    match tokio::time::timeout(within, asked).await {
+        Ok(Ok(Some(m))) => m.to_string(),
+        Ok(Ok(None)) => "none (its slot has no master)".to_owned(),
         _ => "unknown".to_owned(),
     }
 }
