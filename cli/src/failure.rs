@@ -150,6 +150,9 @@ pub(crate) fn classify(shown_url: &str, e: Error) -> Failure {
         | Error::UnregisteredPipeline { .. }
         | Error::UnknownSchedule { .. }
         | Error::Schedule(_)) => Failure::Usage(e.to_string()),
+        e @ Error::StartupUnanswered(_) => {
+            Failure::Unreachable(format!("Redis at {shown_url}: {e}"))
+        }
         other => Failure::Other(other.to_string()),
     }
 }

@@ -180,6 +180,11 @@ pub enum Error {
     /// A schedule could not be declared or evaluated.
     #[error(transparent)]
     Schedule(#[from] crate::schedule::error::ScheduleError),
+    /// A worker starting on a Redis Cluster waited its startup wait for the
+    /// master of a queue's slot to answer, and gave up (a failover in
+    /// progress, most likely).
+    #[error("{0}")]
+    StartupUnanswered(Box<StartupUnanswered>),
     /// The caller passed something leasehold cannot accept.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -308,4 +313,23 @@ fn batch_failed_with(e: &RedisError, markers: &[&str]) -> bool {
     let text = e.to_string().to_ascii_lowercase();
     (text.contains("pipeline failure") || text.contains("transaction aborted"))
         && markers.iter().any(|m| text.contains(m))
+}
+
+/// What a worker that gave up starting on a Redis Cluster says (see
+/// [`Error::StartupUnanswered`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the worker could not start queue {queue} (pipelines {}): master {master} of its slot did not answer within {waited:?}; likely cause: {cause}; last error: {last}", pipelines.join(", "))]
+pub struct StartupUnanswered {
+    /// The master of the queue's slot, as a reachable node names it.
+    pub master: String,
+    /// The queue.
+    pub queue: String,
+    /// The queue's pipelines this worker serves.
+    pub pipelines: Vec<String>,
+    /// How long the worker waited.
+    pub waited: Duration,
+    /// What most likely kept the master from answering.
+    pub cause: String,
+    /// The last failure, as Redis or the client said it.
+    pub last: String,
 }

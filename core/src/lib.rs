@@ -69,7 +69,7 @@ pub use leasehold_syntax::{parse_duration, parse_offset_ms, DurationError};
 pub use client::{job_for, Client, Enqueue};
 pub use config::{QueueConfig, Retention};
 pub use contract::{Contract, EnqueueOptions};
-pub use error::{Error, Result};
+pub use error::{Error, Result, StartupUnanswered};
 pub use flow::{FlowOptions, FlowSpec, Pause, PauseScope, Rate};
 pub use group::{check_group_name, Dependency, GroupPolicy, GroupStatus, ParentFailure};
 pub use id::JobId;

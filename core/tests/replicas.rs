@@ -1676,6 +1676,20 @@ async fn a_replica_woken_past_its_lease_deadline_records_the_abandoned_attempt()
             && error.message.contains("no step ran"),
         "{error:?}"
     );
+    // the new attempt's retry event says what happened: no worker shut down
+    let events = leasehold_core::Inspector::new(queue.clone())
+        .job_events(&id)
+        .await
+        .unwrap();
+    let retry = events
+        .iter()
+        .find(|e| e.op == "retry")
+        .expect("a retry event for the new attempt");
+    assert!(
+        retry.reason.contains("abandoned before step fetch began")
+            && !retry.reason.contains("shut"),
+        "{retry:?}"
+    );
     let spans = spans_of(&queue, &id).await;
     assert!(
         spans.iter().all(|s| s.attempt == 2),

@@ -22,16 +22,29 @@ const FOLLOW_BLOCK: Duration = Duration::from_secs(2);
 /// named, and the exit code is 5 (Redis cannot be reached). With `--json`,
 /// the entries of `/api/queues`: each queue read (`"reachable": true`) and
 /// each queue or master not read (`"reachable": false`, its `master` and the
-/// `error` line also printed on stderr).
+/// `error` line also printed on stderr). The queues are read at once, so a
+/// master that does not answer delays no other master's queues.
 pub(crate) async fn status(ctx: &Ctx, queues: &[String]) -> Outcome {
     let (names, mut lost) = ctx.reachable_queues(queues).await?;
     let mut all = Vec::with_capacity(names.len());
+    // every queue at once: one whose master does not answer delays no other
+    let mut inspectors = Vec::with_capacity(names.len());
     for q in &names {
-        match ctx.inspector(q)?.status().await {
-            Ok(s) => all.push(s),
+        inspectors.push(ctx.inspector(q)?);
+    }
+    let read = inspectors.iter().map(|i| async move {
+        match i.status().await {
+            Ok(s) => Ok(Ok(s)),
             Err(e) if ctx.is_master_unreachable(&e) => {
-                lost.push(ctx.unreachable_queue(q, &e).await);
+                Ok(Err(ctx.unreachable_queue(i.queue().name(), &e).await))
             }
+            Err(e) => Err(e),
+        }
+    });
+    for status in futures_util::future::join_all(read).await {
+        match status {
+            Ok(Ok(s)) => all.push(s),
+            Ok(Err(queue_lost)) => lost.push(queue_lost),
             Err(e) => return Err(ctx.fail(e)),
         }
     }

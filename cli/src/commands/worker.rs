@@ -70,7 +70,8 @@ pub(crate) async fn run(ctx: &Ctx, args: &WorkerArgs, pipelines: Vec<DeclaredPip
             .config(ctx.config.clone())
             .concurrency(args.concurrency)
             .lease_ttl(args.lease_ttl)
-            .shutdown_grace(args.shutdown_grace);
+            .shutdown_grace(args.shutdown_grace)
+            .startup_wait(args.startup_wait);
         if let Some(addr) = args.metrics_addr {
             builder = builder.metrics_addr(addr);
         }

@@ -118,16 +118,34 @@ impl App {
     /// Every queue at a glance: the status of each queue that can be read,
     /// and on a Redis Cluster with a master down one entry per master or
     /// queue that cannot ("master 127.0.0.1:6712 unreachable: failover in
-    /// progress? ..."), as `status` names them.
+    /// progress? ..."), as `status` names them. The queues are read at
+    /// once, so a master that does not answer delays no other's queues.
     pub(crate) async fn overview(&self) -> Res<Overview> {
         let (names, mut unreachable) = self.reachable_queues().await?;
         let mut queues = Vec::with_capacity(names.len());
+        // every queue at once: a queue whose master does not answer delays
+        // no other queue's status (nor a scrape of /metrics)
+        let mut inspectors = Vec::with_capacity(names.len());
         for q in &names {
-            match self.inspector(q)?.status().await {
-                Ok(s) => queues.push(s),
-                Err(e) if is_master_unreachable(&self.base, &e) => {
-                    unreachable.push(unreachable_queue(&self.base, &self.config, q, &e).await);
-                }
+            inspectors.push(self.inspector(q)?);
+        }
+        let read = inspectors.iter().map(|i| async move {
+            match i.status().await {
+                Ok(s) => Ok(Ok(s)),
+                Err(e) if is_master_unreachable(&self.base, &e) => Ok(Err(unreachable_queue(
+                    &self.base,
+                    &self.config,
+                    i.queue().name(),
+                    &e,
+                )
+                .await)),
+                Err(e) => Err(e),
+            }
+        });
+        for status in futures_util::future::join_all(read).await {
+            match status {
+                Ok(Ok(s)) => queues.push(s),
+                Ok(Err(lost)) => unreachable.push(lost),
                 Err(e) => return Err(self.fail(e)),
             }
         }

@@ -240,6 +240,12 @@ pub(crate) struct WorkerArgs {
     /// for example 127.0.0.1:9464. Off unless given.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// On a Redis Cluster, how long the worker waits at its start for the
+    /// master of each served queue's slot to answer (a failover in
+    /// progress), before it exits naming the master, the queue and the
+    /// likely cause.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub startup_wait: Duration,
 }
 
 /// `--lease-ttl`: read by the one definition of the `lease_ttl` setting (the

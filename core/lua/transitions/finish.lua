@@ -154,7 +154,9 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
       redis.call('ZADD', k_ready, ready_score(j.priority, now), id)
     end
     local why = 'automatic retry, backoff ' .. fmt(backoff) .. ' ms'
-    if interrupted then why = 'new attempt after a worker shutdown' end
+    -- an interrupted attempt's retry says what interrupted it (a shutdown, or
+    -- a lease given up at its local deadline), as the finish event does
+    if interrupted then why = 'new attempt after an interruption: ' .. (reason ~= '' and reason or message) end
     emit(batch.events, 'retry', id, next_attempt, 'FAILED', 'QUEUED', worker, why)
     if j.links then links_moved(batch.events, jk, id, 'QUEUED', now) end
     wake(k_wake)

@@ -67,7 +67,8 @@ pub struct UnreachableMaster {
 /// [`discover_queues`], going on past a cluster master that does not answer
 /// (killed, its replica not yet promoted): the queues of the others, and the
 /// masters it could not scan. Fails only when no master answers (or on one
-/// server, when it does not).
+/// server, when it does not). The masters are scanned at once, each on a
+/// connection of its own, so one that does not answer delays no other.
 pub async fn discover_reachable_queues(
     pool: &RedisPool,
     config: &QueueConfig,
@@ -83,36 +84,19 @@ pub async fn discover_reachable_queues(
     if masters.is_empty() {
         found = scan_and_warn(&mut conn, config, &pattern, Target::Master(None)).await?;
     }
+    // every master at once: one that does not answer delays no other's listing
+    let scans = masters
+        .iter()
+        .map(|master| scan_master(pool, config, &pattern, master));
     let mut unreachable = Vec::new();
-    for master in &masters {
-        let error =
-            match scan_and_warn(&mut conn, config, &pattern, Target::Master(Some(master))).await {
-                Ok(keys) => {
-                    found.extend(keys);
-                    continue;
-                }
-                Err(e) => e,
-            };
-        // the master's queues, as its replica holds them (it may lag)
-        let mut listed_from = None;
-        // (the client may have no connection to a replica yet: it makes one
-        // after the first ask fails, so each is asked a few times)
-        'replicas: for replica in pool.replicas_of(master).await.unwrap_or_default() {
-            for _ in 0..REPLICA_TRIES {
-                let target = Target::Master(Some(&replica));
-                if let Ok(keys) = scan_and_warn(&mut conn, config, &pattern, target).await {
-                    found.extend(keys);
-                    listed_from = Some(replica);
-                    break 'replicas;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    for scanned in futures_util::future::join_all(scans).await {
+        match scanned {
+            Ok(keys) => found.extend(keys),
+            Err((lost, keys)) => {
+                found.extend(keys);
+                unreachable.push(lost);
             }
         }
-        unreachable.push(UnreachableMaster {
-            master: master.clone(),
-            error,
-            listed_from,
-        });
     }
     if !masters.is_empty() && unreachable.len() == masters.len() {
         if let Some(lost) = unreachable.into_iter().next() {
@@ -135,6 +119,51 @@ pub async fn discover_reachable_queues(
         queues: queues.into_iter().collect(),
         unreachable,
     })
+}
+
+/// The keys of `pattern` on `master`, on a connection of its own; when it
+/// does not answer, what stands for it and the keys its replica holds (none
+/// when no replica answered).
+async fn scan_master(
+    pool: &RedisPool,
+    config: &QueueConfig,
+    pattern: &str,
+    master: &Master,
+) -> std::result::Result<BTreeSet<String>, (UnreachableMaster, BTreeSet<String>)> {
+    let scanned = async {
+        let mut conn = pooled(pool, config).await?;
+        scan_and_warn(&mut conn, config, pattern, Target::Master(Some(master))).await
+    };
+    let error = match scanned.await {
+        Ok(keys) => return Ok(keys),
+        Err(e) => e,
+    };
+    // the master's queues, as its replica holds them (it may lag)
+    let mut listed_from = None;
+    let mut found = BTreeSet::new();
+    // (the client may have no connection to a replica yet: it makes one
+    // after the first ask fails, so each is asked a few times)
+    'replicas: for replica in pool.replicas_of(master).await.unwrap_or_default() {
+        for _ in 0..REPLICA_TRIES {
+            let target = Target::Master(Some(&replica));
+            let asked = async {
+                let mut conn = pooled(pool, config).await?;
+                scan_and_warn(&mut conn, config, pattern, target).await
+            };
+            if let Ok(keys) = asked.await {
+                found = keys;
+                listed_from = Some(replica);
+                break 'replicas;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    let lost = UnreachableMaster {
+        master: master.clone(),
+        error,
+        listed_from,
+    };
+    Err((lost, found))
 }
 
 /// The UTF-8 key names `SCAN` finds on `target`, warning of the others.

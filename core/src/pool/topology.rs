@@ -12,6 +12,12 @@ pub struct Master {
     pub port: u16,
 }
 
+impl std::fmt::Display for Master {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
 impl RedisPool {
     /// The masters of the cluster (`CLUSTER SLOTS`), sorted; empty for one server.
     pub async fn masters(&self) -> Result<Vec<Master>> {
@@ -98,6 +104,26 @@ impl RedisPool {
             .into_iter()
             .find(|(from, to, _)| (*from..=*to).contains(&slot))
             .map(|(_, _, master)| master))
+    }
+
+    /// The master serving the slot of each of `keys`, in order, from one
+    /// `CLUSTER SLOTS` (as a reachable node sees it); all `None` for one
+    /// server (no call made), `None` for a slot no master serves.
+    pub async fn masters_of(&self, keys: &[&str]) -> Result<Vec<Option<Master>>> {
+        if !self.is_cluster() {
+            return Ok(vec![None; keys.len()]);
+        }
+        let ranges = self.slot_ranges().await?;
+        Ok(keys
+            .iter()
+            .map(|key| {
+                let slot = key_slot(key.as_bytes());
+                ranges
+                    .iter()
+                    .find(|(from, to, _)| (*from..=*to).contains(&slot))
+                    .map(|(_, _, master)| master.clone())
+            })
+            .collect())
     }
 
     /// The slot ranges of the cluster and their masters (`CLUSTER SLOTS`);

@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tracing::info;
+use tracing::{debug, info};
 
 use super::runner::{PipelineRunner, Runner};
 use super::shared::RedisSource;
-use super::{lease_loop, scheduler, Worker};
+use super::{lease_loop, scheduler, startup, Worker};
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
@@ -31,6 +31,7 @@ pub struct WorkerBuilder {
     shutdown_grace: Duration,
     cancel_grace: Duration,
     max_idle_wait: Duration,
+    startup_wait: Duration,
     runners: Vec<Arc<dyn Runner>>,
     metrics: Option<Arc<Metrics>>,
     #[cfg(feature = "metrics-server")]
@@ -69,6 +70,7 @@ impl WorkerBuilder {
             shutdown_grace: Duration::from_secs(30),
             cancel_grace: Duration::from_secs(5),
             max_idle_wait: Duration::from_secs(5),
+            startup_wait: super::startup::DEFAULT_STARTUP_WAIT,
             runners: Vec::new(),
             metrics: None,
             #[cfg(feature = "metrics-server")]
@@ -76,6 +78,15 @@ impl WorkerBuilder {
             schedules: Vec::new(),
             notify: Vec::new(),
         }
+    }
+
+    /// How long `build` waits, on a Redis Cluster, for the master of a
+    /// served queue's slot to answer (a failover in progress) before it
+    /// fails with [`Error::StartupUnanswered`] (default 30 s).
+    #[must_use]
+    pub fn startup_wait(mut self, wait: Duration) -> Self {
+        self.startup_wait = wait;
+        self
     }
 
     /// Client settings (key prefix, retention, timeouts).
@@ -222,7 +233,19 @@ impl WorkerBuilder {
             RedisSource::Pool(pool) => pool.clone(),
         };
         let probe = Queue::with_pool(pool.clone(), "probe", self.config.clone())?;
-        probe.ping().await?;
+        let began = Instant::now();
+        let deadline = began + self.startup_wait;
+        loop {
+            match probe.ping().await {
+                Ok(()) => break,
+                Err(e) if startup::worth_waiting(&probe, &e) => {
+                    if !startup::pause_before_retry(deadline).await {
+                        return Err(startup::gave_up(&probe, &[], began.elapsed(), e).await);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
         // lease groups: one per (queue, lease ttl)
         let mut groups: BTreeMap<(String, Duration), Vec<Arc<dyn Runner>>> = BTreeMap::new();
         for runner in &self.runners {
@@ -287,35 +310,21 @@ impl WorkerBuilder {
         let mut notifiers: Vec<super::notifier::QueueNotifier> = Vec::new();
         for ((queue, ttl), runners) in groups {
             let queue = probe.sibling(&queue)?;
-            queue.load_scripts().await?;
-            for runner in &runners {
-                let spec = runner.spec();
-                queue.register_pipeline(&spec).await?;
-                let mine: Vec<&crate::schedule::Schedule> = declared
-                    .iter()
-                    .filter(|(r, _)| r.name() == runner.name())
-                    .map(|(_, s)| s)
-                    .collect();
-                if mine.is_empty() {
-                    continue;
+            // a failover in progress: wait for the slot's master, within the bound
+            let found = loop {
+                match start_queue(&queue, &runners, &declared, &id, &hook_of).await {
+                    Ok(found) => break found,
+                    Err(e) if startup::worth_waiting(&queue, &e) => {
+                        if !startup::pause_before_retry(deadline).await {
+                            let names: Vec<&str> = runners.iter().map(|r| r.name()).collect();
+                            return Err(startup::gave_up(&queue, &names, began.elapsed(), e).await);
+                        }
+                        debug!(queue = %queue.name(), error = %e, "the queue's master does not answer yet; waiting");
+                    }
+                    Err(e) => return Err(e),
                 }
-                let contract = Arc::new(crate::contract::Contract::new(spec)?);
-                for schedule in mine {
-                    let registered = queue
-                        .register_schedule(runner.name(), schedule, &id)
-                        .await?;
-                    info!(schedule = schedule.name(), pipeline = runner.name(), outcome = %registered.outcome,
-                        cursor = %crate::record::utc(registered.cursor), "schedule registered");
-                    scheduled.push(scheduler::Scheduled {
-                        queue: queue.clone(),
-                        contract: contract.clone(),
-                        schedule: schedule.clone(),
-                        cursor: registered.cursor,
-                        now: registered.now,
-                        notify: hook_of(runner.name()),
-                    });
-                }
-            }
+            };
+            scheduled.extend(found);
             let hooks: BTreeMap<String, Arc<crate::notify::Notify>> = runners
                 .iter()
                 .filter_map(|r| hook_of(r.name()).map(|h| (r.name().to_owned(), h)))
@@ -366,6 +375,47 @@ impl WorkerBuilder {
             metrics_addr: self.metrics_addr,
         })
     }
+}
+
+/// Loads the scripts on `queue`'s master and registers its `runners` and
+/// their schedules (of `declared`) for worker `id`: what a worker writes
+/// before it starts, safe to run again after a failure.
+async fn start_queue(
+    queue: &Queue,
+    runners: &[Arc<dyn Runner>],
+    declared: &[(Arc<dyn Runner>, crate::schedule::Schedule)],
+    id: &str,
+    hook_of: &(dyn Fn(&str) -> Option<Arc<crate::notify::Notify>> + Sync),
+) -> Result<Vec<scheduler::Scheduled>> {
+    let mut scheduled = Vec::new();
+    queue.load_scripts().await?;
+    for runner in runners {
+        let spec = runner.spec();
+        queue.register_pipeline(&spec).await?;
+        let mine: Vec<&crate::schedule::Schedule> = declared
+            .iter()
+            .filter(|(r, _)| r.name() == runner.name())
+            .map(|(_, s)| s)
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let contract = Arc::new(crate::contract::Contract::new(spec)?);
+        for schedule in mine {
+            let registered = queue.register_schedule(runner.name(), schedule, id).await?;
+            info!(schedule = schedule.name(), pipeline = runner.name(), outcome = %registered.outcome,
+                cursor = %crate::record::utc(registered.cursor), "schedule registered");
+            scheduled.push(scheduler::Scheduled {
+                queue: queue.clone(),
+                contract: contract.clone(),
+                schedule: schedule.clone(),
+                cursor: registered.cursor,
+                now: registered.now,
+                notify: hook_of(runner.name()),
+            });
+        }
+    }
+    Ok(scheduled)
 }
 
 /// A unique id for this worker instance: host, process id and a random suffix.

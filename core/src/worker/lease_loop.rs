@@ -14,7 +14,12 @@
 //!   only when the worker is told to, and then starts none in the lease;
 //! - hands each call's replies to the waiting job tasks and spawns a task per
 //!   leased job (see `attempt/`);
-//! - backs off after a failed call;
+//! - backs off after a failed call, logging the first of a spell of failed
+//!   calls at warn and the rest at debug (a master down or failing over fails
+//!   every call until it answers), and the first call that answers again at
+//!   info, each naming the master of the queue's slot (asked then, in a task
+//!   of its own); a loop per queue, so a master that does not answer holds up
+//!   only its own queues' leasing;
 //! - with nothing to do and free slots, blocks on the queue's wake lists (see
 //!   `waiter.rs`) until work arrives or a delayed job comes due;
 //! - at shutdown, stops leasing and keeps settling until every job task ended.
@@ -25,9 +30,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
-use tracing::{error, warn};
+use tracing::{debug, error, info, warn};
 
 use super::attempt::{self, Slots};
+use super::masters::master_of;
 use super::runner::Runner;
 use super::settler::{Pending, Settler};
 use super::shared::{RedisSource, Shared};
@@ -73,6 +79,8 @@ pub(crate) struct LeaseLoop {
     pub(crate) max_idle_wait: Duration,
     /// Lease slots in all (running and prefetched): the most jobs one call leases.
     pub(crate) batch: usize,
+    /// Whether the last settle call failed (logged once per spell).
+    pub(crate) failing: std::sync::atomic::AtomicBool,
 }
 
 /// Most operations in one settle call.
@@ -102,6 +110,9 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Longest pause after failed calls.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Longest wait for a node to name the queue's master, for a log line.
+const MASTER_LOOKUP: Duration = Duration::from_secs(2);
 
 /// Whether a second call in flight is worth sending for `ops` pending
 /// operations, `starts` of them starts, from a worker of `batch` lease slots
@@ -433,6 +444,12 @@ impl LeaseLoop {
         drop(ops);
         match result {
             Ok(settled) => {
+                if self
+                    .failing
+                    .swap(false, std::sync::atomic::Ordering::AcqRel)
+                {
+                    self.log_master(false, None);
+                }
                 for (p, reply) in batch.into_iter().zip(settled.replies) {
                     p.answer(reply);
                 }
@@ -452,7 +469,11 @@ impl LeaseLoop {
                 }
             }
             Err(e) => {
-                warn!(queue = %self.group.queue.name(), error = %e, "settle failed");
+                if self.failing.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                    debug!(queue = %self.group.queue.name(), error = %e, "settle failed");
+                } else {
+                    self.log_master(true, Some(e.to_string()));
+                }
                 for p in batch {
                     let error = if e.is_transient() {
                         Error::Pool(format!("settle failed: {e}"))
@@ -467,6 +488,23 @@ impl LeaseLoop {
                 CallDone::Failed
             }
         }
+    }
+
+    /// Logs, in a task of its own (the call's replies do not wait for it),
+    /// that the queue's settle calls started failing (at warn, with `error`)
+    /// or answer again (at info), naming the master of its slot.
+    fn log_master(&self, failing: bool, error: Option<String>) {
+        let queue = self.group.queue.clone();
+        tokio::spawn(async move {
+            let master = master_of(&queue, MASTER_LOOKUP).await;
+            let error = error.unwrap_or_default();
+            if failing {
+                warn!(%master, queue = %queue.name(), %error,
+                    "leasing and settling failed on this master; retrying with backoff (logged again when it answers); the other masters' queues do not wait for it");
+            } else {
+                info!(%master, queue = %queue.name(), "leasing and settling answered again by this master");
+            }
+        });
     }
 
     /// Counts the leased jobs in the metrics and spawns a task for each, with

@@ -5,7 +5,8 @@
 //! This file holds the public face ([`Worker`] and its shutdown sequence);
 //! the parts live in their own files:
 //! - `builder.rs`: [`WorkerBuilder`], the worker's settings, and `build`,
-//!   which checks them and connects;
+//!   which checks them and connects; `startup.rs`: its bounded wait for a
+//!   cluster in the middle of a failover;
 //! - `lease_loop.rs`: one lease loop per lease group, leasing and settling in
 //!   batched `settle` calls; `settler.rs` is how job tasks reach it, and
 //!   `waiter.rs` its blocking wait when idle;
@@ -17,6 +18,8 @@
 //!   a confirmed renewal (cut off from Redis), whatever calls are in flight;
 //! - `sweeper.rs`: recovery of expired leases; `cleanup_claims.rs`: cleanup
 //!   hooks of resolved STALE jobs;
+//! - `masters.rs`: the renewals and sweeps of each master's queues, run
+//!   concurrently so one master down never delays another's;
 //! - `scheduler.rs`: the schedules' ticks (a task only when a served
 //!   pipeline has a schedule);
 //! - `active.rs`: the jobs held right now; `shared.rs`: state all parts share;
@@ -30,11 +33,13 @@ mod cleanup_claims;
 mod heartbeat;
 mod holder_call;
 mod lease_loop;
+mod masters;
 mod notifier;
 pub(crate) mod runner;
 mod scheduler;
 mod settler;
 mod shared;
+mod startup;
 mod step;
 mod sweeper;
 mod waiter;
@@ -195,12 +200,12 @@ impl Worker {
                 source: self.source.clone(),
                 max_idle_wait: self.max_idle_wait,
                 batch: self.concurrency + extra,
+                failing: Default::default(),
             };
             loops.spawn(ctx.run());
         }
         let sweeper = sweeper::Sweeper {
             shared: shared.clone(),
-            queues: queues.clone(),
             every: self.sweep_interval,
             batch: self.sweep_batch,
             cleanups: cleanup_claims::CleanupClaimer {

@@ -9,6 +9,11 @@
 //! held (`wait`) window is looked at again, or after an error. Nothing is lost
 //! by a replica dying between computing and calling: the cursor in Redis did
 //! not move, and the next replica claims the same windows.
+//!
+//! Each schedule runs in a task of its own, so a schedule whose queue's
+//! master does not answer (down, failing over) delays no other schedule: its
+//! ticks fail and back off (0.5 s doubling to 8 s), logged at warn once per
+//! spell, naming the master and the queue, and at info when it answers again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +22,8 @@ use jiff::Timestamp;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
+
+use super::masters::master_of;
 
 use crate::contract::Contract;
 use crate::error::Result;
@@ -29,6 +36,8 @@ use crate::schedule::{Cadence, Schedule};
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// How soon a window held by the `wait` overlap policy is looked at again, at most.
 const WAIT_RECHECK: Duration = Duration::from_secs(5);
+/// Longest wait for a node to name a failing schedule's master, for a log line.
+const MASTER_LOOKUP: Duration = Duration::from_secs(2);
 
 /// One schedule a worker fires.
 pub(crate) struct Scheduled {
@@ -151,6 +160,11 @@ async fn fire(s: Scheduled, worker: String, metrics: Arc<Metrics>, stop: Cancell
         let result = queue
             .tick_schedule(&contract, &schedule, cursor, &due_windows, &worker)
             .await;
+        if failures > 0 && result.is_ok() {
+            let master = master_of(&queue, MASTER_LOOKUP).await;
+            info!(%master, queue = %queue.name(), schedule = %name, failed = failures,
+                "schedule ticks answered again by this master");
+        }
         match result {
             Ok(TickReply::Claimed {
                 cursor: c,
@@ -233,7 +247,13 @@ async fn fire(s: Scheduled, worker: String, metrics: Arc<Metrics>, stop: Cancell
             }
             Err(e) => {
                 failures += 1;
-                warn!(schedule = %name, error = %e, attempt = failures, "schedule tick failed; the window stays due");
+                if failures == 1 {
+                    let master = master_of(&queue, MASTER_LOOKUP).await;
+                    warn!(%master, queue = %queue.name(), schedule = %name, error = %e,
+                        "schedule tick failed on this master; the window stays due, retried with backoff (logged again when it answers); other masters' schedules do not wait for it");
+                } else {
+                    debug!(schedule = %name, error = %e, attempt = failures, "schedule tick failed");
+                }
                 metrics
                     .schedule_tick_failures
                     .get_or_create(&ScheduleLabels {

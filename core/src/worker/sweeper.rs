@@ -1,7 +1,8 @@
 //! The sweeper: recovers expired leases of the served queues.
 //!
 //! Duties, at each sweep interval (driven by the heartbeat task, see
-//! `heartbeat.rs`), for every served queue:
+//! `heartbeat.rs`), for every served queue, once per master and concurrently
+//! (`masters.rs`: a master that does not answer delays only its own queues):
 //! - one `sweep` call: expired leases go back to QUEUED, to CANCELLED or to
 //!   STALE, and parked jobs whose lock came free are unparked;
 //! - counts the recoveries and the transitions in the metrics and logs them;
@@ -26,8 +27,6 @@ use crate::queue::Queue;
 pub(crate) struct Sweeper {
     /// The worker's shared state (its metrics).
     pub(crate) shared: Arc<Shared>,
-    /// The served queues.
-    pub(crate) queues: Vec<Queue>,
     /// How often it sweeps.
     pub(crate) every: Duration,
     /// Most expired leases handled per sweep call.
@@ -37,16 +36,22 @@ pub(crate) struct Sweeper {
 }
 
 impl Sweeper {
-    /// One sweep of every served queue, then the cleanup hooks of resolved STALE jobs.
-    pub(crate) async fn sweep_all(&self) {
-        for queue in &self.queues {
+    /// One sweep of `queues` (one master's), each followed by the cleanup
+    /// hooks of its resolved STALE jobs; the first failed sweep ends it (the
+    /// master's other queues would wait on it too).
+    pub(crate) async fn sweep_group(&self, queues: &[Queue]) -> Result<()> {
+        for queue in queues {
             match queue.sweep(self.batch).await {
                 Ok(r) if !r.moves.is_empty() || r.unparked > 0 => self.record(queue, &r),
                 Ok(_) => {}
-                Err(e) => debug!(queue = %queue.name(), error = %e, "sweep failed"),
+                Err(e) => {
+                    debug!(queue = %queue.name(), error = %e, "sweep failed");
+                    return Err(e);
+                }
             }
             self.cleanups.claim_and_run(queue).await;
         }
+        Ok(())
     }
 
     /// Counts and logs what one sweep of `queue` recovered.
