@@ -312,7 +312,7 @@ async fn show_tells_the_whole_story_of_a_job() {
         "held by w2",
         "held by this job",
         "requested by tester",
-        "pending: the holder sees it",
+        "pending: the holder is told at once",
         "#1 FAILED",
         "error: validation: 3 orders have negative totals  (retryable: yes)",
         "steps completed: fetch at",
