@@ -144,23 +144,33 @@ pub fn render_arg(arg: &str, input: &Value) -> Result<String, String> {
     Ok(out)
 }
 
-/// Every argument of `args` with its placeholders filled from `input` (JSON
-/// text, parsed only when an argument has a placeholder). The error names the
-/// argument (from 1) and what is wrong.
-pub(crate) fn render(args: &[OsString], input: &str) -> Result<Vec<OsString>, String> {
-    let templated = |a: &OsString| {
-        a.to_str()
-            .is_some_and(|s| pieces(s).iter().any(|p| matches!(p, Piece::Field { .. })))
-    };
-    if !args.iter().any(templated) {
+/// Whether an argument of `args` has a placeholder.
+pub(crate) fn templated(args: &[OsString]) -> bool {
+    args.iter().any(has_field)
+}
+
+/// Whether argument `arg` has a placeholder.
+fn has_field(arg: &OsString) -> bool {
+    arg.to_str()
+        .is_some_and(|s| pieces(s).iter().any(|p| matches!(p, Piece::Field { .. })))
+}
+
+/// Every argument of `args` with its placeholders filled from `input` (the
+/// job's input, parsed once by the caller, or why it could not be; read only
+/// when an argument has a placeholder). The error names the argument (from
+/// 1) and what is wrong.
+pub(crate) fn render(
+    args: &[OsString],
+    input: Result<&Value, &str>,
+) -> Result<Vec<OsString>, String> {
+    if !templated(args) {
         return Ok(args.to_vec());
     }
-    let input: Value =
-        serde_json::from_str(input).map_err(|e| format!("the input is not JSON: {e}"))?;
+    let input = input.map_err(str::to_owned)?;
     args.iter()
         .enumerate()
         .map(|(i, a)| match a.to_str() {
-            Some(s) if templated(a) => render_arg(s, &input)
+            Some(s) if has_field(a) => render_arg(s, input)
                 .map(OsString::from)
                 .map_err(|e| format!("argument {} ({s:?}): {e}", i + 1)),
             _ => Ok(a.clone()),
@@ -226,13 +236,18 @@ mod tests {
             .unwrap_err()
             .contains("not an RFC 3339 instant"));
         let args = [OsString::from("x"), OsString::from("{nope}")];
-        assert!(render(&args, "{}")
+        assert!(render(&args, Ok(&json!({})))
             .unwrap_err()
             .starts_with("argument 2 (\"{nope}\")"));
         // no placeholder: the input is not even read
         assert_eq!(
-            render(&[OsString::from("{\"a\"}")], "not json").unwrap(),
+            render(&[OsString::from("{\"a\"}")], Err("not json")).unwrap(),
             vec![OsString::from("{\"a\"}")]
+        );
+        // a placeholder and an input that is not JSON: why it is not
+        assert_eq!(
+            render(&[OsString::from("{a}")], Err("the input is not JSON")).unwrap_err(),
+            "the input is not JSON"
         );
     }
 }

@@ -262,6 +262,15 @@ fn parse_template(what: &str, text: &str) -> Result<KeyTemplate> {
         .map_err(|e| Error::InvalidArgument(format!("bad {what} template {text:?}: {e}")))
 }
 
+/// A declared pipeline's job input, decoded once per attempt: its text
+/// exactly as enqueued (the child's input file) and its JSON value (the input
+/// key, the arguments' placeholders and the window variables read it), so no
+/// step parses the input again.
+struct DeclaredInput {
+    text: String,
+    value: Value,
+}
+
 /// A declared pipeline as a [`Runner`].
 struct DeclaredRunner {
     name: &'static str,
@@ -296,9 +305,15 @@ impl Runner for DeclaredRunner {
     }
 
     fn decode(&self, input: &str) -> std::result::Result<Box<AnyInput>, String> {
-        // the child gets the input's text exactly as enqueued
-        serde_json::from_str::<serde::de::IgnoredAny>(input)
-            .map(|_| Box::new(input.to_owned()) as Box<AnyInput>)
+        // the child gets the input's text exactly as enqueued; the steps read
+        // the value parsed here
+        serde_json::from_str::<Value>(input)
+            .map(|value| {
+                Box::new(DeclaredInput {
+                    text: input.to_owned(),
+                    value,
+                }) as Box<AnyInput>
+            })
             .map_err(|e| format!("input of pipeline {} is not JSON: {e}", self.name))
     }
 
@@ -317,13 +332,24 @@ impl Runner for DeclaredRunner {
                     self.commands.len(),
                 ));
             };
-            let input_key = match (&self.input_key, input.downcast_ref::<String>()) {
-                (Some(template), Some(text)) => serde_json::from_str::<Value>(text)
-                    .ok()
-                    .and_then(|v| template.render(&v).ok()),
-                _ => None,
+            let Some(input) = input.downcast_ref::<DeclaredInput>() else {
+                // not decoded by `decode` (never so): the lease's text, parsed by the step
+                return command.run_keyed(ctx, previous, None).await;
             };
-            command.run_keyed(ctx, previous, input_key.as_deref()).await
+            let input_key = self
+                .input_key
+                .as_ref()
+                .and_then(|template| template.render(&input.value).ok());
+            command
+                .run_inner(
+                    ctx,
+                    &input.text,
+                    Some(&input.value),
+                    previous,
+                    input_key.as_deref(),
+                    &[],
+                )
+                .await
         })
     }
 
@@ -354,8 +380,14 @@ impl Runner for DeclaredRunner {
             ];
             // the hook runs after the attempt ended: no lease, nothing recorded in Redis
             let step = StepContext::detached(ctx.job.clone(), ctx.attempt, 0, "cleanup");
-            let text = input.downcast_ref::<String>().map_or("{}", String::as_str);
-            if let Err(error) = command.run_inner(&step, text, None, None, &extra).await {
+            let (text, value) = match input.downcast_ref::<DeclaredInput>() {
+                Some(input) => (input.text.as_str(), Some(&input.value)),
+                None => ("{}", None),
+            };
+            if let Err(error) = command
+                .run_inner(&step, text, value, None, None, &extra)
+                .await
+            {
                 tracing::warn!(job = %ctx.job, %error, "cleanup command failed");
             }
         })

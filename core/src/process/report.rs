@@ -24,8 +24,22 @@ const READ_AFTER_EXIT: Duration = Duration::from_secs(1);
 /// The longest pause between two tries of the final record's write.
 const SAVE_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
-/// The output the child wrote: checked to be JSON, `null` when it wrote none.
-pub(super) fn read_output(path: &std::path::Path) -> Result<String, StepError> {
+/// The output the child wrote: checked to be JSON, `null` when it wrote none;
+/// read and checked (up to 64 MiB) on a blocking thread, not on the runtime's.
+pub(super) async fn read_output(path: std::path::PathBuf) -> Result<String, StepError> {
+    tokio::task::spawn_blocking(move || read_output_now(&path))
+        .await
+        .unwrap_or_else(|e| {
+            // not the output's fault (a panic, a runtime shutting down): retryable
+            Err(
+                StepError::retryable(format!("cannot read its output file: {e}"))
+                    .with_kind("output"),
+            )
+        })
+}
+
+/// [`read_output`], on the calling thread.
+fn read_output_now(path: &std::path::Path) -> Result<String, StepError> {
     let bad = |why: String| Err(StepError::permanent(why).with_kind("output"));
     let len = match std::fs::metadata(path) {
         Ok(m) => m.len(),

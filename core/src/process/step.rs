@@ -5,6 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde_json::Value;
 use tokio::process::Command;
 use tracing::{info, warn};
 
@@ -96,6 +97,21 @@ async fn forward_deadlines(ctx: &StepContext, link: Option<&Link>) {
         }
         changed.await;
     }
+}
+
+/// Writes the step's files (the job's input, the previous step's output: up
+/// to 64 MiB each) on a blocking thread, not on the runtime's.
+async fn write_files(files: Vec<(PathBuf, String)>) -> Result<(), StepError> {
+    let written = tokio::task::spawn_blocking(move || {
+        for (path, text) in &files {
+            std::fs::write(path, text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        Ok::<(), String>(())
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("cannot write its files: {e}")));
+    written.map_err(|e| StepError::retryable(e).with_kind("spawn"))
 }
 
 /// How the child ended, before it becomes a step's result.
@@ -223,15 +239,18 @@ impl ProcessStep {
         input_key: Option<&str>,
     ) -> Result<String, StepError> {
         let input = ctx.lease().map_or("{}", |l| l.input.as_str());
-        self.run_inner(ctx, input, previous, input_key, &[]).await
+        self.run_inner(ctx, input, None, previous, input_key, &[])
+            .await
     }
 
-    /// Runs the program with `input` as the job's input and `extra` variables
-    /// (a cleanup command, run outside a step).
+    /// Runs the program with `input` as the job's input (`value`: the same
+    /// parsed, when the caller has it) and `extra` variables (a cleanup
+    /// command, run outside a step).
     pub(crate) async fn run_inner(
         &self,
         ctx: &StepContext,
         input: &str,
+        value: Option<&Value>,
         previous: Option<&str>,
         input_key: Option<&str>,
         extra: &[(&str, String)],
@@ -244,32 +263,12 @@ impl ProcessStep {
         let input_path = dir.path().join("input.json");
         let previous_path = dir.path().join("previous.json");
         let output_path = dir.path().join("output.json");
-        let write = |path: &std::path::Path, text: &str| {
-            std::fs::write(path, text).map_err(|e| {
-                StepError::retryable(format!("cannot write {}: {e}", path.display()))
-                    .with_kind("spawn")
-            })
-        };
-        write(&input_path, input)?;
+        let mut files = vec![(input_path.clone(), input.to_owned())];
         if let Some(previous) = previous {
-            write(&previous_path, previous)?;
+            files.push((previous_path.clone(), previous.to_owned()));
         }
-        let mut command = Command::new(&self.program);
-        if self.shell {
-            command.args(&self.args);
-        } else {
-            command.args(super::argv::render(&self.args, input).map_err(|e| {
-                StepError::permanent(format!(
-                    "cannot fill the arguments of {:?}: {e}",
-                    self.program
-                ))
-                .with_kind("input")
-            })?);
-        }
-        if let Some(cwd) = &self.current_dir {
-            command.current_dir(cwd);
-        }
-        self.job_env(&mut command, ctx, input, input_key);
+        write_files(files).await?;
+        let mut command = self.command(ctx, input, value, input_key)?;
         command
             .env("LEASEHOLD_INPUT", &input_path)
             .env("LEASEHOLD_OUTPUT", &output_path)
@@ -388,7 +387,7 @@ impl ProcessStep {
             stdout_bytes: kept.stdout_bytes,
             stderr_bytes: kept.stderr_bytes,
         };
-        let result = self.outcome(&ended, &record, &output_path);
+        let result = self.outcome(&ended, &record, &output_path).await;
         record.outcome = match (&ended.cut, &result) {
             (Some(_), _) => StepOutcome::CutOff,
             (None, Ok(_)) => StepOutcome::Succeeded,
@@ -407,16 +406,66 @@ impl ProcessStep {
         save_final(ctx, &record).await;
         // the next step of the attempt asks for its own grace, if any
         ctx.request_grace(Duration::ZERO);
-        drop(dir);
+        // its files (up to 64 MiB each) are removed off the runtime's threads
+        let _ = tokio::task::spawn_blocking(move || drop(dir)).await;
         result
     }
 
-    /// Sets the job's environment variables on `command`.
+    /// Whether the arguments or the job's variables need the input parsed.
+    fn needs_value(&self, input: &str) -> bool {
+        (!self.shell && super::argv::templated(&self.args)) || input.contains("\"window\"")
+    }
+
+    /// The child's command: the program, its arguments filled from the job's
+    /// input, its directory and the job's variables. The input is parsed at
+    /// most once, here, and only when the caller has no `value` and an
+    /// argument or the window variables need it; the parsed value is dropped
+    /// before the child runs.
+    fn command(
+        &self,
+        ctx: &StepContext,
+        input: &str,
+        value: Option<&Value>,
+        input_key: Option<&str>,
+    ) -> Result<Command, StepError> {
+        let parsed: Option<Result<Value, String>> = match value {
+            Some(_) => None,
+            None => self.needs_value(input).then(|| {
+                serde_json::from_str(input).map_err(|e| format!("the input is not JSON: {e}"))
+            }),
+        };
+        let value: Result<&Value, &str> = match (value, &parsed) {
+            (Some(value), _) | (None, Some(Ok(value))) => Ok(value),
+            (None, Some(Err(e))) => Err(e),
+            // nothing needs it
+            (None, None) => Err("the input was not read"),
+        };
+        let mut command = Command::new(&self.program);
+        if self.shell {
+            command.args(&self.args);
+        } else {
+            command.args(super::argv::render(&self.args, value).map_err(|e| {
+                StepError::permanent(format!(
+                    "cannot fill the arguments of {:?}: {e}",
+                    self.program
+                ))
+                .with_kind("input")
+            })?);
+        }
+        if let Some(cwd) = &self.current_dir {
+            command.current_dir(cwd);
+        }
+        self.job_env(&mut command, ctx, value.ok(), input_key);
+        Ok(command)
+    }
+
+    /// Sets the job's environment variables on `command` (`value`: the job's
+    /// input parsed, when it was).
     fn job_env(
         &self,
         command: &mut Command,
         ctx: &StepContext,
-        input: &str,
+        value: Option<&Value>,
         input_key: Option<&str>,
     ) {
         let lease = ctx.lease();
@@ -446,16 +495,9 @@ impl ProcessStep {
             lease.and_then(|l| l.resource.as_deref()),
         );
         optional(command, "LEASEHOLD_INPUT_KEY", input_key);
-        let window = if input.contains("\"window\"") {
-            serde_json::from_str::<serde_json::Value>(input)
-                .ok()
-                .and_then(|v| v.get("window").cloned())
-        } else {
-            None
-        };
+        let window = value.and_then(|v| v.get("window"));
         let bound = |name: &str| {
             window
-                .as_ref()
                 .and_then(|w| w.get(name))
                 .and_then(|v| v.as_str())
                 .map(str::to_owned)
@@ -542,7 +584,7 @@ impl ProcessStep {
     }
 
     /// The step's result from how the child ended.
-    fn outcome(
+    async fn outcome(
         &self,
         ended: &Ended,
         record: &ProcessRecord,
@@ -584,7 +626,7 @@ impl ProcessStep {
             .with_kind("signal"));
         }
         match ended.status.code() {
-            Some(0) => read_output(output_path),
+            Some(0) => read_output(output_path.to_owned()).await,
             Some(code) => {
                 let verdict = self.exit_codes.verdict(code);
                 let message = format!("{program} exited with code {code} ({verdict}){detail}");

@@ -4,7 +4,7 @@
 //! (nothing is left behind).
 //!
 //! On Linux the program does not run as the worker's direct child: between
-//! fork and exec the child forks once more and stays behind as a small
+//! fork and exec the child forks once more and stays behind as a
 //! monitor (async-signal-safe calls only: `waitpid`, `getppid`, `poll`,
 //! `read`, `write`, `kill`, `clock_gettime`, `_exit`) while its own child
 //! moves to a process group of its own (its pid is the group's id) and execs
@@ -22,6 +22,11 @@
 //! a parent-death signal alone would leave running. A process that calls
 //! `setsid` (or `setpgid`) leaves the group, and with it every one of these
 //! guarantees.
+//!
+//! The monitor never execs: it keeps the worker's memory copy-on-write for
+//! the whole step, and with it the old copy of every page the worker writes
+//! meanwhile (up to the worker's written heap per running step:
+//! `benches/monitor_memory.rs`, docs/operations.md, "What it costs").
 
 // the link and its frames exist on Linux only (elsewhere there is no monitor)
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]
