@@ -14,12 +14,13 @@
 //!   only when the worker is told to, and then starts none in the lease;
 //! - hands each call's replies to the waiting job tasks and spawns a task per
 //!   leased job (see `attempt/`);
-//! - backs off after a failed call, logging the first of a spell of failed
-//!   calls at warn and the rest at debug (a master down or failing over fails
-//!   every call until it answers), and the first call that answers again at
-//!   info, each naming the master of the queue's slot (asked then, in a task
-//!   of its own); a loop per queue, so a master that does not answer holds up
-//!   only its own queues' leasing;
+//! - backs off after a failed call, logging a master's spell of failed calls
+//!   once at warn (when the first of its queues fails, naming the master of
+//!   the queue's slot, asked then in a task of its own, and its failing
+//!   queues) and its end once at info (when the last one answers again); the
+//!   worker's `FailingMasters` keeps which queues fail on which master; a loop
+//!   per queue, so a master that does not answer holds up only its own
+//!   queues' leasing;
 //! - with nothing to do and free slots, blocks on the queue's wake lists (see
 //!   `waiter.rs`) until work arrives or a delayed job comes due;
 //! - at shutdown, stops leasing and keeps settling until every job task ended.
@@ -33,7 +34,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
 use super::attempt::{self, Slots};
-use super::masters::master_of;
+use super::masters::{master_of, MasterSpell};
 use super::runner::Runner;
 use super::settler::{Pending, Settler};
 use super::shared::{RedisSource, Shared};
@@ -495,14 +496,25 @@ impl LeaseLoop {
     /// or answer again (at info), naming the master of its slot.
     fn log_master(&self, failing: bool, error: Option<String>) {
         let queue = self.group.queue.clone();
+        let shared = self.shared.clone();
         tokio::spawn(async move {
             let master = master_of(&queue, MASTER_LOOKUP).await;
             let error = error.unwrap_or_default();
-            if failing {
-                warn!(%master, queue = %queue.name(), %error,
-                    "leasing and settling failed on this master; retrying with backoff (logged again when it answers); the other masters' queues do not wait for it");
-            } else {
-                info!(%master, queue = %queue.name(), "leasing and settling answered again by this master");
+            let (spell, queues) = shared.failing_masters.mark(&master, queue.name(), failing);
+            match spell {
+                MasterSpell::Began => {
+                    warn!(%master, ?queues, %error,
+                        "leasing and settling failed on this master; retrying with backoff (logged again when all its queues answer); the other masters' queues do not wait for it");
+                }
+                MasterSpell::Ended => {
+                    info!(%master, "leasing and settling answered again by this master, on every queue");
+                }
+                MasterSpell::Within if failing => {
+                    info!(%master, ?queues, %error, "another queue of this master fails too");
+                }
+                MasterSpell::Within => {
+                    debug!(%master, queue = %queue.name(), "this queue answers again; others of this master still fail");
+                }
             }
         });
     }

@@ -261,3 +261,94 @@ fn report(what: &str, group: &Group, changed: &AtomicBool, result: Result<()>) {
         }
     }
 }
+
+/// Which of a worker's queues fail on each master, so that its lease loops
+/// log a master's failure once, when its first queue fails (naming them all
+/// as they fail), and its recovery once, when its last one answers again.
+#[derive(Default)]
+pub(crate) struct FailingMasters {
+    /// Master → the queues failing on it.
+    failing: std::sync::Mutex<BTreeMap<String, std::collections::BTreeSet<String>>>,
+}
+
+/// How a queue's change of state changed its master's.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum MasterSpell {
+    /// The master's first failing queue: it started failing.
+    Began,
+    /// Its last failing queue answered: it answers again.
+    Ended,
+    /// Another queue of a master already failing (or still failing).
+    Within,
+}
+
+impl FailingMasters {
+    /// Records that `queue` on `master` fails (or answers again), and says
+    /// whether that began or ended the master's spell, with the queues
+    /// failing on it afterwards (before, when it ended).
+    pub(crate) fn mark(
+        &self,
+        master: &str,
+        queue: &str,
+        failing: bool,
+    ) -> (MasterSpell, Vec<String>) {
+        let Ok(mut map) = self.failing.lock() else {
+            // a poisoned lock only costs the deduplication of a log line
+            return (
+                if failing {
+                    MasterSpell::Began
+                } else {
+                    MasterSpell::Ended
+                },
+                vec![queue.to_owned()],
+            );
+        };
+        let set = map.entry(master.to_owned()).or_default();
+        let spell = if failing {
+            let first = set.is_empty();
+            set.insert(queue.to_owned());
+            if first {
+                MasterSpell::Began
+            } else {
+                MasterSpell::Within
+            }
+        } else {
+            let was = set.remove(queue);
+            if was && set.is_empty() {
+                MasterSpell::Ended
+            } else {
+                MasterSpell::Within
+            }
+        };
+        let queues = if spell == MasterSpell::Ended {
+            vec![queue.to_owned()]
+        } else {
+            set.iter().cloned().collect()
+        };
+        if set.is_empty() {
+            map.remove(master);
+        }
+        (spell, queues)
+    }
+}
+
+#[cfg(test)]
+mod failing_masters_tests {
+    use super::*;
+
+    #[test]
+    fn a_master_is_logged_once_per_spell_whatever_its_queues_do() {
+        let gate = FailingMasters::default();
+        assert_eq!(gate.mark("m1", "a", true).0, MasterSpell::Began);
+        assert_eq!(
+            gate.mark("m1", "b", true),
+            (MasterSpell::Within, vec!["a".into(), "b".into()])
+        );
+        assert_eq!(gate.mark("m2", "c", true).0, MasterSpell::Began);
+        assert_eq!(gate.mark("m1", "a", false).0, MasterSpell::Within);
+        assert_eq!(gate.mark("m1", "b", false).0, MasterSpell::Ended);
+        // a queue answering that never failed changes nothing
+        assert_eq!(gate.mark("m1", "z", false).0, MasterSpell::Within);
+        assert_eq!(gate.mark("m1", "a", true).0, MasterSpell::Began);
+    }
+}

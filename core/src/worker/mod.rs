@@ -147,6 +147,7 @@ impl Worker {
             cancel_grace: self.cancel_grace,
             metrics: self.metrics.clone(),
             run_slots: Arc::new(Semaphore::new(self.concurrency)),
+            failing_masters: Default::default(),
         });
         let queues = self.queues();
         let runners: Vec<(String, Arc<dyn Runner>)> = self

@@ -27,6 +27,8 @@ pub(crate) struct Shared {
     /// One permit per job allowed to run at once (the concurrency); a leased job
     /// takes one before it starts and gives it back when it sends its final operation.
     pub(crate) run_slots: Arc<Semaphore>,
+    /// The queues whose lease loops fail, by master (one log line a spell).
+    pub(crate) failing_masters: super::masters::FailingMasters,
 }
 
 /// Where a worker's Redis is.
