@@ -6,7 +6,9 @@
 //! of the offending value), the resource and input key are computed from the
 //! pipeline's templates, and the job gets the pipeline's max attempts and STALE
 //! lock policy. A pipeline no worker registered is refused unless the caller
-//! says so and gives what the spec would have.
+//! says so and gives what the spec would have. What can be wrong with one job
+//! asked for ([`JobProblem`], naming a [`ComputedKey`] given) is defined here,
+//! beside the rules that find it; `json_jobs` reports it with the job's index.
 
 use std::time::Duration;
 
@@ -14,8 +16,7 @@ use crate::error::{Error, Result};
 use crate::group::{Dependency, ParentFailure};
 use crate::id::JobId;
 use crate::job_spec::NewJob;
-use crate::json_jobs::{ComputedKey, JobProblem};
-use crate::pipeline::spec::PipelineSpec;
+use crate::pipeline_spec::PipelineSpec;
 use crate::template::KeyTemplate;
 
 /// What a caller may add to (or, for an unregistered pipeline, must give
@@ -241,6 +242,65 @@ impl Contract {
             job = job.flow(gates);
         }
         Ok(apply(job, options))
+    }
+}
+
+/// A key the pipeline computes from its input (its published template).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComputedKey {
+    /// The resource.
+    Resource,
+    /// The input key.
+    InputKey,
+}
+
+impl ComputedKey {
+    /// Its name in words (`resource`, `input key`).
+    pub fn words(self) -> &'static str {
+        match self {
+            ComputedKey::Resource => "resource",
+            ComputedKey::InputKey => "input key",
+        }
+    }
+
+    /// Its field name in JSON (`resource`, `input_key`).
+    pub fn field(self) -> &'static str {
+        match self {
+            ComputedKey::Resource => "resource",
+            ComputedKey::InputKey => "input_key",
+        }
+    }
+}
+
+/// What is wrong with one job asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum JobProblem {
+    /// A key the pipeline computes from its input was given.
+    #[error("invalid argument: pipeline {pipeline} computes its {} from its input (template {template:?}); it cannot be given", key.words())]
+    Computed {
+        /// The pipeline.
+        pipeline: String,
+        /// Which key.
+        key: ComputedKey,
+        /// The template that computes it.
+        template: String,
+    },
+    /// The input does not fit (`Error::InvalidInput`), an option is bad
+    /// (`Error::InvalidArgument`), or the job as built is refused.
+    #[error(transparent)]
+    Job(#[from] Error),
+}
+
+impl From<JobProblem> for Error {
+    fn from(p: JobProblem) -> Self {
+        match p {
+            JobProblem::Computed { .. } => {
+                let text = p.to_string();
+                let text = text.strip_prefix("invalid argument: ").unwrap_or(&text);
+                Error::InvalidArgument(text.to_owned())
+            }
+            JobProblem::Job(e) => e,
+        }
     }
 }
 

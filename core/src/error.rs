@@ -1,4 +1,6 @@
-//! Errors of the core crate.
+//! Errors of the core crate: [`Error`], and [`ScheduleError`] (why a schedule
+//! cannot be declared or evaluated; public as `schedule::ScheduleError`),
+//! which [`Error`] carries, so both sit at the bottom of the module layering.
 
 use std::time::Duration;
 
@@ -179,7 +181,7 @@ pub enum Error {
     },
     /// A schedule could not be declared or evaluated.
     #[error(transparent)]
-    Schedule(#[from] crate::schedule::error::ScheduleError),
+    Schedule(#[from] ScheduleError),
     /// A worker starting on a Redis Cluster waited its startup wait for the
     /// master of a queue's slot to answer, and gave up (a failover in
     /// progress, most likely).
@@ -332,4 +334,39 @@ pub struct StartupUnanswered {
     pub cause: String,
     /// The last failure, as Redis or the client said it.
     pub last: String,
+}
+
+/// Why a schedule cannot be declared or evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScheduleError {
+    /// The cron expression does not parse (or has other than 5 or 6 fields).
+    #[error("schedule {schedule}: bad cron expression {expr:?}: {why}")]
+    BadCron {
+        /// The schedule.
+        schedule: String,
+        /// The expression as given.
+        expr: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The time zone is not an IANA name the bundled database knows.
+    #[error("schedule {schedule}: unknown time zone {zone:?}: {why}")]
+    BadZone {
+        /// The schedule.
+        schedule: String,
+        /// The zone as given.
+        zone: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// Some other setting is out of range (interval, start after end, static
+    /// input that is not an object or has a `window` field, a bad name).
+    #[error("schedule {schedule}: {why}")]
+    Invalid {
+        /// The schedule.
+        schedule: String,
+        /// What is wrong.
+        why: String,
+    },
 }

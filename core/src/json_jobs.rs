@@ -8,8 +8,11 @@
 //! whether the inputs were checked against a schema (and why not).
 
 use crate::contract::{unregistered_job, Contract, EnqueueOptions};
-use crate::error::Error;
 use crate::job_spec::NewJob;
+
+/// What is wrong with one job, and which computed key was given: defined
+/// beside the [`Contract`] that finds them, read here as part of [`BadJob`].
+pub use crate::contract::{ComputedKey, JobProblem};
 
 /// The terms the jobs are built under.
 #[derive(Debug, Clone, Copy)]
@@ -63,52 +66,6 @@ impl JsonJobs {
     }
 }
 
-/// A key the pipeline computes from its input (its published template).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ComputedKey {
-    /// The resource.
-    Resource,
-    /// The input key.
-    InputKey,
-}
-
-impl ComputedKey {
-    /// Its name in words (`resource`, `input key`).
-    pub fn words(self) -> &'static str {
-        match self {
-            ComputedKey::Resource => "resource",
-            ComputedKey::InputKey => "input key",
-        }
-    }
-
-    /// Its field name in JSON (`resource`, `input_key`).
-    pub fn field(self) -> &'static str {
-        match self {
-            ComputedKey::Resource => "resource",
-            ComputedKey::InputKey => "input_key",
-        }
-    }
-}
-
-/// What is wrong with one job asked for.
-#[derive(Debug, thiserror::Error)]
-pub enum JobProblem {
-    /// A key the pipeline computes from its input was given.
-    #[error("invalid argument: pipeline {pipeline} computes its {} from its input (template {template:?}); it cannot be given", key.words())]
-    Computed {
-        /// The pipeline.
-        pipeline: String,
-        /// Which key.
-        key: ComputedKey,
-        /// The template that computes it.
-        template: String,
-    },
-    /// The input does not fit (`Error::InvalidInput`), an option is bad
-    /// (`Error::InvalidArgument`), or the job as built is refused.
-    #[error(transparent)]
-    Job(#[from] Error),
-}
-
 /// The first job asked for that could not be built: its index and problem.
 #[derive(Debug, thiserror::Error)]
 #[error("job {index}: {problem}")]
@@ -117,19 +74,6 @@ pub struct BadJob {
     pub index: usize,
     /// What is wrong with it.
     pub problem: JobProblem,
-}
-
-impl From<JobProblem> for Error {
-    fn from(p: JobProblem) -> Self {
-        match p {
-            JobProblem::Computed { .. } => {
-                let text = p.to_string();
-                let text = text.strip_prefix("invalid argument: ").unwrap_or(&text);
-                Error::InvalidArgument(text.to_owned())
-            }
-            JobProblem::Job(e) => e,
-        }
-    }
 }
 
 /// The jobs of `asked` under `terms`: each input parsed (and checked against
@@ -172,7 +116,8 @@ fn job_from_json(terms: Terms<'_>, asked: &JsonJob) -> Result<NewJob, JobProblem
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::spec::PipelineSpec;
+    use crate::error::Error;
+    use crate::pipeline_spec::PipelineSpec;
 
     fn contract(resource_template: Option<&str>) -> Contract {
         let mut spec: PipelineSpec = serde_json::from_value(serde_json::json!({

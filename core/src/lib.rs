@@ -45,6 +45,7 @@ pub mod notify;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod pipeline;
+mod pipeline_spec;
 pub mod pool;
 pub mod process;
 pub mod queue;

@@ -126,13 +126,9 @@ pub fn into_step_error<E: Into<StepError>>(error: E) -> StepError {
     error.into()
 }
 
-/// `run_step` called with an index past the last step.
-pub fn no_such_step(pipeline: &str, index: usize, steps: usize) -> StepError {
-    StepError::permanent(format!(
-        "pipeline {pipeline} has {steps} steps; there is no step number {index}"
-    ))
-    .with_kind("step")
-}
+/// `run_step` called with an index past the last step (defined beside
+/// [`StepError`], where declared pipelines use it too).
+pub use crate::pipeline::no_such_step;
 
 /// The field names of a pipeline's input, for the checks `#[pipeline]`
 /// generates over its key templates and its schedule's `window` field.

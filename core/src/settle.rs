@@ -1,86 +1,26 @@
 //! Settling: many holder operations and the next lease in one round trip
 //! (`settle.lua`), so a busy worker pays one call per batch, not per job. The
-//! single-operation entry points ([`Queue::start`], [`Queue::checkpoint`],
-//! [`Queue::finish`], [`Queue::release`], [`Queue::lease`]) are settle calls of
-//! one; the operations' encodings live in [`crate::wire`].
+//! single-operation entry points (`Queue::start`, `Queue::checkpoint`,
+//! `Queue::finish`, `Queue::release`, `Queue::lease`) are settle calls of
+//! one, made by `Queue::settle` (in `queue/settle.rs`, above this module);
+//! the operations' encodings live in [`crate::wire`].
 //!
 //! The typed holder calls (start, checkpoint, finish, release) are written
 //! once, as the provided methods of [`Holder`], over the one operation each
-//! way of settling performs: a settle call of one ([`Queue`]), or a place in a
-//! lease loop's next batch (the worker's settler). One completion path,
+//! way of settling performs: a settle call of one (the queue client), or a
+//! place in a lease loop's next batch (the worker's settler). One completion path,
 //! several strategies.
 
 use std::future::Future;
-use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::lease::{Finished, Lease, Leased, Outcome, Started};
-use crate::queue::Queue;
+use crate::lease::{Finished, Lease, Outcome, Started};
 use crate::state::JobState;
-use crate::wire::ops::settle::Settle;
 
 pub use crate::wire::ops::settle::Settled;
 
 pub use crate::wire::holder::{HolderOp, HolderReply};
 pub use crate::wire::lease::LeaseRequest;
-
-impl Queue {
-    /// Performs many holder operations and takes new leases in one round trip.
-    /// `ttl` is the lease time-to-live used for renewals by checkpoints and for
-    /// the new leases. Each operation is compared by its own lease token and is
-    /// refused (its reply is an error) without affecting the others. Jobs
-    /// leased whose fields cannot be read are reported in [`Leased::unreadable`].
-    pub async fn settle(
-        &self,
-        ops: &[HolderOp<'_>],
-        lease: Option<LeaseRequest<'_>>,
-        ttl: Duration,
-    ) -> Result<Settled> {
-        self.settle_with(ops, lease, ttl, true).await
-    }
-
-    /// [`Queue::settle`]; with `lenient` false, an unreadable leased job fails
-    /// the call instead of being reported apart.
-    pub(crate) async fn settle_with(
-        &self,
-        ops: &[HolderOp<'_>],
-        lease: Option<LeaseRequest<'_>>,
-        ttl: Duration,
-        lenient: bool,
-    ) -> Result<Settled> {
-        for op in ops {
-            op.validate()?;
-        }
-        let lease = lease.filter(LeaseRequest::wants_any);
-        if let Some(l) = &lease {
-            l.validate()?;
-        }
-        if ops.is_empty() && lease.is_none() {
-            return Ok(Settled {
-                replies: Vec::new(),
-                leased: Leased::default(),
-            });
-        }
-        self.run(&Settle {
-            ops,
-            lease,
-            ttl,
-            lenient,
-        })
-        .await
-    }
-
-    /// One holder operation as a settle call of one; its reply.
-    pub(crate) async fn settle_one(&self, op: HolderOp<'_>) -> Result<HolderReply> {
-        let settled = self.settle_with(&[op], None, op.lease().ttl, false).await?;
-        settled.replies.into_iter().next().unwrap_or_else(|| {
-            Err(Error::Protocol {
-                script: "settle",
-                detail: "no reply to the operation".into(),
-            })
-        })
-    }
-}
 
 /// One holder operation without its lease: what a holder gives to
 /// [`Holder::perform`]. Step names live for `'s` (the worker's are
@@ -136,7 +76,7 @@ impl<'s, 'a> HolderCall<'s, 'a> {
 
 /// A way of performing a lease holder's operations. Each implementation
 /// performs one operation ([`Holder::perform`]); the typed calls are written
-/// here once, for [`Queue`] (a settle call of one) and for the worker's
+/// here once, for the queue client (a settle call of one) and for the worker's
 /// settler (a place in its lease loop's next batch) alike.
 pub(crate) trait Holder<'s>: Sync {
     /// The lease as the implementation holds it.
@@ -248,23 +188,5 @@ fn mismatched(op: &str, reply: &HolderReply) -> Error {
     Error::Protocol {
         script: "settle",
         detail: format!("{op}: unexpected reply {reply:?}"),
-    }
-}
-
-/// The client's holder calls: each a settle call of one.
-impl<'s> Holder<'s> for Queue {
-    type Lease = Lease;
-    type Slot = ();
-
-    fn perform<'a>(
-        &'a self,
-        lease: &'a Lease,
-        call: HolderCall<'s, 'a>,
-        _slot: (),
-    ) -> impl Future<Output = Result<HolderReply>> + Send + 'a
-    where
-        's: 'a,
-    {
-        self.settle_one(call.on(lease))
     }
 }

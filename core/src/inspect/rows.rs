@@ -14,7 +14,7 @@ use super::{retryable, Ending, Inspector, JobSummary, Unreadable, CHUNK};
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::keys::QueueKeys;
-use crate::pipeline::spec::PipelineSpec;
+use crate::pipeline_spec::PipelineSpec;
 use crate::queue::escape_bytes;
 use crate::record::{AttemptRecord, Fields, Selected};
 use crate::state::JobState;

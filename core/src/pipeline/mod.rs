@@ -1,7 +1,10 @@
 //! What a pipeline is to the runtime: the trait the `#[pipeline]` macro
 //! implements and the spec it publishes. The parts: the published spec and
-//! retry policies ([`spec`]), the step context ([`context`]), step errors
-//! ([`step_error`]).
+//! retry policies (plain data, defined below the queue client in
+//! `crate::pipeline_spec` and re-exported here), the step context
+//! ([`context`]), step errors ([`step_error`]), and a pipeline with its input
+//! type erased (`runner`), which is how the worker and declared pipelines
+//! serve one.
 
 use std::fmt;
 use std::future::Future;
@@ -11,12 +14,16 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 mod context;
-pub(crate) mod spec;
+pub(crate) mod runner;
 mod step_error;
 
+pub use crate::pipeline_spec::{
+    max_attempts_of, PipelineOptions, PipelineSpec, RetryPolicy, StepSpec,
+};
 pub use context::{CleanupContext, CleanupReason, Limiter, StepContext};
 pub(crate) use context::{StepShared, StopWhy};
-pub use spec::{max_attempts_of, PipelineOptions, PipelineSpec, RetryPolicy, StepSpec};
+#[doc(hidden)]
+pub use step_error::no_such_step;
 pub use step_error::StepError;
 
 /// A boxed, sendable future, as the generated glue returns.

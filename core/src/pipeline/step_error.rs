@@ -107,3 +107,13 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for StepError {
         StepError::retryable(e)
     }
 }
+
+/// The error of a step asked for by an index past the last step (the code
+/// `#[pipeline]` generates and a declared pipeline answer it alike).
+#[doc(hidden)]
+pub fn no_such_step(pipeline: &str, index: usize, steps: usize) -> StepError {
+    StepError::permanent(format!(
+        "pipeline {pipeline} has {steps} steps; there is no step number {index}"
+    ))
+    .with_kind("step")
+}

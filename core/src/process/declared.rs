@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::ProcessStep;
 use crate::error::{Error, Result};
 use crate::flow::Rate;
+use crate::pipeline::runner::{AnyInput, Runner};
 use crate::pipeline::RetryPolicy;
 use crate::pipeline::{
     max_attempts_of, BoxFuture, CleanupContext, CleanupReason, PipelineOptions, PipelineSpec,
@@ -16,7 +17,6 @@ use crate::pipeline::{
 };
 use crate::schedule::{Schedule, ScheduleError};
 use crate::template::KeyTemplate;
-use crate::worker::runner::{AnyInput, Runner};
 
 /// A pipeline of process steps, built at run time.
 ///
@@ -326,7 +326,7 @@ impl Runner for DeclaredRunner {
     ) -> BoxFuture<'a, std::result::Result<String, StepError>> {
         Box::pin(async move {
             let Some(command) = self.commands.get(index) else {
-                return Err(crate::__private::no_such_step(
+                return Err(crate::pipeline::no_such_step(
                     self.name,
                     index,
                     self.commands.len(),

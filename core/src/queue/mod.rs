@@ -4,6 +4,8 @@
 //! - `enqueue.rs`: creating jobs;
 //! - `holder.rs`: what a lease holder does (lease, start, checkpoint, renew,
 //!   finish, release), the holder operations as settle calls of one;
+//! - `settle.rs`: [`Queue::settle`], many holder operations and a lease in
+//!   one round trip, and the settle call of one the single operations make;
 //! - `operator.rs`: cancel, sweep, retry, resolve, purge;
 //! - `records.rs`: pipeline specs, cleanup claims, and reading a job;
 //! - `groups.rs`: groups of jobs, their completion jobs, and dependencies;
@@ -18,6 +20,7 @@ mod operator;
 mod quarantine;
 mod records;
 mod schedules;
+mod settle;
 
 pub use crate::group::{check_group_name, Dependency, GroupPolicy, GroupStatus, ParentFailure};
 pub use crate::job_spec::NewGroup;

@@ -8,7 +8,7 @@ use deadpool_redis::redis::{self, AsyncCommands};
 
 use crate::error::{Error, Result};
 use crate::id::JobId;
-use crate::pipeline::spec::PipelineSpec;
+use crate::pipeline_spec::PipelineSpec;
 use crate::queue::Queue;
 use crate::record::{AttemptRecord, Job};
 use crate::wire::keys::QueueKeys;

@@ -499,4 +499,12 @@ mod tests {
             }
         }
     }
+
+    /// The words the `stale_lock` setting's definition accepts are the values stored.
+    #[test]
+    fn the_stale_lock_words_are_the_stored_names() {
+        for word in leasehold_syntax::setting::STALE_LOCK.words {
+            assert_eq!(word.parse::<StaleLock>().map(StaleLock::as_str), Ok(*word));
+        }
+    }
 }

@@ -45,12 +45,11 @@ use serde_json::{Map, Value};
 
 use crate::name::check_name;
 
-pub(crate) mod error;
 mod policy;
 mod ticks;
 mod window;
 
-pub use error::ScheduleError;
+pub use crate::error::ScheduleError;
 pub use policy::{Cadence, CatchUp, Overlap};
 pub use ticks::DueWindows;
 pub use window::Window;

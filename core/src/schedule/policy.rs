@@ -121,13 +121,6 @@ mod words {
         for word in leasehold_syntax::setting::OVERLAP.words {
             assert_eq!(word.parse::<Overlap>().map(Overlap::as_str), Ok(*word));
         }
-        for word in leasehold_syntax::setting::STALE_LOCK.words {
-            assert_eq!(
-                word.parse::<crate::StaleLock>()
-                    .map(crate::StaleLock::as_str),
-                Ok(*word)
-            );
-        }
         assert!("queue".parse::<Overlap>().is_err());
     }
 }

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info};
 
-use super::runner::{PipelineRunner, Runner};
 use super::shared::RedisSource;
 use super::{lease_loop, scheduler, startup, Worker};
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::pipeline::runner::{PipelineRunner, Runner};
 use crate::pipeline::Pipeline;
 use crate::queue::{connect_pool, Queue};
 #[cfg(feature = "metrics-server")]

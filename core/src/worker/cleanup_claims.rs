@@ -18,8 +18,8 @@ use futures_util::FutureExt;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
-use super::runner::Runner;
 use crate::id::JobId;
+use crate::pipeline::runner::Runner;
 use crate::pipeline::{CleanupContext, CleanupReason};
 use crate::queue::Queue;
 

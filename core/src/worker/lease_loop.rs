@@ -35,13 +35,13 @@ use tracing::{debug, error, info, warn};
 
 use super::attempt::{self, Slots};
 use super::masters::{master_of, MasterSpell};
-use super::runner::Runner;
 use super::settler::{Pending, Settler};
 use super::shared::{RedisSource, Shared};
 use super::waiter::Waiter;
 use crate::error::Error;
 use crate::lease::Leased;
 use crate::metrics::{PipelineLabels, QueueLabels, WaitLabels};
+use crate::pipeline::runner::Runner;
 use crate::queue::Queue;
 use crate::settle::{HolderOp, LeaseRequest};
 

@@ -22,8 +22,11 @@
 //!   concurrently so one master down never delays another's;
 //! - `scheduler.rs`: the schedules' ticks (a task only when a served
 //!   pipeline has a schedule);
-//! - `active.rs`: the jobs held right now; `shared.rs`: state all parts share;
-//!   `runner.rs`: a pipeline with its input type erased.
+//! - `notifier.rs`: the failure notices read from the events stream;
+//!   `notice.rs`: delivering one (the command, the webhook);
+//! - `active.rs`: the jobs held right now; `shared.rs`: state all parts share.
+//!
+//! The pipelines it serves reach it as `crate::pipeline::runner::Runner`s.
 
 mod active;
 mod attempt;
@@ -34,8 +37,8 @@ mod heartbeat;
 mod holder_call;
 mod lease_loop;
 mod masters;
+mod notice;
 mod notifier;
-pub(crate) mod runner;
 mod scheduler;
 mod settler;
 mod shared;
@@ -57,11 +60,11 @@ use tracing::{info, warn};
 
 use self::active::ActiveJobs;
 pub use self::builder::WorkerBuilder;
-use self::runner::Runner;
 use self::shared::{RedisSource, Shared};
 pub use self::sweeper::sweep_queues;
 use crate::error::Result;
 use crate::metrics::Metrics;
+use crate::pipeline::runner::Runner;
 pub(crate) use crate::pipeline::StopWhy;
 use crate::pipeline::{queue_of, Pipeline};
 use crate::queue::Queue;

@@ -174,7 +174,7 @@ async fn handle(n: &QueueNotifier, key: &str, id: String, flat: Vec<String>) {
             continue;
         };
         if wanted {
-            hook.fire(event, &job_notice(event, &job)).await;
+            super::notice::fire(hook, event, &job_notice(event, &job)).await;
         }
     }
 }

@@ -286,7 +286,7 @@ async fn fire(s: Scheduled, worker: String, metrics: Arc<Metrics>, stop: Cancell
                                 "schedule": name,
                                 "error": e.to_string(),
                             });
-                            hook.fire(NotifyEvent::ScheduleFailing, &notice).await;
+                            super::notice::fire(hook, NotifyEvent::ScheduleFailing, &notice).await;
                         }
                     }
                     Ok(_) => {}

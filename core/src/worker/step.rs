@@ -8,8 +8,8 @@ use futures_util::FutureExt;
 use tracing::warn;
 
 use super::active::ActiveJob;
-use super::runner::{AnyInput, Runner};
 use super::shared::Shared;
+use crate::pipeline::runner::{AnyInput, Runner};
 use crate::pipeline::StopWhy;
 use crate::pipeline::{StepContext, StepError};
 

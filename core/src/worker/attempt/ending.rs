@@ -11,10 +11,10 @@ use tracing::{debug, info, warn};
 
 use super::{attempt_error, Attempt};
 use crate::lease::{Finished, Outcome};
+use crate::pipeline::runner::AnyInput;
 use crate::pipeline::{CleanupContext, CleanupReason, StepError, StopWhy};
 use crate::settle::Holder as _;
 use crate::worker::holder_call::{holder_call, Gone};
-use crate::worker::runner::AnyInput;
 use crate::worker::watchdog;
 
 /// How long an abandoned attempt waits for its one try to record why.

@@ -29,6 +29,7 @@ mod ending;
 
 use crate::lease::{Lease, Outcome, Started};
 use crate::metrics::StepLabels;
+use crate::pipeline::runner::{AnyInput, Runner};
 use crate::pipeline::StopWhy;
 use crate::pipeline::{CleanupReason, StepContext, StepError, StepSpec};
 use crate::queue::Queue;
@@ -36,7 +37,6 @@ use crate::record::AttemptError;
 use crate::settle::Holder as _;
 use crate::worker::active::ActiveJob;
 use crate::worker::holder_call::{holder_call, Gone};
-use crate::worker::runner::{AnyInput, Runner};
 use crate::worker::settler::Settler;
 use crate::worker::shared::Shared;
 use crate::worker::step::{run_step, StepRun};

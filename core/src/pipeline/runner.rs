@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::pipeline::{
+use super::{
     BoxFuture, CleanupContext, Pipeline, PipelineOptions, PipelineSpec, StepContext, StepError,
     StepSpec,
 };

@@ -1,5 +1,7 @@
 //! The published side of a pipeline: its options, its steps' specs, its retry
 //! policy, and the spec a worker publishes for tools that cannot run its code.
+//! Plain data, below the queue client that registers it and the enqueue
+//! contract that reads it; public as `crate::pipeline::{PipelineSpec, ...}`.
 
 use std::time::Duration;
 
