@@ -463,7 +463,7 @@ fn section_checkpoint(b: &mut Bench, reps: usize) {
     }
     let mut s = String::new();
     let _ = writeln!(s, "## Checkpoint by step-output size\n");
-    let _ = writeln!(s, "One `checkpoint` call (a settle call of one operation, as `Queue::checkpoint`) per RUNNING job, each its job's first checkpoint; median of {reps} repetitions. Memory = used_memory delta per checkpoint (the output is stored once, as the job's `out:<step>` field; the first value over 64 bytes, Redis's default `hash-max-listpack-value`, turns the job hash from a listpack into a hash table, once).\n");
+    let _ = writeln!(s, "One `Queue::checkpoint` per RUNNING job, each its job's first checkpoint: an append (`RPUSH` to the job's outputs list and `HMGET` of the job, one pipeline, no script) that the attempt's end seals into the job hash; median of {reps} repetitions. Memory = used_memory delta per checkpoint while the attempt runs (the outputs list, until the seal moves the output into the job's `out:<step>` field).\n");
     let _ = writeln!(s, "| output bytes | calls | client ms/call | Redis µs/call | of which inner commands µs | Redis CPU µs/call | inner cmds/call | bytes in/call | memory B/call | inner commands per call |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {

@@ -228,69 +228,28 @@ async fn a_rust_pipelines_notify_option_runs_its_hook_once_across_two_replicas()
 /// A webhook that answers `500` to its first POST and `200` to the next, and
 /// keeps the body of each: (port, bodies).
 async fn flaky_webhook() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+    use axum::http::StatusCode;
     let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let kept = bodies.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut conn, _)) = listener.accept().await else {
-                return;
-            };
+    let app = axum::Router::new().route(
+        "/notices",
+        axum::routing::post(move |body: String| {
             let kept = kept.clone();
-            tokio::spawn(async move {
-                // read the head, then the body by its content-length
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let (head_end, length) = loop {
-                    let Ok(n) = conn.read(&mut chunk).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..at]).to_ascii_lowercase();
-                        let length = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse::<usize>().ok())
-                            .unwrap_or(0);
-                        break (at + 4, length);
-                    }
-                };
-                while buf.len() < head_end + length {
-                    let Ok(n) = conn.read(&mut chunk).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                }
-                let body = String::from_utf8_lossy(&buf[head_end..head_end + length]).into_owned();
-                let first = {
-                    let mut bodies = kept.lock().unwrap();
-                    bodies.push(body);
-                    bodies.len() == 1
-                };
-                let status = if first {
-                    "500 Internal Server Error"
+            async move {
+                let mut bodies = kept.lock().unwrap();
+                bodies.push(body);
+                if bodies.len() == 1 {
+                    StatusCode::INTERNAL_SERVER_ERROR
                 } else {
-                    "200 OK"
-                };
-                let _ = conn
-                    .write_all(
-                        format!(
-                            "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                        )
-                        .as_bytes(),
-                    )
-                    .await;
-            });
-        }
+                    StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
     });
     (port, bodies)
 }

@@ -48,7 +48,7 @@ if f then
     emit(event_log(true), 'purge', id, n, state, state, who, 'quarantined job deleted')
   end
 end
-redis.call('DEL', jk, BASE .. ':proc:' .. id)
+redis.call('DEL', jk, BASE .. ':proc:' .. id, out_key(id))
 local g = redis.call('HGET', group_of_key(), id)
 if g then group_job_deleted(id, g, false, f and f[7]) end
 redis.call('ZREM', K_QUARANTINE, id)

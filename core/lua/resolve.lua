@@ -8,6 +8,7 @@
 -- KEYS[12] lock:<resource>  KEYS[13] parked:<resource> (the job key for both when none)
 -- ARGV[4] resolved state  ARGV[5] who  ARGV[6] reason  ARGV[7] resource ('' when none)
 -- Reply: {'OK', state} | refusal | {'BAD_ARG', what} | {'CORRUPT', problem, field} (nothing written)
+--- @include "lib/outputs"
 --- @include "lib/keys"
 --- @include "lib/time"
 --- @include "lib/events"
@@ -49,6 +50,8 @@ redis.call('ZREM', K_STALE, id)
 release_lock_at(KEYS[12], KEYS[13], res, id)
 flow_release(f[4], id)
 redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
+-- what the STALE attempt's holder appended after its seal counts for no one (lib/outputs)
+drop_outputs(id)
 make_terminal(jk, id, as, now, 'RESOLVED')
 local events = event_log(true)
 emit(events, 'resolve', id, f[2], 'STALE', as, who, reason)

@@ -1,6 +1,7 @@
--- settle: a worker's holder operations on many jobs (start, checkpoint, finish,
--- release) and its next lease, in one call: the only script that runs them (a
--- single operation is a settle call of one). Each operation is a transition
+-- settle: a worker's holder operations on many jobs (start, finish, release)
+-- and its next lease, in one call: the only script that runs them (a single
+-- operation is a settle call of one). A checkpoint is not one of them: the
+-- holder appends it to the job's outputs stream, and finish seals it (lib/outputs). Each operation is a transition
 -- function (core/lua/transitions/), compared by the job's lease token;
 -- one refused operation does not affect the others. Operations are encoded
 -- with only the keys and values their kind needs.
@@ -13,11 +14,11 @@
 -- ARGV[8] pipelines to lease  ARGV[9] jobs to lease (0: no lease)
 -- then per operation: kind, token, resource ('' when none), then by kind
 --   start:      first step
---   checkpoint: step, output, next step ('' when last)
 --   finish:     outcome, last step to checkpoint first ('' for none), its output, and
 --               unless the outcome is SUCCEEDED: error kind, message, retryable ('1',
 --               'used_up': retryable but the caller's automatic retries are used up, '0'),
---               backoff ms, '1' cleanup needed, reason, '1' interrupted
+--               backoff ms, '1' cleanup needed, reason, '1' interrupted; then '1' when
+--               the holder may have appended step outputs to seal, else '0'
 --   release:    (nothing)
 -- then one token per job to lease, then (when leasing, optional) how many of the
 -- leased jobs start in this call (the worker's free run slots: transitions/lease)
@@ -35,7 +36,6 @@
 --- @include "lib/retention"
 --- @include "lib/stats"
 --- @include "transitions/start"
---- @include "transitions/checkpoint"
 --- @include "transitions/finish"
 --- @include "transitions/release"
 --- @include "transitions/lease"
@@ -78,14 +78,14 @@ end
 
 -- What is wrong with the values of an operation of `kind` at ARGV index `a`
 -- (after its kind, token and resource), or nil: every value is checked before
--- anything is written. Texts (outputs, messages, reasons, next steps) may be anything.
+-- anything is written. Texts (outputs, messages, reasons) may be anything.
 local function bad_values(kind, a)
-  if kind == 'checkpoint' then
-    if not is_step_name(ARGV[a]) then return 'checkpoint step', ARGV[a] end
-  elseif kind == 'finish' then
+  if kind == 'finish' then
     local outcome = ARGV[a]
     if not TERMINAL[outcome] then return 'finish outcome', outcome end
     if ARGV[a + 1] ~= '' and not is_step_name(ARGV[a + 1]) then return 'finish last step', ARGV[a + 1] end
+    local last = (outcome == 'SUCCEEDED') and a + 3 or a + 10
+    if flag_value(ARGV[last]) == nil then return 'finish appended flag', ARGV[last] end
     if outcome ~= 'SUCCEEDED' then
       -- retryable: a flag, or 'used_up' (retryable, the caller's retries used up)
       if ARGV[a + 5] ~= 'used_up' and flag_value(ARGV[a + 5]) == nil then
@@ -133,16 +133,14 @@ local function walk(run)
     local values
     if kind == 'start' then
       values = 1
-    elseif kind == 'checkpoint' then
-      values = 3
     elseif kind == 'finish' then
-      values = (ARGV[a] == 'SUCCEEDED') and 3 or 10
+      values = (ARGV[a] == 'SUCCEEDED') and 4 or 11
     elseif kind == 'release' then
       values = 0
     else
       return nil
     end
-    if kind == 'release' or values == 10 then
+    if kind == 'release' or values == 11 then
       k_ready, k_delayed, k_wake = KEYS[k], KEYS[k + 1], KEYS[k + 2]
       rpos = k
       k = k + 3
@@ -151,17 +149,15 @@ local function walk(run)
     if run then
       if kind == 'start' then
         out[i] = guarded(start, batch, jk, lk, pk, token, ARGV[a], res)
-      elseif kind == 'checkpoint' then
-        out[i] = guarded(checkpoint, batch, jk, lk, token, ARGV[a], ARGV[a + 1], ARGV[a + 2], ttl, lock_ttl, res ~= '')
       elseif kind == 'release' then
         out[i] = guarded(release, batch, jk, k_ready, k_wake, lk, pk, token, res)
-      elseif values == 3 then
+      elseif values == 4 then
         out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, 'SUCCEEDED', '', '', false, 0, false, '', res, false,
-          ARGV[a + 1], ARGV[a + 2])
+          ARGV[a + 1], ARGV[a + 2], flag_value(ARGV[a + 3]))
       else
         out[i] = guarded(finish, batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, ARGV[a], ARGV[a + 3], ARGV[a + 4],
           ARGV[a + 5], int_value(ARGV[a + 6], 0), flag_value(ARGV[a + 7]), ARGV[a + 8], res,
-          flag_value(ARGV[a + 9]), ARGV[a + 1], ARGV[a + 2])
+          flag_value(ARGV[a + 9]), ARGV[a + 1], ARGV[a + 2], flag_value(ARGV[a + 10]))
       end
       local r = out[i]
       if r[1] == 'BAD_KEY' then

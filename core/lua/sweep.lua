@@ -2,7 +2,8 @@
 --   LEASED  + expired + no cancel -> QUEUED      (nothing ran; the lock is released)
 --   LEASED  + expired + cancel    -> CANCELLED
 --   RUNNING + expired             -> STALE       (side effects may exist: an operator decides;
---                                                 the lock is held unless the job says 'release')
+--                                                 the lock is held unless the job says 'release';
+--                                                 the attempt's appended outputs are sealed, lib/outputs)
 -- Work is bounded by `batch` and proportional to expired leases, not to waiting jobs.
 -- Concurrent sweeps are safe: each expired lease is handled by exactly one call.
 -- A job that cannot be read (wrong key type, unknown state, bad attempt,
@@ -31,6 +32,7 @@
 --- @include "lib/args"
 --- @include "lib/groups"
 --- @include "lib/stats"
+--- @include "lib/outputs"
 local bad = common_args('sweep')
 if bad then return bad end
 local batch, dry = int_value(ARGV[4], 1), flag_value(ARGV[5])
@@ -47,7 +49,7 @@ local st = stats_batch()
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   local f, bad_key = read_job(jk, { 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
-    'priority', 'created_at', 'stale_lock', 'flow', 'links', 'group', 'id' })
+    'priority', 'created_at', 'stale_lock', 'flow', 'links', 'group', 'id', 'fence', 'started_at', 'token' })
   -- a job that cannot be read goes to the quarantine (lib/quarantine), not back to a ready set
   local why, field = bad_key, '(key)'
   if f then
@@ -137,9 +139,24 @@ for _, id in ipairs(expired) do
       if f[12] then group_count(events, f[12], id, 'QUEUED', now) end
       wake(wake_key(f[4]))
     elseif to == 'STALE' then
+      -- the attempt's outputs are sealed: what it appended so far counts (the
+      -- operator's resolve or retry records it), nothing it appends from now on does
+      local steps, last, outs, next_step = sealed_outputs(id, f[14], f[16], f[15])
+      drop_outputs(id)
       -- keep worker and fence for the operator; the token goes, so the old holder is refused
       redis.call('HDEL', jk, 'token', 'lease_deadline')
-      redis.call('HSET', jk, 'state', 'STALE', 'stale_at', fmt(now), 'updated_at', fmt(now))
+      if steps then
+        -- the step it was cut off in: the one after its last completed step
+        if next_step ~= '' and is_step_name(next_step) then
+          outs[#outs + 1], outs[#outs + 2] = 'step', next_step
+        else
+          redis.call('HDEL', jk, 'step')
+        end
+        redis.call('HSET', jk, 'state', 'STALE', 'stale_at', fmt(now), 'updated_at', fmt(now), 'steps', steps,
+          'last_step', last, unpack(outs))
+      else
+        redis.call('HSET', jk, 'state', 'STALE', 'stale_at', fmt(now), 'updated_at', fmt(now))
+      end
       redis.call('ZADD', K_STALE, fmt(now), id)
       if f[9] == 'release' then flow_release(f[10], id) else flow_keep(f[10], id) end
       if res ~= '' then

@@ -26,7 +26,7 @@ pub(crate) struct LeaseClock {
     /// passes a deadline.
     ttl: Option<Duration>,
     /// When the last call that confirmed the lease (the lease itself, a
-    /// renewal, a checkpoint) was sent: Redis set the lease's deadline after
+    /// renewal) was sent: Redis set the lease's deadline after
     /// that instant, so it lies beyond `confirmed_at + ttl`.
     confirmed_at: Mutex<Instant>,
     /// Set once the lease is known (or assumed) lost.

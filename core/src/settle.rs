@@ -116,8 +116,9 @@ pub(crate) trait Holder<'s>: Sync {
         }
     }
 
-    /// Records `step` as completed with `output` (JSON text) and renews the
-    /// lease; the reply is a pending cancel request's reason, if any.
+    /// Records `step` as completed with `output` (JSON text), an append the
+    /// attempt's end seals (it does not renew the lease); the reply is a
+    /// pending cancel request's reason, if any.
     fn checkpoint<'a>(
         &'a self,
         lease: &'a Self::Lease,

@@ -21,7 +21,10 @@ pub enum Op {
     Lease,
     /// The holder starts the first step (LEASED → RUNNING, or → CANCELLED if a cancel is pending).
     Start,
-    /// The holder records a completed step (RUNNING stays RUNNING).
+    /// The holder records a completed step. Not a move of the table: an
+    /// append to the job's outputs stream that counts once the attempt's end
+    /// seals it (named here for the refusals of a checkpoint not RUNNING or
+    /// not the holder's).
     Checkpoint,
     /// The holder extends its lease (LEASED and RUNNING stay).
     Renew,
@@ -74,7 +77,7 @@ impl fmt::Display for Op {
 pub enum Kind {
     /// The current attempt changes state.
     Move,
-    /// The state does not change (a renewal, a checkpoint, a recorded cancel request).
+    /// The state does not change (a renewal, a recorded cancel request).
     Stay,
     /// The current attempt is over; a new attempt begins in QUEUED.
     NewAttempt,
@@ -131,13 +134,6 @@ pub const TRANSITIONS: &[Transition] = &[
         Running,
         Kind::Stay,
         "the holder repeats a start whose reply was lost",
-    ),
-    row(
-        Checkpoint,
-        Running,
-        Running,
-        Kind::Stay,
-        "the holder completes a step",
     ),
     row(
         Renew,

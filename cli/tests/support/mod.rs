@@ -1,6 +1,7 @@
 //! Shared by the `leasehold` binary's integration tests: the command builder
 //! and what a run did ([`binary`]), populating a queue through the `Queue`
-//! client ([`jobs`]), a running dashboard with an HTTP client for it
+//! client ([`jobs`]), the populated queue the `cli_*` tests read
+//! ([`scene`]), a running dashboard with an HTTP client for it
 //! ([`dashboard`]), and a TLS certificate fixture ([`tls`]).
 //!
 //! Each test file includes it with `mod support;` and uses what it needs, so
@@ -11,4 +12,5 @@
 pub(crate) mod binary;
 pub(crate) mod dashboard;
 pub(crate) mod jobs;
+pub(crate) mod scene;
 pub(crate) mod tls;

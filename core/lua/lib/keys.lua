@@ -193,6 +193,8 @@ function key_check.resource(keys, i, res, jk)
 end
 
 local function job_key(id) return BASE .. ':job:' .. id end
+-- the stream a holder appends its job's step outputs to (lib/outputs)
+local function out_key(id) return BASE .. ':out:' .. id end
 local function lock_key(res) return BASE .. ':lock:' .. res end
 local function parked_key(res) return BASE .. ':parked:' .. res end
 local function ready_key(p) return BASE .. ':ready:' .. p end

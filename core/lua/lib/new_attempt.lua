@@ -7,6 +7,7 @@
 --- @include "lib/ready"
 --- @include "lib/jobs"
 --- @include "lib/groups"
+--- @include "lib/outputs"
 
 -- Starts attempt n + 1 of job `f[1]` (hash `jk`; `f` holds id, state,
 -- attempt, priority, input_key, created_at, resource, flow, links, checked by
@@ -17,6 +18,8 @@
 -- event emitted, its group and parents told. Returns the new attempt number.
 local function new_attempt(events, jk, f, mode, who, reason, now, k_ready)
   local id = f[1]
+  -- whatever a holder of an ended attempt appended late counts for no one (lib/outputs)
+  drop_outputs(id)
   -- absent step, last step and cleanup flag: none, none, 0 (lib/jobs)
   redis.call('HDEL', jk, 'step', unpack(ATTEMPT_FIELDS))
   redis.call('HDEL', jk, unpack(EPISODE_FIELDS))

@@ -9,10 +9,12 @@
 -- or LEASED, as the operator asked (nothing failed).
 -- Called by settle: finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome,
 -- kind, message, retryable, backoff, cleanup, reason, res, interrupted, last_step,
--- last_output), the flags as booleans except `retryable` ('1', 'used_up': the
+-- last_output, appended), the flags as booleans except `retryable` ('1', 'used_up': the
 -- step said retryable but the caller's automatic retries are used up, else not
 -- retryable); `last_step` (with its output) is a step
--- completed just before the end, recorded as its checkpoint would ('' for none).
+-- completed just before the end, recorded as its checkpoint would ('' for none);
+-- `appended`: the holder may have appended step outputs (lib/outputs), which
+-- this call seals (a holder that appended none spares the read).
 -- Reply: {'OK', outcome} | {'RETRY', next attempt, not_before ms} | refusal
 --        | {'CORRUPT', problem, field}: a field it reads is malformed (nothing written).
 -- Every field the chosen path reads is checked before the first write.
@@ -30,8 +32,9 @@
 --- @include "lib/args"
 --- @include "lib/groups"
 --- @include "lib/stats"
+--- @include "lib/outputs"
 local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outcome, kind, message, retryable, backoff, cleanup,
-    reason, res, interrupted, last_step, last_output)
+    reason, res, interrupted, last_step, last_output, appended)
   if not TERMINAL[outcome] then return { 'BAD_ARG', 'outcome' } end
   if type(backoff) ~= 'number' or backoff < 0 then return { 'BAD_ARG', 'backoff' } end
   local used_up = retryable == 'used_up'
@@ -87,15 +90,26 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   -- the end; `ns` counts them (no closure made afresh for every finish)
   local sets, ns = {}, 0
   local steps_changed = false
+  -- the seal: the outputs the attempt appended while it was live count, in
+  -- the job's fields; anything appended from now on counts for no one
+  if appended and j.state == 'RUNNING' then
+    local steps, sealed_last, outs = sealed_outputs(id, j.fence, j.token, j.started_at)
+    if steps then
+      j.steps, steps_changed = steps, true
+      sets[1], sets[2], ns = 'last_step', sealed_last, 2
+      for i = 1, #outs do sets[ns + i] = outs[i] end
+      ns = ns + #outs
+    end
+  end
   if last_step and last_step ~= '' and j.state == 'RUNNING' then
     local steps = j.steps or ''
     if not string.find(',' .. steps, ',' .. last_step .. '@', 1, true) then
       if steps ~= '' then steps = steps .. ',' end
       j.steps = steps .. step_entry(last_step, now, j.started_at)
       steps_changed = true
-      sets[1], sets[2], ns = 'last_step', last_step, 2
+      sets[ns + 1], sets[ns + 2], ns = 'last_step', last_step, ns + 2
       -- written only when the step returned something (absent: JSON null)
-      if last_output ~= 'null' then sets[3], sets[4], ns = 'out:' .. last_step, last_output, 4 end
+      if last_output ~= 'null' then sets[ns + 1], sets[ns + 2], ns = 'out:' .. last_step, last_output, ns + 2 end
     end
   end
   if cleanup then j.cleanup_needed = '1' end
@@ -120,6 +134,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     return { 'CORRUPT', 'attempt ' .. attempt .. ' already recorded (' .. attempt_field(id, attempt) .. ' in the attempts hash)' }
   end
   sets[ns + 1], sets[ns + 2], ns = 'updated_at', now_s(), ns + 2
+  if appended then drop_outputs(id) end
   release_lock_at(lk, pk, res, id)
   flow_release(j.flow, id)
   unlease(batch.ix, id)

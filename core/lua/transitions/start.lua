@@ -16,6 +16,7 @@
 --- @include "lib/attempts"
 --- @include "lib/args"
 --- @include "lib/groups"
+--- @include "lib/outputs"
 local function start(batch, jk, lk, pk, token, step, res)
   local f = redis.call('HMGET', jk, 'state', 'token', 'cancel_reason', 'id', 'attempt', 'worker', 'group')
   local state = f[1]
@@ -45,6 +46,8 @@ local function start(batch, jk, lk, pk, token, step, res)
       'cancel requested before start: ' .. j.cancel_reason)
     return { 'OK', 'CANCELLED', j.cancel_reason }
   end
+  -- a checkpoint appended before the start was refused: it counts for no one (lib/outputs)
+  drop_outputs(id)
   redis.call('HSET', jk, 'state', 'RUNNING', 'started_at', now_s(), 'updated_at', now_s(), 'step', step)
   emit(batch.events, 'start', id, f[5], 'LEASED', 'RUNNING', f[6], '')
   if f[7] then group_count(batch.events, f[7], id, 'RUNNING', now) end

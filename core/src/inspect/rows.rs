@@ -16,7 +16,7 @@ use crate::id::JobId;
 use crate::keys::QueueKeys;
 use crate::pipeline_spec::PipelineSpec;
 use crate::queue::escape_bytes;
-use crate::record::{AttemptRecord, Fields, Selected};
+use crate::record::{appended, AttemptRecord, Fields, Selected};
 use crate::state::JobState;
 
 /// The fields of a job hash a [`JobSummary`] is built from.
@@ -297,6 +297,7 @@ impl Inspector {
                     Err(e) => bad.push(Unreadable::from_error(&key, &e)),
                 }
             }
+            self.lay_appended(conn, &mut chunk_out).await?;
             // terminal jobs: the worker and fence of their last attempt, and
             // why a FAILED or CANCELLED one ended
             let bad_end =
@@ -430,5 +431,37 @@ impl Inspector {
             }
         }
         Ok(out)
+    }
+}
+
+impl Inspector {
+    /// The current and last completed step of each RUNNING job of `rows`
+    /// from the latest entry of its outputs list (its live attempt's
+    /// checkpoints are there until the seal, `record/appended.rs`); a list
+    /// that cannot be read changes nothing.
+    async fn lay_appended(&self, conn: &mut RedisConn, rows: &mut [JobSummary]) -> Result<()> {
+        let running: Vec<usize> = (0..rows.len())
+            .filter(|&i| rows[i].state == JobState::Running && rows[i].fence.is_some())
+            .collect();
+        if running.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for &i in &running {
+            pipe.cmd("LRANGE")
+                .arg(self.keys().outputs(rows[i].id.as_str()))
+                .arg(-2)
+                .arg(-1);
+        }
+        let latest: Vec<redis::Value> = self.timed(pipe.query_async(conn)).await?;
+        for (&i, latest) in running.iter().zip(&latest) {
+            let s = &mut rows[i];
+            if let Some((step, last)) = s.fence.and_then(|f| appended::current(latest, f)) {
+                s.step = step;
+                s.last_step = Some(last);
+            }
+        }
+        Ok(())
     }
 }

@@ -80,8 +80,10 @@ impl Queue {
         Holder::start(self, lease, first_step).await
     }
 
-    /// Records `step` as completed with `output` (JSON text), renews the lease, and
-    /// returns the reason of a pending cancel request, if any.
+    /// Records `step` as completed with `output` (JSON text): appends it to the
+    /// job's outputs stream, where it counts once the attempt's end seals it
+    /// (an accepted checkpoint always does). Returns the reason of a pending
+    /// cancel request, if any. It does not renew the lease: [`Queue::renew`] does.
     pub async fn checkpoint(
         &self,
         lease: &Lease,

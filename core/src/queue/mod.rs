@@ -278,6 +278,61 @@ impl Queue {
         result.map_err(foreign_key)
     }
 
+    /// Runs plain commands `before` (with `ignore_errors` set), then script
+    /// op `op`, in one pipeline on the shared connection: the commands land
+    /// first, in one round trip. Where the server lacks the function library
+    /// (or runs no functions) the script is run again on its own, after the
+    /// commands. Returns the commands' values and the script's output.
+    pub(crate) async fn run_after<O: ScriptOp>(
+        &self,
+        before: &redis::Pipeline,
+        op: &O,
+    ) -> Result<(Vec<Value>, O::Output)> {
+        let mut call = self.invocation(op.script());
+        op.encode(&self.keys, &mut call);
+        if self.eval_only.load(Ordering::Relaxed) {
+            let values = self.pipeline(before).await?;
+            let reply = self.invoke(&call).await?;
+            return Ok((values, op.decode(&self.keys, reply)?));
+        }
+        let mut pipe = before.clone();
+        pipe.add_command(call.fcall());
+        let mut values = self.pipeline(&pipe).await?;
+        let reply = match values.pop() {
+            Some(Value::ServerError(e)) => {
+                let e = RedisError::from(e);
+                if detail_starts(&e, "Function not found") || functions_unsupported(&e) {
+                    // loads the library (or turns to EVALSHA) and runs it alone
+                    self.invoke(&call).await?
+                } else {
+                    return Err(foreign_key(Error::Redis(e)));
+                }
+            }
+            Some(v) => v,
+            None => {
+                return Err(Error::Protocol {
+                    script: "settle",
+                    detail: "no reply to the script after the commands".into(),
+                })
+            }
+        };
+        Ok((values, op.decode(&self.keys, reply)?))
+    }
+
+    /// Runs plain commands (no script) as one pipeline on the shared
+    /// connection; with `ignore_errors` set on `pipe`, an error reply is its
+    /// command's value, not the call's failure.
+    pub(crate) async fn pipeline(&self, pipe: &redis::Pipeline) -> Result<Vec<Value>> {
+        let mut conn = self.shared_conn().await?;
+        let result = self.timed(pipe.query_async::<Vec<Value>>(&mut conn)).await;
+        if let Err(e) = &result {
+            if e.is_transient() {
+                self.forget_shared_conn();
+            }
+        }
+        result
+    }
+
     async fn invoke_on(&self, conn: &mut Multiplexed, call: &ScriptCall<'_>) -> Result<Value> {
         if !self.eval_only.load(Ordering::Relaxed) {
             match self.timed(call.fcall().query_async::<Value>(conn)).await {

@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, AsyncCommands};
+use deadpool_redis::redis::{self, AsyncCommands, Value};
 
 use crate::error::{Error, Result};
 use crate::id::JobId;
 use crate::pipeline_spec::PipelineSpec;
 use crate::queue::Queue;
-use crate::record::{AttemptRecord, Job};
+use crate::record::{appended, AttemptRecord, Job};
 use crate::wire::keys::QueueKeys;
 use crate::wire::ops::claim_cleanup::ClaimCleanup;
 
@@ -109,6 +109,26 @@ impl Queue {
         };
         if map.is_empty() {
             return Ok(None);
+        }
+        // a live attempt's steps and outputs are in its outputs list until
+        // its seal (a seal after the hash was read: the entries of an attempt
+        // the hash still shows RUNNING; a list that cannot be read: none)
+        if map.get("state").is_some_and(|s| s.as_slice() == b"RUNNING") {
+            let list: Value = self
+                .timed(
+                    redis::cmd("LRANGE")
+                        .arg(self.keys.outputs(id.as_str()))
+                        .arg(0)
+                        .arg(-1)
+                        .query_async(&mut conn),
+                )
+                .await
+                .or_else(|e| match e {
+                    // a key of another type (written by hand): nothing in it counts
+                    Error::Redis(re) if re.code() == Some("WRONGTYPE") => Ok(Value::Nil),
+                    e => Err(e),
+                })?;
+            appended::overlay(&mut map, &appended::entries(&list));
         }
         // a hash written before the deadline left it may hold an old one: the index decides
         map.remove("lease_deadline");

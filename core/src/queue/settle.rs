@@ -11,12 +11,13 @@ use crate::error::{Error, Result};
 use crate::lease::{Lease, Leased};
 use crate::queue::Queue;
 use crate::settle::{Holder, HolderCall, HolderOp, HolderReply, LeaseRequest, Settled};
+use crate::wire::append;
 use crate::wire::ops::settle::Settle;
+use deadpool_redis::redis;
 
 impl Queue {
     /// Performs many holder operations and takes new leases in one round trip.
-    /// `ttl` is the lease time-to-live used for renewals by checkpoints and for
-    /// the new leases. Each operation is compared by its own lease token and is
+    /// `ttl` is the lease time-to-live of the new leases. Each operation is compared by its own lease token and is
     /// refused (its reply is an error) without affecting the others. Jobs
     /// leased whose fields cannot be read are reported in [`Leased::unreadable`].
     pub async fn settle(
@@ -37,6 +38,28 @@ impl Queue {
         ttl: Duration,
         lenient: bool,
     ) -> Result<Settled> {
+        self.settle_sealing(ops, None, lease, ttl, lenient).await
+    }
+
+    /// [`Queue::settle_with`], told for each operation whether its holder may
+    /// have appended step outputs (`appended`, one flag per operation; `None`:
+    /// all may have). A finish seals what was appended; one whose holder
+    /// appended nothing spares the read (the worker knows; other callers
+    /// cannot, and pay it).
+    ///
+    /// Checkpoints are not part of the `settle` script: they are appended with
+    /// plain commands sent in the same pipeline, before it (`wire/append.rs`);
+    /// a call where a job has both a checkpoint and a scripted operation (a
+    /// worker's never does) runs them in the operations' order instead
+    /// (`settle_in_order`).
+    pub(crate) async fn settle_sealing(
+        &self,
+        ops: &[HolderOp<'_>],
+        appended: Option<&[bool]>,
+        lease: Option<LeaseRequest<'_>>,
+        ttl: Duration,
+        lenient: bool,
+    ) -> Result<Settled> {
         for op in ops {
             op.validate()?;
         }
@@ -44,19 +67,137 @@ impl Queue {
         if let Some(l) = &lease {
             l.validate()?;
         }
-        if ops.is_empty() && lease.is_none() {
-            return Ok(Settled {
+        let is_append = |op: &HolderOp<'_>| matches!(op, HolderOp::Checkpoint { .. });
+        let both = ops.iter().filter(|op| is_append(op)).any(|a| {
+            ops.iter()
+                .any(|op| !is_append(op) && op.lease().job == a.lease().job)
+        });
+        if both {
+            return self
+                .settle_in_order(ops, appended, lease, ttl, lenient)
+                .await;
+        }
+        // the script's operations and the appends, each with its place in `ops`
+        let mut scripted: Vec<HolderOp<'_>> = Vec::with_capacity(ops.len());
+        let mut sealing: Vec<bool> = Vec::with_capacity(ops.len());
+        let mut appends = redis::pipe();
+        appends.ignore_errors();
+        let mut appended_at: Vec<usize> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            if let HolderOp::Checkpoint {
+                lease,
+                step,
+                output,
+                next_step,
+            } = op
+            {
+                append::encode(self.keys(), &mut appends, lease, step, output, *next_step);
+                appended_at.push(i);
+            } else {
+                scripted.push(*op);
+                sealing.push(appended.and_then(|a| a.get(i).copied()).unwrap_or(true));
+            }
+        }
+        if appended_at.is_empty() {
+            if scripted.is_empty() && lease.is_none() {
+                return Ok(Settled {
+                    replies: Vec::new(),
+                    leased: Leased::default(),
+                });
+            }
+            return self
+                .run(&Settle {
+                    ops: &scripted,
+                    appended: &sealing,
+                    lease,
+                    ttl,
+                    lenient,
+                })
+                .await;
+        }
+        // the appends first, then the script, in one round trip: a lease in
+        // the call sees the jobs as the appends left them
+        let (append_replies, settled) = if scripted.is_empty() && lease.is_none() {
+            let values = self.pipeline(&appends).await?;
+            let none = Settled {
                 replies: Vec::new(),
                 leased: Leased::default(),
-            });
+            };
+            (values, none)
+        } else {
+            let settle = Settle {
+                ops: &scripted,
+                appended: &sealing,
+                lease,
+                ttl,
+                lenient,
+            };
+            // boxed: unboxed, the future makes a type too deep for the
+            // compiler to check in callers that nest it further
+            Box::pin(self.run_after(&appends, &settle)).await?
+        };
+        let leased = settled.leased;
+        let mut script_replies = settled.replies.into_iter();
+        let mut values = append_replies.into_iter();
+        let mut replies = Vec::with_capacity(ops.len());
+        for op in ops {
+            match op {
+                HolderOp::Checkpoint { lease, .. } => {
+                    let (added, read) = (values.next(), values.next());
+                    replies.push(match (added, read) {
+                        (Some(a), Some(r)) => append::decode(self.keys(), lease, a, r),
+                        _ => Err(Error::Protocol {
+                            script: "checkpoint",
+                            detail: format!("expected {} replies per checkpoint", append::REPLIES),
+                        }),
+                    });
+                }
+                _ => replies.push(script_replies.next().unwrap_or_else(|| {
+                    Err(Error::Protocol {
+                        script: "settle",
+                        detail: "no reply to the operation".into(),
+                    })
+                })),
+            }
         }
-        self.run(&Settle {
-            ops,
-            lease,
-            ttl,
-            lenient,
-        })
-        .await
+        Ok(Settled { replies, leased })
+    }
+
+    /// [`Queue::settle_sealing`] of a call where a job has a checkpoint and a
+    /// scripted operation: each run of appends or of scripted operations in
+    /// turn, in the operations' order, the lease last.
+    async fn settle_in_order(
+        &self,
+        ops: &[HolderOp<'_>],
+        appended: Option<&[bool]>,
+        lease: Option<LeaseRequest<'_>>,
+        ttl: Duration,
+        lenient: bool,
+    ) -> Result<Settled> {
+        let is_append = |op: &HolderOp<'_>| matches!(op, HolderOp::Checkpoint { .. });
+        let mut replies = Vec::with_capacity(ops.len());
+        let mut start = 0;
+        while start < ops.len() {
+            let kind = is_append(&ops[start]);
+            let end = ops[start..]
+                .iter()
+                .position(|op| is_append(op) != kind)
+                .map_or(ops.len(), |n| start + n);
+            let flags = appended.and_then(|a| a.get(start..end));
+            // one kind only: never back here
+            let run = Box::pin(self.settle_sealing(&ops[start..end], flags, None, ttl, lenient));
+            replies.extend(run.await?.replies);
+            start = end;
+        }
+        let leased = match lease {
+            Some(l) => {
+                Box::pin(self.settle_sealing(&[], None, Some(l), ttl, lenient))
+                    .await?
+                    .leased
+            }
+            None => Leased::default(),
+        };
+        Ok(Settled { replies, leased })
     }
 
     /// One holder operation as a settle call of one; its reply.

@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::id::JobId;
 use crate::state::JobState;
 
+pub(crate) mod appended;
 mod fields;
 
 pub(crate) use fields::{Fields, Selected};

@@ -102,8 +102,11 @@ impl<'a> HolderOp<'a> {
 
     /// Appends the operation's KEYS and ARGV to a settle invocation: the job
     /// key, the lock and parked keys when it has a resource, then the keys its
-    /// kind needs; kind, token, resource, then its values (see `settle.lua`).
-    pub(crate) fn encode(&self, keys: &QueueKeys, inv: &mut ScriptCall<'_>) {
+    /// kind needs; kind, token, resource, then its values (see `settle.lua`);
+    /// a finish ends with `appended`, whether its holder may have appended step
+    /// outputs for it to seal. A checkpoint is no operation of the script (it
+    /// is appended, `wire/append.rs`): the caller never gives one.
+    pub(crate) fn encode(&self, keys: &QueueKeys, inv: &mut ScriptCall<'_>, appended: bool) {
         let l = self.lease();
         let resource = l.resource.as_deref().filter(|r| !r.is_empty());
         inv.key(keys.job(l.job.as_str()));
@@ -117,14 +120,7 @@ impl<'a> HolderOp<'a> {
             HolderOp::Start { first_step, .. } => {
                 inv.arg(*first_step);
             }
-            HolderOp::Checkpoint {
-                step,
-                output,
-                next_step,
-                ..
-            } => {
-                inv.arg(*step).arg(*output).arg(next_step.unwrap_or(""));
-            }
+            HolderOp::Checkpoint { .. } => {}
             HolderOp::Finish {
                 outcome, last_step, ..
             } => {
@@ -136,6 +132,7 @@ impl<'a> HolderOp<'a> {
                         inv.arg(v.as_str());
                     }
                 }
+                inv.arg(bool_arg(appended));
             }
             HolderOp::Release { .. } => requeue_keys(keys, l, inv),
         }

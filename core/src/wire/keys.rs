@@ -146,6 +146,13 @@ impl QueueKeys {
     pub fn job(&self, id: &str) -> String {
         format!("{}:job:{id}", self.base)
     }
+    /// List: the step outputs job `id`'s holder appended and no seal has
+    /// taken yet (pairs `<fence>@<token>@<ms>@<next>@<step>`, output; see
+    /// `lib/outputs.lua`).
+    /// The scripts name it from KEYS[1].
+    pub fn outputs(&self, id: &str) -> String {
+        format!("{}:out:{id}", self.base)
+    }
     /// Hash: the records of job `id`'s process steps (field `<attempt>:<step>`:
     /// exit, cut-off, progress, log tails as JSON). Only process steps write
     /// it; retention deletes it with the job. Named by the scripts from KEYS[1].

@@ -4,10 +4,12 @@
 //! script (`ops/<script>.rs`), the one encoding of a new job (`new_job.rs`),
 //! the decoding of refusals, and the reading of script replies.
 //!
-//! A holder operation (start, checkpoint, finish, release) and a lease exist on
-//! the wire once: as part of a `settle` call (`holder.rs`, `lease.rs`). The
-//! single-operation entry points of [`crate::Queue`] are settle calls of one.
+//! A holder operation (start, finish, release) and a lease exist on the wire
+//! once: as part of a `settle` call (`holder.rs`, `lease.rs`); a checkpoint is
+//! an append beside it (`append.rs`). The single-operation entry points of
+//! [`crate::Queue`] are settle calls of one.
 
+pub(crate) mod append;
 pub(crate) mod args;
 pub(crate) mod call;
 pub(crate) mod holder;

@@ -28,6 +28,9 @@ pub(crate) struct ActiveJob {
     /// Set once the job's final operation (finish or release) is sent: a renewal
     /// that then finds the lease gone is racing that operation, not losing the job.
     ending: AtomicBool,
+    /// Set once a checkpoint of the attempt was sent: its finish seals the
+    /// outputs appended (one that appended none spares the read).
+    appended: AtomicBool,
     /// The job's run slot while it runs (see `Shared::run_slots`).
     run_permit: Mutex<Option<OwnedSemaphorePermit>>,
     /// The job's lease slot (see `LeaseLoop::slots`) until its final operation is sent.
@@ -66,6 +69,7 @@ impl ActiveJob {
             lease,
             queue,
             shared,
+            appended: AtomicBool::new(false),
             ending: AtomicBool::new(false),
             run_permit: Mutex::new(None),
             lease_permit: Mutex::new(None),
@@ -119,6 +123,16 @@ impl ActiveJob {
         }
     }
 
+    /// Records that a checkpoint of the attempt is being sent.
+    pub(crate) fn mark_appended(&self) {
+        self.appended.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a checkpoint of the attempt was sent (see `mark_appended`).
+    pub(crate) fn appended(&self) -> bool {
+        self.appended.load(Ordering::Relaxed)
+    }
+
     /// Records that the job's final operation is being sent, and frees its run
     /// slot: a prefetched job can start in the same round trip.
     pub(crate) fn mark_ending(&self) {
@@ -165,7 +179,7 @@ impl ActiveJob {
     }
 
     /// Moves the local deadline on after a call sent at `sent_at` confirmed
-    /// the lease (a renewal, a checkpoint).
+    /// the lease (a renewal).
     pub(crate) fn renewed(&self, sent_at: Instant) {
         self.shared.lease_clock.renewed(sent_at);
     }
@@ -295,7 +309,7 @@ mod tests {
             job.local_deadline(),
             renewed_at + Duration::from_millis(2700)
         );
-        // a confirmation of an older call (a checkpoint sent before the renewal) never moves it back
+        // a confirmation of an older call (one sent before the renewal) never moves it back
         job.renewed(leased_at);
         assert_eq!(job.confirmed_at(), renewed_at);
     }

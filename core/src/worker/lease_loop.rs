@@ -419,6 +419,7 @@ impl LeaseLoop {
             .map(|r| r.steps().first().map_or("", |s| s.name))
             .collect();
         let ops: Vec<HolderOp<'_>> = batch.iter().map(Pending::as_op).collect();
+        let appended: Vec<bool> = batch.iter().map(Pending::appended).collect();
         let want = if settler.is_some() { permits.len() } else { 0 };
         // the free run slots, taken now: the jobs leased into them start in the
         // same call (a worker that prefetches on purpose keeps its free run
@@ -441,7 +442,11 @@ impl LeaseLoop {
         });
         // the leases' local deadlines count from here: Redis sets theirs later
         let sent_at = Instant::now();
-        let result = self.group.queue.settle(&ops, request, self.group.ttl).await;
+        let result = self
+            .group
+            .queue
+            .settle_sealing(&ops, Some(&appended), request, self.group.ttl, true)
+            .await;
         drop(ops);
         match result {
             Ok(settled) => {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 
 use crate::error::{Error, Result};
-use crate::lease::{Lease, Outcome};
+use crate::lease::{Finished, Lease, Outcome};
 use crate::settle::{Holder, HolderCall, HolderOp, HolderReply};
 
 /// A holder operation a job task asks its group's settler to perform.
@@ -35,6 +35,9 @@ pub(crate) enum Request {
         outcome: Outcome,
         /// The last step's name and output, checkpointed first when given.
         last_step: Option<(&'static str, String)>,
+        /// Whether the attempt may have appended step outputs, which the
+        /// finish seals.
+        appended: bool,
     },
     /// Hands an unstarted job back.
     Release,
@@ -78,12 +81,23 @@ impl Pending {
                 output,
                 next_step: *next_step,
             },
-            Request::Finish { outcome, last_step } => HolderOp::Finish {
+            Request::Finish {
+                outcome, last_step, ..
+            } => HolderOp::Finish {
                 lease,
                 outcome,
                 last_step: last_step.as_ref().map(|(s, o)| (*s, o.as_str())),
             },
             Request::Release => HolderOp::Release { lease },
+        }
+    }
+
+    /// Whether the operation's holder may have appended step outputs (a
+    /// finish seals them).
+    pub(crate) fn appended(&self) -> bool {
+        match &self.request {
+            Request::Finish { appended, .. } => *appended,
+            _ => false,
         }
     }
 
@@ -128,6 +142,34 @@ impl Settler {
     }
 }
 
+impl Settler {
+    /// Ends the attempt on `lease` with `outcome`, after checkpointing
+    /// `last_step` when given, as [`Holder::finish`] does, told whether the
+    /// attempt appended step outputs (`appended`: the finish seals them; one
+    /// that appended none spares the read).
+    pub(crate) async fn finish_sealing(
+        &self,
+        lease: &Arc<Lease>,
+        outcome: &Outcome,
+        last_step: Option<(&'static str, &str)>,
+        slot: Option<OwnedSemaphorePermit>,
+        appended: bool,
+    ) -> Result<Finished> {
+        let request = Request::Finish {
+            outcome: outcome.clone(),
+            last_step: last_step.map(|(s, o)| (s, o.to_owned())),
+            appended,
+        };
+        match self.call(lease, request, slot).await? {
+            HolderReply::Finished(finished) => Ok(finished),
+            other => Err(Error::Protocol {
+                script: "settle",
+                detail: format!("finish: unexpected reply {other:?}"),
+            }),
+        }
+    }
+}
+
 /// The worker's holder calls: each a request in the lease loop's next batch.
 impl Holder<'static> for Settler {
     type Lease = Arc<Lease>;
@@ -157,6 +199,7 @@ impl Holder<'static> for Settler {
             HolderCall::Finish { outcome, last_step } => Request::Finish {
                 outcome: outcome.clone(),
                 last_step: last_step.map(|(s, o)| (s, o.to_owned())),
+                appended: true,
             },
             HolderCall::Release => Request::Release,
         };

@@ -1,10 +1,32 @@
-//! Shared by the core crate's integration tests: connecting a queue client,
-//! Redis's own clock, and the wait for a lease call held in a stalled proxy.
+//! Shared by the core crate's integration tests. Here: connecting a queue
+//! client, Redis's own clock, and the wait for a lease call held in a stalled
+//! proxy. In the submodules: the helpers over a test's own `RedisServer`
+//! ([`server`]), worker replicas as OS processes ([`replica`]), process steps
+//! with real processes ([`process`]), and what one family of tests shares:
+//! [`client_scripts`], [`groups`], the model of `model_proptest.rs`
+//! ([`model`], [`model_holder`]), the transition-table cases ([`table`],
+//! [`table_run`]) and direct script calls ([`validate`]).
+//!
+//! The worker processes some tests spawn are binaries of their own, not
+//! modules of this one: `bin/replica.rs` (`leasehold-replica-fixture`) and
+//! `bin/process_worker.rs` (`leasehold-process-fixture`), declared in
+//! `core/Cargo.toml`.
 //!
 //! Each test file includes it with `mod support;` and uses what it needs, so
 //! some items are unused in any one file.
 
 #![allow(dead_code)]
+
+pub(crate) mod client_scripts;
+pub(crate) mod groups;
+pub(crate) mod model;
+pub(crate) mod model_holder;
+pub(crate) mod process;
+pub(crate) mod replica;
+pub(crate) mod server;
+pub(crate) mod table;
+pub(crate) mod table_run;
+pub(crate) mod validate;
 
 use std::time::{Duration, Instant};
 

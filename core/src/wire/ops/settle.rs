@@ -25,11 +25,15 @@ pub struct Settled {
     pub leased: Leased,
 }
 
-/// A settle call: `ops` (validated), then `lease` (validated, asking for
-/// something) when given; `ttl` renews checkpoints and the new leases. With
-/// `lenient` false, an unreadable leased job fails the call.
+/// A settle call: `ops` (validated, no checkpoint: those are appends, see
+/// `wire/append.rs`), then `lease` (validated, asking for something) when
+/// given; `ttl` is the new leases'. With `lenient` false, an unreadable leased
+/// job fails the call.
 pub(crate) struct Settle<'a> {
     pub(crate) ops: &'a [HolderOp<'a>],
+    /// For each of `ops`: whether its holder may have appended step outputs
+    /// (a finish seals them).
+    pub(crate) appended: &'a [bool],
     pub(crate) lease: Option<LeaseRequest<'a>>,
     pub(crate) ttl: Duration,
     pub(crate) lenient: bool,
@@ -55,8 +59,8 @@ impl ScriptOp for Settle<'_> {
             .arg(self.ops.len())
             .arg(n_pipelines)
             .arg(n);
-        for op in self.ops {
-            op.encode(keys, call);
+        for (i, op) in self.ops.iter().enumerate() {
+            op.encode(keys, call, self.appended.get(i).copied().unwrap_or(true));
         }
         if let Some(l) = &self.lease {
             l.encode_keys(keys, call);

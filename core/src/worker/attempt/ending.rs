@@ -13,7 +13,6 @@ use super::{attempt_error, Attempt};
 use crate::lease::{Finished, Outcome};
 use crate::pipeline::runner::AnyInput;
 use crate::pipeline::{CleanupContext, CleanupReason, StepError, StopWhy};
-use crate::settle::Holder as _;
 use crate::worker::holder_call::{holder_call, Gone};
 use crate::worker::watchdog;
 
@@ -103,7 +102,9 @@ impl Attempt<'_> {
         };
         let lease = &active.lease;
         active.mark_ending();
-        let sent = self.settler.finish(lease, &outcome, None, None);
+        let sent = self
+            .settler
+            .finish_sealing(lease, &outcome, None, None, active.appended());
         match tokio::time::timeout(ABANDON_RECORD_WAIT, sent).await {
             Ok(Ok(Finished::Retrying { attempt, .. })) => {
                 active.count("RUNNING", "FAILED");
@@ -192,7 +193,8 @@ impl Attempt<'_> {
         match holder_call(active, "finish", || {
             let slot = slot.lock().ok().and_then(|mut s| s.take());
             let last_step = last_step.as_ref().map(|(s, o)| (*s, o.as_str()));
-            self.settler.finish(lease, &outcome, last_step, slot)
+            self.settler
+                .finish_sealing(lease, &outcome, last_step, slot, active.appended())
         })
         .await
         {

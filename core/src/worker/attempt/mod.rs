@@ -382,19 +382,17 @@ impl Attempt<'_> {
                 .await;
             return AfterStep::Ended;
         }
-        // a checkpoint renews the lease: its first sending is the (earliest) confirmation time
-        let sent_at = Instant::now();
+        // an append, not a renewal: the heartbeat alone renews the lease; the
+        // finish seals what the attempt appended
+        active.mark_appended();
         match holder_call(active, "checkpoint", || {
             self.settler.checkpoint(lease, spec.name, &output, next)
         })
         .await
         {
             Err(Gone::Lost) => return AfterStep::Ended,
-            Ok(Some(reason)) => {
-                active.renewed(sent_at);
-                active.stop(StopWhy::Cancel(reason))
-            }
-            Ok(None) => active.renewed(sent_at),
+            Ok(Some(reason)) => active.stop(StopWhy::Cancel(reason)),
+            Ok(None) => {}
         }
         debug!(step = spec.name, elapsed = ?started.elapsed(), "step completed");
         AfterStep::Next(output)

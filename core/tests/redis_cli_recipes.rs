@@ -2,7 +2,8 @@
 //! questions with redis-cli"), run as written against a private Redis holding
 //! real jobs of queue `orders`: one that succeeded on the happy path (leased
 //! and started in one call), one retried after a failure, a STALE one, a
-//! cancelled one, a child of a group, a running one holding `shop:a`, one
+//! cancelled one, a child of a group, a running one holding `shop:a` (its
+//! outputs read before and after its finish seals them, last), one
 //! parked on it, one with an expired lease, a ready one and a delayed one.
 //! Each recipe block is marked in the docs with `<!-- recipe: <name> -->`;
 //! this test extracts every marked block, runs it with bash (the `helpers`
@@ -16,14 +17,14 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use leasehold::group::NewGroup;
-use leasehold::lease::Outcome;
-use leasehold::queue::{AttemptError, JobId, Queue};
+use leasehold_core::NewGroup;
+use leasehold_core::Outcome;
+use leasehold_core::{AttemptError, JobId, Queue};
 use leasehold_testkit::RedisServer;
-use support::{connect, enqueue, force_expire, job, TTL};
+use support::server::{connect, enqueue, force_expire, job, TTL};
 
-const DOC: &str = include_str!("../docs/redis-keys.md");
-const OPERATIONS: &str = include_str!("../docs/operations.md");
+const DOC: &str = include_str!("../../docs/redis-keys.md");
+const OPERATIONS: &str = include_str!("../../docs/operations.md");
 const MARK: &str = "<!-- recipe: ";
 
 /// Every marked recipe block of `doc`, by name, in the order written.
@@ -147,7 +148,7 @@ fn has(name: &str, out: &str, wanted: &[&str]) {
 
 /// Leases and starts (step `fetch`) the one ready job of `orders_sync` for
 /// `worker`, as a worker with a free run slot does.
-async fn take(q: &Queue, worker: &str) -> leasehold::lease::Lease {
+async fn take(q: &Queue, worker: &str) -> leasehold_core::Lease {
     let mut leased = q
         .lease_and_start(worker, &["orders_sync"], &["fetch"], 1, TTL)
         .await
@@ -202,7 +203,7 @@ async fn every_redis_cli_recipe_runs_on_real_jobs_and_answers() {
             .input_key("orders:a:2026-05-06T00:00:00Z"),
     )
     .await;
-    take(&q, "w-run").await;
+    let run_lease = take(&q, "w-run").await;
     let parked = enqueue(&q, job(P, 5).resource("shop:a")).await;
     let none = q
         .lease("w-other", &[P], 1, TTL)
@@ -353,6 +354,42 @@ async fn every_redis_cli_recipe_runs_on_real_jobs_and_answers() {
             "docs/operations.md: `{cmd}` printed nothing (ID {id})"
         );
     }
+
+    // a running job's outputs: the live attempt's appended steps, then, once
+    // its finish sealed them, the job hash's (last, as the finish ends the
+    // job the transcripts above read)
+    let fetched = r#"{"rows":42}"#;
+    q.checkpoint(&run_lease, "fetch", fetched, Some("load"))
+        .await
+        .expect("checkpoint");
+    let out = recipe("outputs", &running);
+    let token = run_lease.token.as_str();
+    let fence = run_lease.fence.to_string();
+    let head = format!("{fence}@{token}@");
+    has("outputs", &out, &[head.as_str(), "@load@fetch", fetched]);
+    assert!(
+        !out.lines().any(|l| l.starts_with("fetch@")),
+        "outputs: nothing is sealed while the attempt runs:\n{out}"
+    );
+    q.finish(&run_lease, &Outcome::Succeeded)
+        .await
+        .expect("finish");
+    let out = recipe("outputs", &running);
+    assert!(
+        !out.contains(token),
+        "outputs: the seal deleted the list:\n{out}"
+    );
+    // the missing list prints an empty line
+    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines.first(),
+        Some(&fetched),
+        "outputs: the sealed output:\n{out}"
+    );
+    assert!(
+        lines.get(1).is_some_and(|l| l.starts_with("fetch@+")),
+        "outputs: the sealed steps:\n{out}"
+    );
 
     let mut marked: Vec<&str> = all.keys().map(String::as_str).collect();
     marked.sort_unstable();

@@ -12,13 +12,13 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold::lease::{Finished, Lease, Outcome, Renewal, Started};
-use leasehold::queue::{AttemptError, JobId, JobState, NewJob, Queue, QueueConfig};
-use leasehold::redis::Value;
-use leasehold::transitions::Op;
-use leasehold::Error;
+use leasehold_core::redis::Value;
+use leasehold_core::transitions::Op;
+use leasehold_core::Error;
+use leasehold_core::{AttemptError, JobId, JobState, NewJob, Queue, QueueConfig};
+use leasehold_core::{Finished, Lease, Outcome, Renewal, Started};
 use leasehold_testkit::RedisServer;
-use support::get;
+use support::server::get;
 
 const QUEUE: &str = "q";
 const PATTERN: &str = "leasehold:{q}:*";
@@ -40,7 +40,7 @@ impl Fixture {
     }
 
     fn dump(&self) -> BTreeMap<String, String> {
-        self.srv.dump(PATTERN)
+        self.srv.dump_but_outputs(PATTERN)
     }
 
     async fn enqueue(&self) -> JobId {

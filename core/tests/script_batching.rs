@@ -10,13 +10,13 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use leasehold::inspect::Inspector;
-use leasehold::lease::{Finished, HolderOp, HolderReply, Lease, LeaseRequest, Outcome, Started};
-use leasehold::queue::{AttemptError, AttemptRecord, JobId, JobState, NewJob, Queue};
-use leasehold::redis::{self, Value};
+use leasehold_core::inspect::Inspector;
+use leasehold_core::redis::{self, Value};
+use leasehold_core::{AttemptError, AttemptRecord, JobId, JobState, NewJob, Queue};
+use leasehold_core::{Finished, HolderOp, HolderReply, Lease, LeaseRequest, Outcome, Started};
 use leasehold_testkit::RedisServer;
 use serde_json::json;
-use support::{command_calls, connect, enqueue, get, job, read, zmembers, TTL, WAIT};
+use support::server::{command_calls, connect, enqueue, get, job, read, zmembers, TTL, WAIT};
 
 /// 2^42: the span of one priority level in a ready score.
 const PRIORITY_SPAN: u64 = 4_398_046_511_104;

@@ -8,11 +8,11 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::lease::Outcome;
-use leasehold::queue::{JobState, Queue, QueueConfig};
-use leasehold::redis::{self, Value};
+use leasehold_core::redis::{self, Value};
+use leasehold_core::Outcome;
+use leasehold_core::{JobState, Queue, QueueConfig};
 use leasehold_testkit::RedisServer;
-use support::{command_calls, connect, enqueue, get, job, lease_one};
+use support::server::{command_calls, connect, enqueue, get, job, lease_one};
 
 #[tokio::test]
 async fn a_run_binds_its_own_queue_and_clock() {

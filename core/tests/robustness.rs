@@ -10,14 +10,14 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use leasehold::lease::{Lease, Outcome, Renewal};
-use leasehold::queue::{
+use leasehold_core::redis;
+use leasehold_core::Error;
+use leasehold_core::{
     JobId, JobState, NewJob, Queue, QueueConfig, Retention, RetryMode, StaleLock,
 };
-use leasehold::redis;
-use leasehold::Error;
+use leasehold_core::{Lease, Outcome, Renewal};
 use leasehold_testkit::{wait_until_async, RedisServer};
-use support::{connect, enqueue, get, job, lease_one, TTL, WAIT};
+use support::server::{connect, enqueue, get, job, lease_one, TTL, WAIT};
 
 // ---- helpers ----------------------------------------------------------------
 
@@ -93,7 +93,7 @@ async fn run_to_end(
                 let input: serde_json::Value = serde_json::from_str(&l.input).unwrap();
                 let outcome = if input["n"].as_u64().unwrap().is_multiple_of(3) {
                     Outcome::Failed {
-                        error: leasehold::queue::AttemptError {
+                        error: leasehold_core::AttemptError {
                             kind: "test".into(),
                             message: "every third job fails".into(),
                             retryable: false,
@@ -412,7 +412,7 @@ async fn corrupt_input_is_a_typed_error_when_read() {
     q.finish(
         &l,
         &Outcome::Failed {
-            error: leasehold::queue::AttemptError {
+            error: leasehold_core::AttemptError {
                 kind: "input".into(),
                 message: "input is not JSON".into(),
                 retryable: false,
@@ -460,7 +460,7 @@ async fn corrupt_attempt_record_is_a_typed_error_and_is_never_overwritten() {
     assert_corrupt(&q.job(&l.job).await.unwrap_err(), &attempts, &field);
     // a failed finish must append attempt 1's record, which exists: refused, nothing written
     let failed = Outcome::Failed {
-        error: leasehold::queue::AttemptError {
+        error: leasehold_core::AttemptError {
             kind: "sink".into(),
             message: "down".into(),
             retryable: false,
@@ -492,13 +492,12 @@ async fn corrupt_step_output_is_a_typed_error_when_read() {
         .await
         .unwrap();
     let key = q.keys().job(l.job.as_str());
-    let _: i64 = get(&srv, &["HSET", &key, "out:fetch", "rows=1"]);
-    assert_corrupt(&q.job(&l.job).await.unwrap_err(), &key, "out:fetch");
-    // A resumed attempt receives the stored text as it is.
+    // the attempt's end seals the output into the job hash, where it is
+    // corrupted; a resumed attempt receives the stored text as it is
     q.finish(
         &l,
         &Outcome::Failed {
-            error: leasehold::queue::AttemptError {
+            error: leasehold_core::AttemptError {
                 kind: "io".into(),
                 message: "reset".into(),
                 retryable: true,
@@ -510,6 +509,8 @@ async fn corrupt_step_output_is_a_typed_error_when_read() {
     )
     .await
     .unwrap();
+    let _: i64 = get(&srv, &["HSET", &key, "out:fetch", "rows=1"]);
+    assert_corrupt(&q.job(&l.job).await.unwrap_err(), &key, "out:fetch");
     let l2 = lease_one(&q, "w", "p").await;
     assert_eq!(l2.attempt, 2);
     assert_eq!(l2.last_step.as_deref(), Some("fetch"));
