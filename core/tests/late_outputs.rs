@@ -11,17 +11,16 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold_core::redis::{self, Value};
+use leasehold_core::redis::Value;
 use leasehold_core::{
     Error, Finished, Inspector, Job, JobId, JobState, NewJob, Outcome, Queue, RetryMode, Started,
 };
 use leasehold_testkit::{wait_until_async, RedisServer};
 use serde_json::json;
+use support::replica::Replica;
+use support::server::{force_expire, get, read as job};
 use support::{connect, redis_now};
 
 /// A lease that never expires by itself during a test.
@@ -30,16 +29,6 @@ const TTL: Duration = Duration::from_secs(60);
 const WAIT: Duration = Duration::from_secs(30);
 
 // ---- reading Redis directly ---------------------------------------------------------
-
-/// One command on the test server, its reply converted.
-#[track_caller]
-fn get<T: redis::FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
-    let reply = srv.cmd(args);
-    if let Value::ServerError(e) = &reply {
-        panic!("{args:?} failed: {e:?}");
-    }
-    redis::from_redis_value(reply).unwrap_or_else(|e| panic!("{args:?}: cannot convert: {e}"))
-}
 
 /// Whether `key` exists.
 fn exists(srv: &RedisServer, key: &str) -> bool {
@@ -66,19 +55,6 @@ fn list_entries(srv: &RedisServer, key: &str) -> Vec<BTreeMap<String, String>> {
 /// One field of the job hash.
 fn hget(srv: &RedisServer, q: &Queue, id: &JobId, field: &str) -> Option<String> {
     get(srv, &["HGET", &q.keys().job(id.as_str()), field])
-}
-
-async fn job(q: &Queue, id: &JobId) -> Job {
-    q.job(id)
-        .await
-        .expect("read the job")
-        .expect("the job exists")
-}
-
-/// Rewrites the job's lease deadline to 0 so the next sweep sees it expired.
-fn force_expire(srv: &RedisServer, q: &Queue, id: &JobId) {
-    let reply = srv.cmd(&["ZADD", &q.keys().leases(), "XX", "0", id.as_str()]);
-    assert!(matches!(reply, Value::Int(1) | Value::Int(0)), "{reply:?}");
 }
 
 /// How many times `step` counts as completed in the job: in each attempt's
@@ -271,138 +247,6 @@ async fn a_frozen_holders_late_outputs_never_count() {
 
 // ---- b. a real replica frozen mid-pipeline -------------------------------------------------
 
-const FIXTURE: &str = env!("CARGO_BIN_EXE_leasehold-replica-fixture");
-
-/// A `leasehold-replica-fixture worker` process serving pipeline `etl`
-/// (fetch → validate → load → aggregate, see `tests/fixture/replica.rs`) of
-/// queue `etl`. Dropping it SIGKILLs and reaps it; if the test is failing,
-/// its output is printed.
-struct Replica {
-    name: String,
-    child: Option<Child>,
-    pid: u32,
-    lines: Arc<Mutex<Vec<String>>>,
-    readers: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Replica {
-    /// A worker with leases of 1 s renewed every 250 ms and `overrides`.
-    fn worker(name: &str, url: &str, overrides: &[(&str, &str)]) -> Replica {
-        let mut flags: BTreeMap<&str, String> = [
-            ("url", url.to_owned()),
-            ("concurrency", "1".into()),
-            ("lease-ttl-ms", "1000".into()),
-            ("renew-ms", "250".into()),
-            ("sweep-ms", "200".into()),
-            ("shutdown-grace-ms", "10000".into()),
-            ("max-idle-ms", "200".into()),
-        ]
-        .into_iter()
-        .collect();
-        for (k, v) in overrides {
-            flags.insert(k, (*v).to_owned());
-        }
-        let mut command = Command::new(FIXTURE);
-        command.arg("worker").args(["--label", name]);
-        for (flag, value) in flags {
-            command.arg(format!("--{flag}")).arg(value);
-        }
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot spawn {FIXTURE}: {e}"));
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let mut readers = Vec::new();
-        let stdout = child.stdout.take().expect("piped stdout");
-        let stderr = child.stderr.take().expect("piped stderr");
-        for (stream, tag) in [
-            (Box::new(stdout) as Box<dyn std::io::Read + Send>, "out"),
-            (Box::new(stderr), "err"),
-        ] {
-            let lines = lines.clone();
-            readers.push(std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines() {
-                    let Ok(line) = line else { break };
-                    lines.lock().unwrap().push(format!("{tag}| {line}"));
-                }
-            }));
-        }
-        Replica {
-            name: name.to_owned(),
-            pid: child.id(),
-            child: Some(child),
-            lines,
-            readers,
-        }
-    }
-
-    fn output(&self) -> Vec<String> {
-        self.lines.lock().unwrap().clone()
-    }
-
-    async fn ready(&self) {
-        wait_until_async(WAIT, &format!("replica {} is ready", self.name), || {
-            let ready = self.output().iter().any(|l| l.starts_with("out| READY "));
-            async move { ready }
-        })
-        .await;
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        // SAFETY: a plain kill(2) on a child we have not reaped.
-        let rc = unsafe { libc::kill(self.pid as libc::pid_t, signal) };
-        assert_eq!(rc, 0, "signal {signal} to replica {}", self.name);
-    }
-
-    /// SIGTERM, then waits for a clean exit: every write it meant is done.
-    async fn stop_cleanly(&mut self) {
-        self.signal(libc::SIGTERM);
-        let started = Instant::now();
-        let status = loop {
-            let child = self.child.as_mut().expect("a live replica");
-            if let Some(status) = child.try_wait().expect("poll a replica") {
-                break status;
-            }
-            assert!(
-                started.elapsed() < WAIT,
-                "replica {} did not exit",
-                self.name
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        for reader in self.readers.drain(..) {
-            let _ = reader.join();
-        }
-        assert!(
-            status.success(),
-            "replica {} exited with {status}:\n{}",
-            self.name,
-            self.output().join("\n")
-        );
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        for reader in self.readers.drain(..) {
-            let _ = reader.join();
-        }
-        if std::thread::panicking() {
-            eprintln!("---- replica {} (pid {}) ----", self.name, self.pid);
-            for line in self.output() {
-                eprintln!("{line}");
-            }
-        }
-    }
-}
-
 /// The step records (`fixture:spans`) of job `id`, as JSON.
 fn spans_of(srv: &RedisServer, id: &JobId) -> Vec<serde_json::Value> {
     let raw: Vec<String> = get(srv, &["LRANGE", "fixture:spans", "0", "-1"]);
@@ -423,7 +267,15 @@ fn wall_us() -> u64 {
 async fn a_replica_frozen_after_its_first_checkpoint_wakes_to_outputs_that_count_for_no_one() {
     let srv = RedisServer::start();
     let q = connect(&srv.url(), "etl").await;
-    let mut a = Replica::worker("frozen", &srv.url(), &[("sweep-ms", "60000")]);
+    let mut a = Replica::worker(
+        "frozen",
+        &srv.url(),
+        &[
+            ("sweep-ms", "60000"),
+            ("concurrency", "1"),
+            ("max-idle-ms", "200"),
+        ],
+    );
     a.ready().await;
     // validate works 3 s on attempt 1 (the frozen one), at once on attempt 2
     let input = json!({
@@ -478,14 +330,18 @@ async fn a_replica_frozen_after_its_first_checkpoint_wakes_to_outputs_that_count
     q.retry(&id, RetryMode::Resume, "ops", "A froze")
         .await
         .unwrap();
-    let mut b = Replica::worker("second", &srv.url(), &[]);
+    let mut b = Replica::worker(
+        "second",
+        &srv.url(),
+        &[("concurrency", "1"), ("max-idle-ms", "200")],
+    );
     b.ready().await;
     wait_until_async(WAIT, "the retried attempt succeeds", || {
         let (q, id) = (&q, &id);
         async move { job(q, id).await.state == JobState::Succeeded }
     })
     .await;
-    b.stop_cleanly().await;
+    b.stop_cleanly(WAIT).await;
     let finished = job(&q, &id).await;
 
     // A wakes once its validate work is due, completes it, and tries to checkpoint
@@ -496,7 +352,7 @@ async fn a_replica_frozen_after_its_first_checkpoint_wakes_to_outputs_that_count
     .await;
     a.signal(libc::SIGCONT);
     wait_for_span(&srv, &id, "validate", "end", 1).await;
-    a.stop_cleanly().await;
+    a.stop_cleanly(WAIT).await;
 
     let j = job(&q, &id).await;
     assert_eq!(j, finished, "the woken replica changed the record");
