@@ -1,8 +1,9 @@
 -- settle: a worker's holder operations on many jobs (start, finish, release)
 -- and its next lease, in one call: the only script that runs them (a single
 -- operation is a settle call of one). A checkpoint is not one of them: the
--- holder appends it to the job's outputs stream, and finish seals it (lib/outputs). Each operation is a transition
--- function (core/lua/transitions/), compared by the job's lease token;
+-- holder appends it to the job's outputs list, and finish seals it
+-- (lib/outputs). Each operation is a transition function
+-- (core/lua/transitions/), compared by the job's lease token;
 -- one refused operation does not affect the others. Operations are encoded
 -- with only the keys and values their kind needs.
 -- KEYS[10..] per operation: job; lock:<resource>, parked:<resource> when it has a

@@ -22,7 +22,7 @@ pub enum Op {
     /// The holder starts the first step (LEASED → RUNNING, or → CANCELLED if a cancel is pending).
     Start,
     /// The holder records a completed step. Not a move of the table: an
-    /// append to the job's outputs stream that counts once the attempt's end
+    /// append to the job's outputs list that counts once the attempt's end
     /// seals it (named here for the refusals of a checkpoint not RUNNING or
     /// not the holder's).
     Checkpoint,

@@ -35,7 +35,7 @@ end
 -- only for an attempt whose record is written or that may be retried: every
 -- field read is a scan of the job's listpack, and most jobs end plainly.
 -- (load_fields builds HOT_FIELDS' table with a constructor in this order.)
--- (`steps` is not read: a live attempt's steps are in its outputs stream
+-- (`steps` is not read: a live attempt's steps are in its outputs list
 -- until its seal writes them, lib/outputs.)
 local HOT_FIELDS = { 'state', 'token', 'id', 'attempt', 'worker', 'input_key', 'cancel_reason', 'started_at',
   'fence', 'flow', 'links', 'pipeline' }

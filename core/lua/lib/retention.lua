@@ -28,7 +28,7 @@ local function delete_job(jk, id, members)
     for i = 1, math.min(n, 1000) do fields[i] = attempt_field(id, i) end
     redis.call('HDEL', K_ATTEMPTS, unpack(fields))
   end
-  -- the job's process step records and outputs stream go with it (lib/keys:
+  -- the job's process step records and outputs list go with it (lib/keys:
   -- proc:<id>, out:<id>; absent for most jobs)
   redis.call('DEL', jk, BASE .. ':proc:' .. id, out_key(id))
   if g or c then group_job_deleted(id, g, c, also) end

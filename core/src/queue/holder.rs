@@ -81,7 +81,7 @@ impl Queue {
     }
 
     /// Records `step` as completed with `output` (JSON text): appends it to the
-    /// job's outputs stream, where it counts once the attempt's end seals it
+    /// job's outputs list, where it counts once the attempt's end seals it
     /// (an accepted checkpoint always does). Returns the reason of a pending
     /// cancel request, if any. It does not renew the lease: [`Queue::renew`] does.
     pub async fn checkpoint(

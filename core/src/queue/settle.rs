@@ -17,9 +17,10 @@ use deadpool_redis::redis;
 
 impl Queue {
     /// Performs many holder operations and takes new leases in one round trip.
-    /// `ttl` is the lease time-to-live of the new leases. Each operation is compared by its own lease token and is
-    /// refused (its reply is an error) without affecting the others. Jobs
-    /// leased whose fields cannot be read are reported in [`Leased::unreadable`].
+    /// `ttl` is the lease time-to-live of the new leases. Each operation is
+    /// compared by its own lease token and is refused (its reply is an error)
+    /// without affecting the others. Jobs leased whose fields cannot be read
+    /// are reported in [`Leased::unreadable`].
     pub async fn settle(
         &self,
         ops: &[HolderOp<'_>],

@@ -264,7 +264,7 @@ pub(crate) async fn judge(
 /// sweep, all but the per-minute counters: the first sweep of a minute samples
 /// the waiting jobs into them whatever it moves (telemetry, not state).
 pub(crate) fn state_keys(srv: &RedisServer, action: Action) -> BTreeMap<String, String> {
-    // (a checkpoint is no move: it appends to the outputs stream, which counts
+    // (a checkpoint is no move: it appends to the outputs list, which counts
     // for no one until a seal, so the streams are left out)
     let mut keys = srv.dump_but_outputs(PATTERN);
     if matches!(action, Action::Lease | Action::LeaseAndStart) {
