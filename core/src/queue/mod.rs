@@ -285,17 +285,17 @@ impl Queue {
     /// commands. Returns the commands' values and the script's output.
     pub(crate) async fn run_after<O: ScriptOp>(
         &self,
-        before: &redis::Pipeline,
+        before: redis::Pipeline,
         op: &O,
     ) -> Result<(Vec<Value>, O::Output)> {
         let mut call = self.invocation(op.script());
         op.encode(&self.keys, &mut call);
         if self.eval_only.load(Ordering::Relaxed) {
-            let values = self.pipeline(before).await?;
+            let values = self.pipeline(&before).await?;
             let reply = self.invoke(&call).await?;
             return Ok((values, op.decode(&self.keys, reply)?));
         }
-        let mut pipe = before.clone();
+        let mut pipe = before;
         pipe.add_command(call.fcall());
         let mut values = self.pipeline(&pipe).await?;
         let reply = match values.pop() {

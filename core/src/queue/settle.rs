@@ -4,6 +4,7 @@
 //! strategy-neutral parts (the operations, [`Holder`]'s typed calls) live in
 //! [`crate::settle`], below the client.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::time::Duration;
 
@@ -13,7 +14,6 @@ use crate::queue::Queue;
 use crate::settle::{Holder, HolderCall, HolderOp, HolderReply, LeaseRequest, Settled};
 use crate::wire::append;
 use crate::wire::ops::settle::Settle;
-use deadpool_redis::redis;
 
 impl Queue {
     /// Performs many holder operations and takes new leases in one round trip.
@@ -49,10 +49,11 @@ impl Queue {
     /// cannot, and pay it).
     ///
     /// Checkpoints are not part of the `settle` script: they are appended with
-    /// plain commands sent in the same pipeline, before it (`wire/append.rs`);
-    /// a call where a job has both a checkpoint and a scripted operation (a
-    /// worker's never does) runs them in the operations' order instead
-    /// (`settle_in_order`).
+    /// plain commands sent in the same pipeline, before it (`wire/append.rs`),
+    /// so a job's checkpoints and its finish (a worker's usual batch) go in
+    /// one round trip, the finish sealing them; a call where a checkpoint
+    /// follows a scripted operation of its job runs them in the operations'
+    /// order instead (`settle_in_order`).
     pub(crate) async fn settle_sealing(
         &self,
         ops: &[HolderOp<'_>],
@@ -64,42 +65,34 @@ impl Queue {
         for op in ops {
             op.validate()?;
         }
-        let lease = lease.filter(LeaseRequest::wants_any);
-        if let Some(l) = &lease {
+        let lease_request = lease.filter(LeaseRequest::wants_any);
+        if let Some(l) = &lease_request {
             l.validate()?;
         }
-        let is_append = |op: &HolderOp<'_>| matches!(op, HolderOp::Checkpoint { .. });
-        let both = ops.iter().filter(|op| is_append(op)).any(|a| {
-            ops.iter()
-                .any(|op| !is_append(op) && op.lease().job == a.lease().job)
-        });
-        if both {
-            return self
-                .settle_in_order(ops, appended, lease, ttl, lenient)
-                .await;
-        }
-        // the script's operations and the appends, each with its place in `ops`
+        // the script's operations, and the appends grouped by job (see
+        // `append::Appends`), each with its place in `ops`
         let mut scripted: Vec<HolderOp<'_>> = Vec::with_capacity(ops.len());
         let mut sealing: Vec<bool> = Vec::with_capacity(ops.len());
-        let mut appends = redis::pipe();
-        appends.ignore_errors();
-        let mut appended_at: Vec<usize> = Vec::new();
+        let mut appends = append::Appends::default();
+        let mut scripted_jobs: HashSet<&str> = HashSet::new();
         for (i, op) in ops.iter().enumerate() {
-            if let HolderOp::Checkpoint {
-                lease,
-                step,
-                output,
-                next_step,
-            } = op
-            {
-                append::encode(self.keys(), &mut appends, lease, step, output, *next_step);
-                appended_at.push(i);
+            if let HolderOp::Checkpoint { lease, .. } = op {
+                if scripted_jobs.contains(lease.job.as_str()) {
+                    // an append after a scripted operation of its job: the
+                    // appends go ahead of the script, so calls in turn
+                    return self
+                        .settle_in_order(ops, appended, lease_request, ttl, lenient)
+                        .await;
+                }
+                appends.add(op);
             } else {
+                scripted_jobs.insert(op.lease().job.as_str());
                 scripted.push(*op);
                 sealing.push(appended.and_then(|a| a.get(i).copied()).unwrap_or(true));
             }
         }
-        if appended_at.is_empty() {
+        let lease = lease_request;
+        if appends.is_empty() {
             if scripted.is_empty() && lease.is_none() {
                 return Ok(Settled {
                     replies: Vec::new(),
@@ -118,8 +111,9 @@ impl Queue {
         }
         // the appends first, then the script, in one round trip: a lease in
         // the call sees the jobs as the appends left them
+        let pipe = appends.encode(self.keys());
         let (append_replies, settled) = if scripted.is_empty() && lease.is_none() {
-            let values = self.pipeline(&appends).await?;
+            let values = self.pipeline(&pipe).await?;
             let none = Settled {
                 replies: Vec::new(),
                 leased: Leased::default(),
@@ -135,31 +129,23 @@ impl Queue {
             };
             // boxed: unboxed, the future makes a type too deep for the
             // compiler to check in callers that nest it further
-            Box::pin(self.run_after(&appends, &settle)).await?
+            Box::pin(self.run_after(pipe, &settle)).await?
         };
         let leased = settled.leased;
+        let mut append_replies = appends.decode(self.keys(), append_replies).into_iter();
         let mut script_replies = settled.replies.into_iter();
-        let mut values = append_replies.into_iter();
         let mut replies = Vec::with_capacity(ops.len());
         for op in ops {
-            match op {
-                HolderOp::Checkpoint { lease, .. } => {
-                    let (added, read) = (values.next(), values.next());
-                    replies.push(match (added, read) {
-                        (Some(a), Some(r)) => append::decode(self.keys(), lease, a, r),
-                        _ => Err(Error::Protocol {
-                            script: "checkpoint",
-                            detail: format!("expected {} replies per checkpoint", append::REPLIES),
-                        }),
-                    });
-                }
-                _ => replies.push(script_replies.next().unwrap_or_else(|| {
-                    Err(Error::Protocol {
-                        script: "settle",
-                        detail: "no reply to the operation".into(),
-                    })
-                })),
-            }
+            let reply = match op {
+                HolderOp::Checkpoint { .. } => append_replies.next(),
+                _ => script_replies.next(),
+            };
+            replies.push(reply.unwrap_or_else(|| {
+                Err(Error::Protocol {
+                    script: "settle",
+                    detail: "no reply to the operation".into(),
+                })
+            }));
         }
         Ok(Settled { replies, leased })
     }

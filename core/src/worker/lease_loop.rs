@@ -9,6 +9,11 @@
 //!   for a batch worth its fixed cost; requests that arrive meanwhile form the
 //!   next batch, so a busy worker pays one round trip per batch and an idle one
 //!   answers at once;
+//! - keeps each attempt's operations in the order they were sent: a request of
+//!   an attempt with an operation in a call still in flight waits for that
+//!   call (a job task does not wait for its checkpoints, so its next ones and
+//!   its finish may follow while one is on its way); an append whose send
+//!   failed goes first in the next batch;
 //! - starts the jobs it leases into free run slots in the same call (LEASED
 //!   and RUNNING both recorded); leases ahead of free run slots (prefetch)
 //!   only when the worker is told to, and then starts none in the lease;
@@ -25,6 +30,7 @@
 //!   `waiter.rs`) until work arrives or a delayed job comes due;
 //! - at shutdown, stops leasing and keeps settling until every job task ended.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -124,7 +130,17 @@ fn second_call_ready(ops: usize, starts: usize, batch: usize) -> bool {
 }
 
 /// What a finished settle call tells the loop.
-enum CallDone {
+struct CallDone {
+    /// How it went.
+    outcome: CallOutcome,
+    /// The attempts it carried operations of (see `Pending::attempt_key`).
+    attempts: Vec<usize>,
+    /// Its appends whose send failed, to be sent again first.
+    again: Vec<Pending>,
+}
+
+/// How a settle call went.
+enum CallOutcome {
     Settled {
         /// Whether it asked for leases and got none.
         found_nothing: bool,
@@ -145,6 +161,11 @@ struct LoopState {
     settler: Option<Settler>,
     /// Requests collected for the next call.
     pending: Vec<Pending>,
+    /// Requests of attempts with an operation in a call in flight, in the
+    /// order they came: they join a batch once that call has returned.
+    held: Vec<Pending>,
+    /// The attempts with operations in calls in flight, and in how many.
+    busy: HashMap<usize, usize>,
     /// Where settle calls report how they went.
     done_tx: mpsc::UnboundedSender<CallDone>,
     /// Where the loop hears of finished settle calls.
@@ -174,6 +195,8 @@ impl LoopState {
             closed: false,
             settler: Some(settler),
             pending: Vec::new(),
+            held: Vec::new(),
+            busy: HashMap::new(),
             done_tx,
             done_rx,
             in_flight: 0,
@@ -195,10 +218,25 @@ impl LoopState {
         while let Ok(done) = self.done_rx.try_recv() {
             outcomes.push(done);
         }
+        let mut failed = false;
         for done in outcomes {
             self.in_flight -= 1;
-            match done {
-                CallDone::Settled {
+            for key in done.attempts {
+                if let Some(n) = self.busy.get_mut(&key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.busy.remove(&key);
+                    }
+                }
+            }
+            // sent again ahead of everything of their attempts (whose later
+            // requests were held behind the failed call)
+            if !done.again.is_empty() {
+                let later = std::mem::replace(&mut self.pending, done.again);
+                self.pending.extend(later);
+            }
+            match done.outcome {
+                CallOutcome::Settled {
                     found_nothing,
                     next_due,
                 } => {
@@ -206,11 +244,40 @@ impl LoopState {
                     self.idle = found_nothing;
                     self.next_due = next_due;
                 }
-                CallDone::Failed => {
-                    tokio::time::sleep(self.backoff).await;
-                    self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-                }
+                CallOutcome::Failed => failed = true,
             }
+        }
+        self.release_held();
+        if failed {
+            tokio::time::sleep(self.backoff).await;
+            self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// Moves the held requests whose attempts have no call in flight any more
+    /// to the next batch, in the order they came.
+    fn release_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let held = std::mem::take(&mut self.held);
+        for p in held {
+            if self.busy.contains_key(&p.attempt_key()) {
+                self.held.push(p);
+            } else {
+                self.pending.push(p.free_slot());
+            }
+        }
+    }
+
+    /// Takes a request for the next batch, or holds it while an earlier
+    /// operation of its attempt is in a call in flight (or held itself).
+    fn take(&mut self, p: Pending) {
+        let key = p.attempt_key();
+        if self.busy.contains_key(&key) || self.held.iter().any(|h| h.attempt_key() == key) {
+            self.held.push(p);
+        } else {
+            self.pending.push(p.free_slot());
         }
     }
 
@@ -218,7 +285,7 @@ impl LoopState {
     fn collect_requests(&mut self) {
         while self.pending.len() < MAX_BATCH {
             match self.requests.try_recv() {
-                Ok(p) => self.pending.push(p.free_slot()),
+                Ok(p) => self.take(p),
                 Err(_) => break,
             }
         }
@@ -228,7 +295,7 @@ impl LoopState {
     async fn wait_for_request_or_call(&mut self) {
         tokio::select! {
             r = self.requests.recv() => match r {
-                Some(p) => self.pending.push(p.free_slot()),
+                Some(p) => self.take(p),
                 None => self.closed = true,
             },
             d = self.done_rx.recv() => self.arrived = d,
@@ -269,7 +336,11 @@ impl LeaseLoop {
             state.apply_finished_calls().await;
             // checked after the outcomes: with the channel closed and no call in
             // flight, the wait below would have nothing left to wait for
-            if state.closed && state.in_flight == 0 && state.pending.is_empty() {
+            if state.closed
+                && state.in_flight == 0
+                && state.pending.is_empty()
+                && state.held.is_empty()
+            {
                 return;
             }
             if state.in_flight >= MAX_IN_FLIGHT {
@@ -353,6 +424,8 @@ impl LeaseLoop {
             requests,
             closed,
             pending,
+            held,
+            busy,
             done_rx,
             in_flight,
             arrived,
@@ -369,7 +442,15 @@ impl LeaseLoop {
         };
         tokio::select! {
             r = requests.recv(), if !*closed => match r {
-                Some(p) => pending.push(p.free_slot()),
+                // as `LoopState::take`
+                Some(p) => {
+                    let key = p.attempt_key();
+                    if busy.contains_key(&key) || held.iter().any(|h| h.attempt_key() == key) {
+                        held.push(p);
+                    } else {
+                        pending.push(p.free_slot());
+                    }
+                }
                 None => {
                     // every job task has ended (shutdown)
                     *closed = true;
@@ -394,6 +475,9 @@ impl LeaseLoop {
     /// of its own task; it reports back on the loop's `done` channel.
     fn send_batch(self: &Arc<Self>, state: &mut LoopState, permits: Vec<OwnedSemaphorePermit>) {
         let batch: Vec<Pending> = std::mem::take(&mut state.pending);
+        for p in &batch {
+            *state.busy.entry(p.attempt_key()).or_insert(0) += 1;
+        }
         state.in_flight += 1;
         let call = self.clone();
         let settler = state.settler.clone();
@@ -419,6 +503,8 @@ impl LeaseLoop {
             .map(|r| r.steps().first().map_or("", |s| s.name))
             .collect();
         let ops: Vec<HolderOp<'_>> = batch.iter().map(Pending::as_op).collect();
+        let attempts: Vec<usize> = batch.iter().map(Pending::attempt_key).collect();
+        let mut again = Vec::new();
         let appended: Vec<bool> = batch.iter().map(Pending::appended).collect();
         let want = if settler.is_some() { permits.len() } else { 0 };
         // the free run slots, taken now: the jobs leased into them start in the
@@ -457,7 +543,7 @@ impl LeaseLoop {
                     self.log_master(false, None);
                 }
                 for (p, reply) in batch.into_iter().zip(settled.replies) {
-                    p.answer(reply);
+                    again.extend(p.answer(reply));
                 }
                 let leased = settled.leased;
                 for bad in &leased.unreadable {
@@ -469,9 +555,13 @@ impl LeaseLoop {
                 if let Some(settler) = &settler {
                     self.spawn_jobs(settler, leased, sent_at, &mut permits, run_permits);
                 }
-                CallDone::Settled {
-                    found_nothing,
-                    next_due,
+                CallDone {
+                    outcome: CallOutcome::Settled {
+                        found_nothing,
+                        next_due,
+                    },
+                    attempts,
+                    again,
                 }
             }
             Err(e) => {
@@ -489,9 +579,13 @@ impl LeaseLoop {
                             detail: e.to_string(),
                         }
                     };
-                    p.answer(Err(error));
+                    again.extend(p.answer(Err(error)));
                 }
-                CallDone::Failed
+                CallDone {
+                    outcome: CallOutcome::Failed,
+                    attempts,
+                    again,
+                }
             }
         }
     }

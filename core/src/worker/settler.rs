@@ -2,16 +2,27 @@
 //! `lease_loop.rs`) to perform a holder operation in the loop's next `settle`
 //! batch, and waits for the operation's own reply. The typed calls (start,
 //! checkpoint, finish, release) are those of [`Holder`], written once for
-//! this handle and for `Queue` alike.
+//! this handle and for `Queue` alike. A worker's checkpoint is sent without
+//! waiting ([`Settler::append`]): the loop keeps each job's operations in
+//! order across its calls, and the reply is acted on where it arrives (a
+//! cancel or a lost lease stops the job; a failed send is sent again).
 
 use std::future::Future;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 
+use tracing::warn;
+
 use crate::error::{Error, Result};
 use crate::lease::{Finished, Lease, Outcome};
+use crate::pipeline::StopWhy;
 use crate::settle::{Holder, HolderCall, HolderOp, HolderReply};
+use crate::worker::active::ActiveJob;
+
+/// How many times an append whose send failed is sent again before its job
+/// is stopped as cut off (each after the loop's backoff of a failed call).
+const APPEND_TRIES: u8 = 8;
 
 /// A holder operation a job task asks its group's settler to perform.
 pub(crate) enum Request {
@@ -43,11 +54,20 @@ pub(crate) enum Request {
     Release,
 }
 
+/// Where a request's reply goes.
+enum ReplyTo {
+    /// To the job task, which waits for it.
+    Task(oneshot::Sender<Result<HolderReply>>),
+    /// Acted on by the loop (an append the job task did not wait for): a
+    /// cancel or a lost lease stops the job; `tries` counts the sends.
+    Watch { active: Arc<ActiveJob>, tries: u8 },
+}
+
 /// A request on its way to the settler, with where its reply goes.
 pub(crate) struct Pending {
     lease: Arc<Lease>,
     request: Request,
-    reply: oneshot::Sender<Result<HolderReply>>,
+    reply: ReplyTo,
     /// The job's lease slot, sent with its final operation (see `free_slot`).
     slot: Option<OwnedSemaphorePermit>,
 }
@@ -64,6 +84,13 @@ impl Pending {
     /// Whether it is the start of a job.
     pub(crate) fn is_start(&self) -> bool {
         matches!(self.request, Request::Start { .. })
+    }
+
+    /// The attempt it belongs to, as a key: the address of its lease, which
+    /// every request of one attempt shares and which is not reused while a
+    /// request holds it.
+    pub(crate) fn attempt_key(&self) -> usize {
+        Arc::as_ptr(&self.lease) as usize
     }
 
     /// The request as an operation of a `settle` call.
@@ -101,9 +128,53 @@ impl Pending {
         }
     }
 
-    /// Sends the operation's reply to the job task waiting for it.
-    pub(crate) fn answer(self, reply: Result<HolderReply>) {
-        let _ = self.reply.send(reply);
+    /// Sends the operation's reply to the job task waiting for it, or acts
+    /// on it (an append's: a cancel or a lost lease stops the job). An append
+    /// whose send failed comes back, to be sent again in order.
+    pub(crate) fn answer(self, reply: Result<HolderReply>) -> Option<Pending> {
+        let Pending {
+            lease,
+            request,
+            reply: to,
+            slot,
+        } = self;
+        match to {
+            ReplyTo::Task(tx) => {
+                let _ = tx.send(reply);
+                None
+            }
+            ReplyTo::Watch { active, tries } => match reply {
+                Ok(HolderReply::Checkpointed(Some(reason))) => {
+                    active.stop(StopWhy::Cancel(reason));
+                    None
+                }
+                Ok(_) => None,
+                Err(e) if e.is_lease_lost() => {
+                    warn!(job = %lease.job, error = %e, "checkpoint: the lease is gone; stopping this attempt without writing");
+                    active.stop(StopWhy::Lost(e.to_string()));
+                    None
+                }
+                Err(e) if tries < APPEND_TRIES && !active.is_lost() => {
+                    warn!(job = %lease.job, error = %e, "checkpoint failed; sending it again");
+                    Some(Pending {
+                        lease,
+                        request,
+                        reply: ReplyTo::Watch {
+                            active,
+                            tries: tries + 1,
+                        },
+                        slot,
+                    })
+                }
+                Err(e) => {
+                    warn!(job = %lease.job, error = %e, "checkpoint failed {APPEND_TRIES} times; stopping this attempt without writing");
+                    active.stop(StopWhy::Lost(format!(
+                        "a checkpoint could not be written: {e}"
+                    )));
+                    None
+                }
+            },
+        }
     }
 }
 
@@ -131,7 +202,7 @@ impl Settler {
         let pending = Pending {
             lease: lease.clone(),
             request,
-            reply,
+            reply: ReplyTo::Task(reply),
             slot,
         };
         if self.tx.send(pending).is_err() {
@@ -143,6 +214,35 @@ impl Settler {
 }
 
 impl Settler {
+    /// Checkpoints `step` of `active`'s attempt (its `output`, and the step
+    /// that runs next) without waiting: the append goes in the loop's next
+    /// batch, ahead of every later operation of the attempt, and its reply is
+    /// acted on there (see [`Pending::answer`]).
+    pub(crate) fn append(
+        &self,
+        active: &Arc<ActiveJob>,
+        step: &'static str,
+        output: String,
+        next_step: Option<&'static str>,
+    ) -> Result<()> {
+        let pending = Pending {
+            lease: active.lease.clone(),
+            request: Request::Checkpoint {
+                step,
+                output,
+                next_step,
+            },
+            reply: ReplyTo::Watch {
+                active: active.clone(),
+                tries: 1,
+            },
+            slot: None,
+        };
+        self.tx
+            .send(pending)
+            .map_err(|_| Error::Pool("the worker's settler has stopped".into()))
+    }
+
     /// Ends the attempt on `lease` with `outcome`, after checkpointing
     /// `last_step` when given, as [`Holder::finish`] does, told whether the
     /// attempt appended step outputs (`appended`: the finish seals them; one

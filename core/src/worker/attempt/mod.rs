@@ -373,7 +373,6 @@ impl Attempt<'_> {
         started: Instant,
     ) -> AfterStep {
         let active = self.active;
-        let lease = &active.lease;
         let next = self.runner.steps().get(index + 1).map(|s| s.name);
         if next.is_none() {
             // the last step: its checkpoint and the finish go in one operation
@@ -383,16 +382,23 @@ impl Attempt<'_> {
             return AfterStep::Ended;
         }
         // an append, not a renewal: the heartbeat alone renews the lease; the
-        // finish seals what the attempt appended
+        // finish seals what the attempt appended. Sent without waiting: the
+        // next step runs meanwhile, and the settler keeps the attempt's later
+        // operations behind it; its reply stops the job on a cancel or a lost
+        // lease (the next boundary, or the running step's token, sees it).
+        // as `holder_call` checks before a send
+        if !active.is_lost() && active.expired_locally(Instant::now()) {
+            crate::worker::watchdog::expire(active, Instant::now());
+        }
+        if let Some(StopWhy::Lost(reason)) = active.why() {
+            warn!(%reason, "checkpoint not sent: the lease is lost; the attempt writes nothing more");
+            return AfterStep::Ended;
+        }
         active.mark_appended();
-        match holder_call(active, "checkpoint", || {
-            self.settler.checkpoint(lease, spec.name, &output, next)
-        })
-        .await
-        {
-            Err(Gone::Lost) => return AfterStep::Ended,
-            Ok(Some(reason)) => active.stop(StopWhy::Cancel(reason)),
-            Ok(None) => {}
+        if let Err(e) = self.settler.append(active, spec.name, output.clone(), next) {
+            warn!(error = %e, "checkpoint not sent; stopping this attempt without writing");
+            active.stop(StopWhy::Lost(e.to_string()));
+            return AfterStep::Ended;
         }
         debug!(step = spec.name, elapsed = ?started.elapsed(), "step completed");
         AfterStep::Next(output)
