@@ -149,7 +149,7 @@ async fn quick_steps_land_complete_and_in_order() {
         .await
         .unwrap();
     let ids = enqueue(&client, 300, 0).await;
-    let worker = Worker::builder(&srv.url())
+    let worker = Worker::builder(srv.url())
         .pipeline(Chain)
         .concurrency(10)
         .build()
@@ -200,7 +200,7 @@ async fn appends_cut_off_are_sent_again_in_order() {
     let ids = enqueue(&client, 120, 3).await;
     // the worker reaches Redis through the proxy; its sweeper turns a job
     // whose started lease's reply was cut off to STALE
-    let worker = Worker::builder(&proxy.url())
+    let worker = Worker::builder(proxy.url())
         .pipeline(Chain)
         .concurrency(10)
         .lease_ttl(Duration::from_secs(2))

@@ -492,3 +492,105 @@ async fn a_lease_starts_the_jobs_of_its_run_slots_in_the_same_call() {
     let bad = q.lease_and_start("w2", &["p"], &["a b"], 1, TTL).await;
     assert!(matches!(bad, Err(Error::InvalidArgument(_))), "{bad:?}");
 }
+
+/// A job's checkpoints and the finish of the same attempt in one call: the
+/// finish answers for them (they count when it is accepted, and are refused
+/// with it); a finish under another token answers for nothing.
+#[tokio::test]
+async fn checkpoints_followed_by_their_finish_are_answered_by_it() {
+    let srv = RedisServer::start();
+    let q = Queue::connect(&srv.url(), "s", QueueConfig::default())
+        .await
+        .unwrap();
+    q.enqueue_bulk(
+        (0..3)
+            .map(|i| NewJob::from_json("p", format!("{i}")))
+            .collect(),
+    )
+    .await
+    .unwrap();
+    let leases = q.lease("w1", &["p"], 3, TTL).await.unwrap().leases;
+    for l in &leases {
+        assert_eq!(q.start(l, "a").await.unwrap(), Started::Running);
+    }
+    let mut forged_1 = leases[1].clone();
+    forged_1.token = "not-the-token".into();
+    let mut forged_2 = leases[2].clone();
+    forged_2.token = "not-the-token".into();
+    let checkpoint = |lease, step, next| HolderOp::Checkpoint {
+        lease,
+        step,
+        output: "7",
+        next_step: Some(next),
+    };
+    let finish = |lease| HolderOp::Finish {
+        lease,
+        outcome: &Outcome::Succeeded,
+        last_step: Some(("c", "9")),
+    };
+    let ops = [
+        // job 0: its attempt's checkpoints, then its finish
+        checkpoint(&leases[0], "a", "b"),
+        checkpoint(&leases[0], "b", "c"),
+        finish(&leases[0]),
+        // job 1: checkpoints and finish under a token that is not the job's
+        checkpoint(&forged_1, "a", "b"),
+        finish(&forged_1),
+        // job 2: the holder's checkpoint, a finish under another token
+        checkpoint(&leases[2], "a", "b"),
+        finish(&forged_2),
+    ];
+    let settled = q.settle(&ops, None, TTL).await.unwrap();
+    let r = &settled.replies;
+    assert_eq!(r[0].as_ref().unwrap(), &HolderReply::Checkpointed(None));
+    assert_eq!(r[1].as_ref().unwrap(), &HolderReply::Checkpointed(None));
+    assert_eq!(
+        r[2].as_ref().unwrap(),
+        &HolderReply::Finished(Finished::Ended(JobState::Succeeded))
+    );
+    for i in [3, 4, 6] {
+        assert!(
+            matches!(
+                r[i],
+                Err(Error::LeaseLost {
+                    state: JobState::Running,
+                    ..
+                })
+            ),
+            "reply {i}: {:?}",
+            r[i]
+        );
+    }
+    assert_eq!(r[5].as_ref().unwrap(), &HolderReply::Checkpointed(None));
+
+    let job0 = q.job(&leases[0].job).await.unwrap().unwrap();
+    assert_eq!(job0.state, JobState::Succeeded);
+    let steps: Vec<&str> = job0.attempts[0]
+        .steps
+        .iter()
+        .map(|s| s.step.as_str())
+        .collect();
+    assert_eq!(steps, ["a", "b", "c"]);
+    assert_eq!(job0.outputs["a"], serde_json::json!(7));
+    assert_eq!(job0.outputs["c"], serde_json::json!(9));
+    // the forged append landed but counts for no one
+    let job1 = q.job(&leases[1].job).await.unwrap().unwrap();
+    assert_eq!(job1.state, JobState::Running);
+    assert!(job1.outputs.is_empty(), "{job1:?}");
+    // job 2's own checkpoint stands; its attempt goes on
+    let job2 = q.job(&leases[2].job).await.unwrap().unwrap();
+    assert_eq!(job2.state, JobState::Running);
+    let done = q
+        .settle(&[finish(&leases[2])], None, TTL)
+        .await
+        .unwrap()
+        .replies;
+    assert!(done[0].is_ok(), "{done:?}");
+    let job2 = q.job(&leases[2].job).await.unwrap().unwrap();
+    let steps: Vec<&str> = job2.attempts[0]
+        .steps
+        .iter()
+        .map(|s| s.step.as_str())
+        .collect();
+    assert_eq!(steps, ["a", "c"]);
+}

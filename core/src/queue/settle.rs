@@ -87,8 +87,10 @@ impl Queue {
                 appends.add(op);
             } else {
                 scripted_jobs.insert(op.lease().job.as_str());
+                let seals = appended.and_then(|a| a.get(i).copied()).unwrap_or(true);
+                appends.followed_by(scripted.len(), op, seals);
                 scripted.push(*op);
-                sealing.push(appended.and_then(|a| a.get(i).copied()).unwrap_or(true));
+                sealing.push(seals);
             }
         }
         let lease = lease_request;
@@ -132,7 +134,9 @@ impl Queue {
             Box::pin(self.run_after(pipe, &settle)).await?
         };
         let leased = settled.leased;
-        let mut append_replies = appends.decode(self.keys(), append_replies).into_iter();
+        let mut append_replies = appends
+            .decode(self.keys(), append_replies, &settled.replies)
+            .into_iter();
         let mut script_replies = settled.replies.into_iter();
         let mut replies = Vec::with_capacity(ops.len());
         for op in ops {

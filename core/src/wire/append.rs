@@ -6,7 +6,12 @@
 //! `<F>@<token>@<ms>@<next>@<step> <output>` per checkpoint (`ms` the
 //! holder's clock), then `HMGET` of the job's state, token, cancel request
 //! and id. The `HMGET` runs after the append, so a checkpoint answered as
-//! accepted landed while its attempt was live: it counts.
+//! accepted landed while its attempt was live: it counts. When the call's
+//! script finishes the same attempt after the appends (a worker's usual batch
+//! at a job's end), the finish answers for them and the `HMGET` is left out:
+//! a finish accepted sealed them, so they count; a finish refused refuses
+//! them too. Either answer reads the job after the append, as the `HMGET`
+//! would have.
 
 use std::collections::HashMap;
 
@@ -41,6 +46,9 @@ struct Group<'o> {
     job: &'o str,
     /// The checkpoints, in order.
     ops: Vec<&'o HolderOp<'o>>,
+    /// The index, among the call's scripted operations, of the finish of the
+    /// same attempt that seals these checkpoints: it answers for them.
+    sealed_by: Option<usize>,
 }
 
 impl<'o> Appends<'o> {
@@ -57,6 +65,7 @@ impl<'o> Appends<'o> {
                 self.groups.push(Group {
                     job,
                     ops: Vec::new(),
+                    sealed_by: None,
                 });
                 self.by_job.insert(job, self.groups.len() - 1);
                 self.groups.len() - 1
@@ -66,13 +75,40 @@ impl<'o> Appends<'o> {
         self.order.push(g);
     }
 
+    /// Notes that `op`, the `index`-th operation of the call's script, runs
+    /// after the appends; `seals` when the script reads the outputs it ends
+    /// (see `Settle::appended`). A finish that seals the attempt of a job's
+    /// checkpoints (same fence and token for all of them) answers for them.
+    pub(crate) fn followed_by(&mut self, index: usize, op: &HolderOp<'_>, seals: bool) {
+        let HolderOp::Finish { lease, .. } = op else {
+            return;
+        };
+        if !seals {
+            return;
+        }
+        let Some(&g) = self.by_job.get(lease.job.as_str()) else {
+            return;
+        };
+        let Some(group) = self.groups.get_mut(g) else {
+            return;
+        };
+        let same_attempt = |c: &&HolderOp<'_>| {
+            let l = c.lease();
+            l.fence == lease.fence && l.token == lease.token
+        };
+        if group.sealed_by.is_none() && group.ops.iter().all(same_attempt) {
+            group.sealed_by = Some(index);
+        }
+    }
+
     /// Whether there are none.
     pub(crate) fn is_empty(&self) -> bool {
         self.order.is_empty()
     }
 
     /// The pipeline of the appends: per job, the `RPUSH` of its entries, then
-    /// the read of its state, token and cancel request. Errors are replies.
+    /// the read of its state, token and cancel request unless a finish in the
+    /// call answers for them. Errors are replies.
     pub(crate) fn encode(&self, keys: &QueueKeys) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
@@ -98,23 +134,36 @@ impl<'o> Appends<'o> {
                     push.arg(head).arg(*output);
                 }
             }
-            pipe.cmd("HMGET")
-                .arg(keys.job(group.job))
-                .arg(&READ_BACK[..]);
+            if group.sealed_by.is_none() {
+                pipe.cmd("HMGET")
+                    .arg(keys.job(group.job))
+                    .arg(&READ_BACK[..]);
+            }
         }
         pipe
     }
 
     /// Each checkpoint's reply, in the order they were added, from the
-    /// pipeline's replies (two per job).
-    pub(crate) fn decode(&self, keys: &QueueKeys, values: Vec<Value>) -> Vec<Result<HolderReply>> {
-        let mut per_group: Vec<(Value, Value)> = Vec::with_capacity(self.groups.len());
+    /// pipeline's replies (two per job, one where a finish answers) and the
+    /// replies of the call's script (`script`, in its operations' order).
+    pub(crate) fn decode(
+        &self,
+        keys: &QueueKeys,
+        values: Vec<Value>,
+        script: &[Result<HolderReply>],
+    ) -> Vec<Result<HolderReply>> {
+        let mut per_group: Vec<(Value, Answer<'_>)> = Vec::with_capacity(self.groups.len());
         let mut values = values.into_iter();
-        for _ in &self.groups {
-            match (values.next(), values.next()) {
-                (Some(a), Some(r)) => per_group.push((a, r)),
-                _ => break,
-            }
+        for group in &self.groups {
+            let Some(added) = values.next() else { break };
+            let answer = match group.sealed_by {
+                Some(i) => Answer::Finish(script.get(i)),
+                None => match values.next() {
+                    Some(read) => Answer::ReadBack(read),
+                    None => break,
+                },
+            };
+            per_group.push((added, answer));
         }
         let mut seen = vec![0usize; self.groups.len()];
         self.order
@@ -122,7 +171,7 @@ impl<'o> Appends<'o> {
             .map(|&g| {
                 let i = seen[g];
                 seen[g] += 1;
-                let (Some(group), Some((added, read))) = (self.groups.get(g), per_group.get(g))
+                let (Some(group), Some((added, answer))) = (self.groups.get(g), per_group.get(g))
                 else {
                     return Err(Error::Protocol {
                         script: "checkpoint",
@@ -130,7 +179,12 @@ impl<'o> Appends<'o> {
                     });
                 };
                 match group.ops.get(i) {
-                    Some(op) => decode(keys, op.lease(), added.clone(), read.clone()),
+                    Some(op) => match answer {
+                        Answer::ReadBack(read) => {
+                            decode(keys, op.lease(), added.clone(), read.clone())
+                        }
+                        Answer::Finish(finish) => answered_by_finish(op.lease(), added, *finish),
+                    },
                     None => Err(Error::Protocol {
                         script: "checkpoint",
                         detail: "a checkpoint without its group".into(),
@@ -141,8 +195,71 @@ impl<'o> Appends<'o> {
     }
 }
 
-/// The number of replies a job's checkpoints add to a pipeline.
+/// What answers a job's checkpoints besides their append's reply.
+enum Answer<'r> {
+    /// The read-back of the job's fields.
+    ReadBack(Value),
+    /// The reply to the finish that sealed them (`None`: the script gave none).
+    Finish(Option<&'r Result<HolderReply>>),
+}
+
+/// The number of replies a job's checkpoints add to a pipeline at most.
 pub(crate) const REPLIES: usize = 2;
+
+/// A checkpoint's reply from its append's and from that of the finish of its
+/// attempt that followed in the same call: accepted, the finish sealed it
+/// (it counts); refused, so is the checkpoint, for the same reason.
+fn answered_by_finish(
+    lease: &Lease,
+    appended: &Value,
+    finish: Option<&Result<HolderReply>>,
+) -> Result<HolderReply> {
+    if let Value::ServerError(e) = appended {
+        return Err(Error::Redis(e.clone().into()));
+    }
+    let job = lease.job.as_str().to_owned();
+    match finish {
+        Some(Ok(HolderReply::Finished(_))) => Ok(HolderReply::Checkpointed(None)),
+        Some(Err(Error::LeaseLost { state, .. } | Error::AlreadyTerminal { state, .. })) => {
+            Err(Error::LeaseLost {
+                job,
+                state: *state,
+                op: Op::Checkpoint,
+            })
+        }
+        Some(Err(Error::Refused { state, .. })) => Err(Error::Refused {
+            job,
+            state: *state,
+            op: Op::Checkpoint,
+            to: Some(JobState::Running),
+        }),
+        Some(Err(Error::NotFound { queue, job })) => Err(Error::NotFound {
+            queue: queue.clone(),
+            job: job.clone(),
+        }),
+        Some(Err(Error::Corrupt {
+            key,
+            field,
+            problem,
+        })) => Err(Error::Corrupt {
+            key: key.clone(),
+            field: field.clone(),
+            problem: problem.clone(),
+        }),
+        Some(Err(e)) => Err(Error::Protocol {
+            script: "checkpoint",
+            detail: format!("the finish that was to seal it failed: {e}"),
+        }),
+        Some(Ok(other)) => Err(Error::Protocol {
+            script: "checkpoint",
+            detail: format!("a finish answered {other:?}"),
+        }),
+        None => Err(Error::Protocol {
+            script: "checkpoint",
+            detail: "no reply from the finish that was to seal it".into(),
+        }),
+    }
+}
 
 /// Reads one checkpoint's replies (the append's, then the read-back's): the
 /// pending cancel request, or the refusal a script would have given. The
