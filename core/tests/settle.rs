@@ -594,3 +594,54 @@ async fn checkpoints_followed_by_their_finish_are_answered_by_it() {
         .collect();
     assert_eq!(steps, ["a", "c"]);
 }
+
+/// A checkpoint of a job not yet started, then its cancel in one call: the
+/// cancel (accepted from LEASED) does not answer for the checkpoint, which is
+/// refused as the read-back finds the job.
+#[tokio::test]
+async fn a_cancel_from_leased_does_not_answer_for_a_checkpoint() {
+    let srv = RedisServer::start();
+    let q = Queue::connect(&srv.url(), "s", QueueConfig::default())
+        .await
+        .unwrap();
+    q.enqueue(NewJob::from_json("p", "{}")).await.unwrap();
+    let lease = q
+        .lease("w1", &["p"], 1, TTL)
+        .await
+        .unwrap()
+        .leases
+        .remove(0);
+    let cancelled = Outcome::Cancelled {
+        reason: "stop".into(),
+        cleanup_needed: false,
+    };
+    let ops = [
+        HolderOp::Checkpoint {
+            lease: &lease,
+            step: "a",
+            output: "1",
+            next_step: Some("b"),
+        },
+        HolderOp::Finish {
+            lease: &lease,
+            outcome: &cancelled,
+            last_step: None,
+        },
+    ];
+    let r = q.settle(&ops, None, TTL).await.unwrap().replies;
+    assert!(
+        matches!(
+            r[0],
+            Err(Error::Refused {
+                state: JobState::Leased,
+                ..
+            })
+        ),
+        "{:?}",
+        r[0]
+    );
+    assert!(r[1].is_ok(), "{:?}", r[1]);
+    let job = q.job(&lease.job).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Cancelled);
+    assert!(job.outputs.is_empty(), "{job:?}");
+}

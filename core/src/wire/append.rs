@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use deadpool_redis::redis::{self, Value};
 
 use crate::error::{Error, Result};
-use crate::lease::Lease;
+use crate::lease::{Lease, Outcome};
 use crate::state::JobState;
 use crate::transitions::Op;
 use crate::wire::holder::{HolderOp, HolderReply};
@@ -78,12 +78,16 @@ impl<'o> Appends<'o> {
     /// Notes that `op`, the `index`-th operation of the call's script, runs
     /// after the appends; `seals` when the script reads the outputs it ends
     /// (see `Settle::appended`). A finish that seals the attempt of a job's
-    /// checkpoints (same fence and token for all of them) answers for them.
+    /// checkpoints (same fence and token for all of them; SUCCEEDED or FAILED,
+    /// which only a RUNNING attempt can reach) answers for them.
     pub(crate) fn followed_by(&mut self, index: usize, op: &HolderOp<'_>, seals: bool) {
-        let HolderOp::Finish { lease, .. } = op else {
+        let HolderOp::Finish { lease, outcome, .. } = op else {
             return;
         };
-        if !seals {
+        // only a finish accepted from RUNNING alone (SUCCEEDED, FAILED) seals:
+        // one that may end a LEASED job (CANCELLED, an interruption) would
+        // answer for appends to an attempt that never ran
+        if !seals || !matches!(outcome, Outcome::Succeeded | Outcome::Failed { .. }) {
             return;
         }
         let Some(&g) = self.by_job.get(lease.job.as_str()) else {
