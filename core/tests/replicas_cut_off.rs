@@ -335,7 +335,8 @@ async fn frozen_holding_a_started_lease(
     wait_state(queue, &id, JobState::Running).await;
     let j = job(queue, &id).await;
     assert_eq!(j.attempt, 1);
-    assert!(spans_of(queue, &id).await.is_empty(), "nothing ran yet");
+    let spans = spans_of(queue, &id).await;
+    assert!(spans.is_empty(), "nothing ran yet: {spans:?}");
     (w, id)
 }
 

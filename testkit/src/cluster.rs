@@ -265,7 +265,8 @@ impl RedisCluster {
             }
             assert!(
                 started.elapsed() < CLUSTER_DEADLINE,
-                "replica {i} did not become a master seen by every node: {role}"
+                "replica {i} did not become a master seen by every node: {role}\n{}",
+                self.views()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -468,6 +469,22 @@ impl RedisCluster {
             .into_iter()
             .find(|(s, e, _)| (*s..=*e).contains(&slot))
             .map(|(_, _, n)| n)
+    }
+
+    /// Every running node's `CLUSTER NODES`, for a panic message.
+    fn views(&self) -> String {
+        self.running()
+            .map(|seer| {
+                let nodes: String = self
+                    .node(seer)
+                    .convert(self.node(seer).cmd(&["CLUSTER", "NODES"]), "CLUSTER NODES");
+                format!(
+                    "node {seer} (port {}) sees:\n{nodes}",
+                    self.nodes[seer].port
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Whether every running node sees node `i` as a master serving slots.

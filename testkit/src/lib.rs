@@ -41,6 +41,7 @@
 //! * [`cluster`]: [`RedisCluster`], a private local Redis Cluster (masters,
 //!   optionally replicas) with failover, slot migration and queue names per shard;
 //! * [`wait`]: [`wait_until`] and [`wait_until_async`];
+//! * [`freeze`]: SIGSTOP a child and wait until every thread of it stopped;
 //! * [`binary`]: [`redis_server_binary`], where the `redis-server` comes from;
 //! * `steps`: [`step_enum!`], the step enum of a hand-written test pipeline;
 //! * `spawner` and `log` (private): the long-lived thread every server is
@@ -51,6 +52,7 @@
 pub mod binary;
 pub mod cluster;
 pub mod dump;
+pub mod freeze;
 mod log;
 pub mod proxy;
 pub mod server;

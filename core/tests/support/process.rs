@@ -197,6 +197,11 @@ impl Fixture {
 
     /// Sends `signal` to the fixture.
     pub(crate) fn signal(&self, signal: i32) {
+        if signal == libc::SIGSTOP {
+            // returns once every thread of it is stopped, not merely signalled
+            leasehold_testkit::freeze::freeze(self.child.id());
+            return;
+        }
         // SAFETY: the fixture is this test's own child, not reaped yet
         unsafe { libc::kill(self.pid(), signal) };
     }

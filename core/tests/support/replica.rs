@@ -166,6 +166,11 @@ impl Replica {
             "replica {} was already killed",
             self.name
         );
+        if signal == libc::SIGSTOP {
+            // returns once every thread of it is stopped, not merely signalled
+            leasehold_testkit::freeze::freeze(self.pid);
+            return;
+        }
         // SAFETY: a plain kill(2) on a child we have not reaped.
         let rc = unsafe { libc::kill(self.pid as libc::pid_t, signal) };
         assert_eq!(rc, 0, "signal {signal} to replica {}", self.name);
