@@ -105,6 +105,14 @@ impl RedisCluster {
             });
         }
         let cluster = RedisCluster { nodes, masters };
+        // distinct config epochs from the start, every replica's above every
+        // master's: left to collisions, a replica may keep the highest epoch
+        // of the cluster, equal to its master's, and a `CLUSTER FAILOVER
+        // TAKEOVER` then claims the slots with an epoch no higher than the dead
+        // master's: the other nodes never take the claim
+        for i in 0..total {
+            cluster.ok(i, &["CLUSTER", "SET-CONFIG-EPOCH", &(i + 1).to_string()]);
+        }
         for i in 0..masters {
             let (start, end) = slot_range(i, masters);
             cluster.ok(
