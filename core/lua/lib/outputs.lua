@@ -35,15 +35,23 @@ local function sealed_outputs(id, fence, token, started_at)
   if type(items) ~= 'table' or items.err or #items < 2 then return nil end
   local head = fence .. '@' .. token .. '@'
   local n_head = #head
+  -- the entries count from the attempt's start, read once (see step_entry)
+  local base = tonumber(started_at or '')
   local steps, outs, seen, last, next_step, n = {}, {}, {}, nil, '', 0
   for i = 1, #items - 1, 2 do
     local h = items[i]
     if string.sub(h, 1, n_head) == head then
+      -- the pattern already keeps '@' out of the step and requires one byte;
+      -- a ',' is all a step name may not hold beyond that (is_step_name)
       local at, nxt, step = string.match(h, '^(%d+)@([^@]*)@([^@]+)$', n_head + 1)
-      if at and not seen[step] and is_step_name(step) then
+      if at and not seen[step] and not string.find(step, ',', 1, true) then
         seen[step] = true
         n = n + 1
-        steps[n] = step_entry(step, tonumber(at), started_at)
+        if base then
+          steps[n] = step .. '@+' .. fmt(math.max(0, tonumber(at) - base))
+        else
+          steps[n] = step_entry(step, tonumber(at), started_at)
+        end
         last, next_step = step, nxt
         local output = items[i + 1]
         if output ~= 'null' then
