@@ -647,7 +647,8 @@ fn section_pickup(b: &mut Bench) {
         .arg(-1)
         .query(&mut b.con)
         .expect("ids");
-    // a job that succeeded keeps its last attempt (leased_at, started_at) in its hash
+    // a job that succeeded keeps its last attempt (leased_at, started_at) in its
+    // hash; without started_at it started when it was leased (finish.lua)
     let mut pipe = redis::pipe();
     for id in &ids {
         pipe.cmd("HMGET")
@@ -675,6 +676,7 @@ fn section_pickup(b: &mut Bench) {
             failed += 1;
             continue;
         }
+        let started_at = started_at.or(leased_at);
         if let (Some(c), Some(s)) = (created, started_at) {
             ms.push((s - c) as f64);
         }

@@ -645,3 +645,114 @@ async fn a_cancel_from_leased_does_not_answer_for_a_checkpoint() {
     assert_eq!(job.state, JobState::Cancelled);
     assert!(job.outputs.is_empty(), "{job:?}");
 }
+
+/// The raw value of `field` in job `id`'s hash.
+fn raw_field(srv: &RedisServer, q: &Queue, id: &str, field: &str) -> Option<String> {
+    match srv.cmd(&["HGET", &q.keys().job(id), field]) {
+        leasehold_core::redis::Value::BulkString(b) => Some(String::from_utf8(b).unwrap()),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn a_plain_success_keeps_no_field_its_readers_derive() {
+    let srv = RedisServer::start();
+    let q = Queue::connect(&srv.url(), "s", QueueConfig::default())
+        .await
+        .unwrap();
+    q.enqueue_bulk(
+        (0..2)
+            .map(|i| NewJob::from_json("p", format!("{i}")))
+            .collect(),
+    )
+    .await
+    .unwrap();
+    // job 0 started by its lease (leased_at = started_at), job 1 started later
+    let req = LeaseRequest {
+        worker: "w1",
+        pipelines: &["p"],
+        n: 2,
+        start: 1,
+        first_steps: &["a"],
+    };
+    let leases = q.settle(&[], Some(req), TTL).await.unwrap().leased.leases;
+    assert_eq!(leases.len(), 2);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(q.start(&leases[1], "a").await.unwrap(), Started::Running);
+    let before: Vec<_> = {
+        let mut v = Vec::new();
+        for l in &leases {
+            v.push(q.job(&l.job).await.unwrap().unwrap());
+        }
+        v
+    };
+    assert_eq!(before[0].leased_at, before[0].started_at);
+    assert!(
+        before[1].started_at > before[1].leased_at,
+        "{:?}",
+        before[1]
+    );
+    let ops: Vec<HolderOp<'_>> = leases
+        .iter()
+        .flat_map(|l| {
+            [
+                HolderOp::Checkpoint {
+                    lease: l,
+                    step: "a",
+                    output: "1",
+                    next_step: Some("b"),
+                },
+                HolderOp::Finish {
+                    lease: l,
+                    outcome: &Outcome::Succeeded,
+                    last_step: Some(("b", "2")),
+                },
+            ]
+        })
+        .collect();
+    let settled = q.settle(&ops, None, TTL).await.unwrap();
+    assert!(
+        settled.replies.iter().all(Result::is_ok),
+        "{:?}",
+        settled.replies
+    );
+    for (l, was) in leases.iter().zip(&before) {
+        let id = l.job.as_str();
+        // the hash: no last_step (the last entry of steps); no started_at
+        // when it equals leased_at
+        assert_eq!(raw_field(&srv, &q, id, "last_step"), None, "{id}");
+        assert_eq!(
+            raw_field(&srv, &q, id, "started_at").is_some(),
+            was.started_at != was.leased_at,
+            "{id}"
+        );
+        // the record: both, as they were
+        let j = q.job(&l.job).await.unwrap().unwrap();
+        assert_eq!(j.state, JobState::Succeeded);
+        assert_eq!(j.last_step.as_deref(), Some("b"));
+        assert_eq!(j.started_at, was.started_at);
+        assert_eq!(j.leased_at, was.leased_at);
+        let steps: Vec<&str> = j.steps.iter().map(|s| s.step.as_str()).collect();
+        assert_eq!(steps, ["a", "b"]);
+        assert!(j.steps.iter().all(|s| Some(s.at) >= j.started_at));
+        assert_eq!(j.outputs["b"], serde_json::json!(2));
+        // Queue::job adds the plain success's record, built from the hash
+        let rec = j.attempts.last().expect("the plain success's record");
+        assert_eq!((rec.n, rec.state), (1, JobState::Succeeded));
+        assert_eq!(rec.started_at, was.started_at);
+        assert_eq!(rec.steps, j.steps);
+        // the listing names the last step too
+        let page = leasehold_core::Inspector::new(q.clone())
+            .list_jobs(
+                &leasehold_core::JobFilter::default(),
+                leasehold_core::Page {
+                    offset: 0,
+                    limit: 10,
+                },
+            )
+            .await
+            .unwrap();
+        let row = page.jobs.iter().find(|r| r.id == l.job).expect("listed");
+        assert_eq!(row.last_step.as_deref(), Some("b"), "{row:?}");
+    }
+}

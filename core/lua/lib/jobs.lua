@@ -38,8 +38,8 @@ end
 -- (`steps` is not read: a live attempt's steps are in its outputs list
 -- until its seal writes them, lib/outputs.)
 local HOT_FIELDS = { 'state', 'token', 'id', 'attempt', 'worker', 'input_key', 'cancel_reason', 'started_at',
-  'fence', 'flow', 'links', 'pipeline' }
-local COLD_FIELDS = { 'max_attempts', 'priority', 'cancel_at', 'cancel_by', 'leased_at', 'cleanup_needed' }
+  'fence', 'flow', 'links', 'pipeline', 'leased_at' }
+local COLD_FIELDS = { 'max_attempts', 'priority', 'cancel_at', 'cancel_by', 'cleanup_needed' }
 
 -- Reads `names` of the job into table `j` by name (false for a missing field;
 -- a missing `id` of an existing job is the one the key names).
@@ -48,7 +48,8 @@ local function load_fields(jk, names, j)
   if names == HOT_FIELDS and next(j) == nil then
     -- (every finish: one table constructor, sized once, not a field at a time)
     j = { state = v[1], token = v[2], id = v[3], attempt = v[4], worker = v[5], input_key = v[6],
-      cancel_reason = v[7], started_at = v[8], fence = v[9], flow = v[10], links = v[11], pipeline = v[12] }
+      cancel_reason = v[7], started_at = v[8], fence = v[9], flow = v[10], links = v[11], pipeline = v[12],
+      leased_at = v[13] }
     if not j.id and j.state then j.id = job_id_of(jk) end
     return j
   end

@@ -92,11 +92,14 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   local steps_changed = false
   -- the seal: the outputs the attempt appended while it was live count, in
   -- the job's fields; anything appended from now on counts for no one
+  -- A plain success keeps no `last_step` when its attempt completed a step:
+  -- it is the last entry of `steps` (readers derive it, record/fields.rs)
+  local plain = outcome == 'SUCCEEDED' and reason == ''
   if appended and j.state == 'RUNNING' then
     local steps, sealed_last, outs = sealed_outputs(id, j.fence, j.token, j.started_at)
     if steps then
       j.steps, steps_changed = steps, true
-      sets[1], sets[2], ns = 'last_step', sealed_last, 2
+      if not plain then sets[1], sets[2], ns = 'last_step', sealed_last, 2 end
       for i = 1, #outs do sets[ns + i] = outs[i] end
       ns = ns + #outs
     end
@@ -107,7 +110,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
       if steps ~= '' then steps = steps .. ',' end
       j.steps = steps .. step_entry(last_step, now, j.started_at)
       steps_changed = true
-      sets[ns + 1], sets[ns + 2], ns = 'last_step', last_step, ns + 2
+      if not plain then sets[ns + 1], sets[ns + 2], ns = 'last_step', last_step, ns + 2 end
       -- written only when the step returned something (absent: JSON null)
       if last_output ~= 'null' then sets[ns + 1], sets[ns + 2], ns = 'out:' .. last_step, last_output, ns + 2 end
     end
@@ -124,9 +127,11 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   -- A plain success (no reason given) keeps its attempt in the job hash, which
   -- already holds all its record would (worker, fence, leased_at, started_at,
   -- steps, a late cancel request; ended_at is updated_at): readers build the
-  -- record from it (Queue::job). Only the lease (token, deadline) goes. The job
-  -- never gets another attempt, so nothing ever needs to move it out.
-  local plain = outcome == 'SUCCEEDED' and reason == ''
+  -- record from it (Queue::job). Only the lease (token, deadline) goes, and
+  -- what readers derive: `last_step` when this attempt completed a step (the
+  -- last entry of `steps`) and `started_at` when it equals `leased_at` (the
+  -- lease started the job). The job never gets another attempt, so nothing
+  -- ever needs to move it out.
   if plain then
     if steps_changed then sets[ns + 1], sets[ns + 2], ns = 'steps', j.steps, ns + 2 end
   elseif not append_attempt(id, attempt, record_of(j, outcome, now, extra)) then
@@ -140,7 +145,16 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   unlease(batch.ix, id)
   -- the step field goes with the lease: an absent step is none (lib/jobs)
   if plain then
-    redis.call('HDEL', jk, 'token', 'step')
+    local same_start = j.started_at and j.started_at == j.leased_at
+    if steps_changed and same_start then
+      redis.call('HDEL', jk, 'token', 'step', 'last_step', 'started_at')
+    elseif steps_changed then
+      redis.call('HDEL', jk, 'token', 'step', 'last_step')
+    elseif same_start then
+      redis.call('HDEL', jk, 'token', 'step', 'started_at')
+    else
+      redis.call('HDEL', jk, 'token', 'step')
+    end
   else
     redis.call('HDEL', jk, 'step', unpack(ATTEMPT_FIELDS))
   end

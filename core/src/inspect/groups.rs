@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::group::{check_group_name, Dependency, GroupPolicy, GroupStatus};
 use crate::id::JobId;
 use crate::queue::Queue;
-use crate::record::Millis;
+use crate::record::{last_entry_step, Millis};
 use crate::state::JobState;
 
 /// A group as its hash holds it: counts per state are kept by the scripts
@@ -409,10 +409,25 @@ impl Queue {
             let mut pipe = redis::pipe();
             pipe.ignore_errors();
             for id in chunk {
-                pipe.cmd("HGET").arg(self.keys().job(id)).arg("last_step");
+                pipe.cmd("HMGET")
+                    .arg(self.keys().job(id))
+                    .arg("last_step")
+                    .arg("steps");
             }
             let steps: Vec<redis::Value> = self.timed(pipe.query_async(&mut conn)).await?;
-            let steps: Vec<Option<String>> = steps.into_iter().map(text).collect();
+            // a plain success keeps its last step as the last entry of `steps`
+            let steps: Vec<Option<String>> = steps
+                .into_iter()
+                .map(|v| {
+                    let pair = redis::from_redis_value::<(Option<String>, Option<String>)>(v)
+                        .unwrap_or((None, None));
+                    match pair {
+                        (Some(last), _) if !last.is_empty() => Some(last),
+                        (_, Some(steps)) => last_entry_step(&steps).map(str::to_owned),
+                        _ => None,
+                    }
+                })
+                .collect();
             let mut pipe = redis::pipe();
             pipe.ignore_errors();
             for (id, step) in chunk.iter().zip(&steps) {

@@ -16,11 +16,11 @@ use crate::id::JobId;
 use crate::keys::QueueKeys;
 use crate::pipeline_spec::PipelineSpec;
 use crate::queue::escape_bytes;
-use crate::record::{appended, AttemptRecord, Fields, Selected};
+use crate::record::{appended, last_entry_step, AttemptRecord, Fields, Selected};
 use crate::state::JobState;
 
 /// The fields of a job hash a [`JobSummary`] is built from.
-const SUMMARY_FIELDS: [&str; 20] = [
+const SUMMARY_FIELDS: [&str; 21] = [
     "id",
     "pipeline",
     "state",
@@ -41,6 +41,7 @@ const SUMMARY_FIELDS: [&str; 20] = [
     "flow",
     "window",
     "input",
+    "steps",
 ];
 
 /// The place of `lease_deadline` in [`SUMMARY_FIELDS`]: always the lease
@@ -93,7 +94,14 @@ fn summary(row: &Fields<'_, Selected<'_>>, queue: &str, id: &str) -> Result<JobS
         state: row.parsed_required("state")?,
         attempt: row.parsed_required("attempt")?,
         step: row.non_empty("step")?,
-        last_step: row.non_empty("last_step")?,
+        last_step: match row.non_empty("last_step")? {
+            // a plain success keeps its last step as the last entry of `steps`
+            None if row.text("state")? == Some("SUCCEEDED") => row
+                .text("steps")?
+                .and_then(last_entry_step)
+                .map(str::to_owned),
+            s => s,
+        },
         resource: row
             .non_empty("resource")?
             .or(slots_resource(row.non_empty("flow")?.as_deref())),

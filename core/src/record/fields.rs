@@ -164,8 +164,25 @@ impl<'a, V: FieldValues> Fields<'a, V> {
     }
 }
 
+/// The step of the last entry of a `steps` field (`step@ms` or `step@+ms`,
+/// comma-separated): the last step of a plain success, which keeps no
+/// `last_step` of its own. `None` for an empty field.
+pub(crate) fn last_entry_step(steps: &str) -> Option<&str> {
+    let entry = steps.rsplit(',').find(|e| !e.is_empty())?;
+    let (step, _) = entry.rsplit_once('@')?;
+    (!step.is_empty()).then_some(step)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_entry_names_the_last_step() {
+        assert_eq!(super::last_entry_step("fetch@+3,load@+9"), Some("load"));
+        assert_eq!(super::last_entry_step("noop@1700000000000"), Some("noop"));
+        assert_eq!(super::last_entry_step(""), None);
+        assert_eq!(super::last_entry_step("garbage"), None);
+    }
+
     use super::*;
 
     #[test]

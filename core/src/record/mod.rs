@@ -15,7 +15,7 @@ use crate::state::JobState;
 pub(crate) mod appended;
 mod fields;
 
-pub(crate) use fields::{Fields, Selected};
+pub(crate) use fields::{last_entry_step, Fields, Selected};
 
 /// Milliseconds since the Unix epoch, from Redis `TIME`.
 pub type Millis = i64;
@@ -316,7 +316,9 @@ impl Job {
     /// id and the queue are then the ones `key` names (`<prefix>:{<queue>}:job:<id>`),
     /// `not_before` is `created_at`, and the input key, resource, step and last
     /// step are none, the priority 0, `max_attempts` 1, the STALE lock policy hold and
-    /// `cleanup_needed` false; an empty value reads the same. The lease
+    /// `cleanup_needed` false; an empty value reads the same. A SUCCEEDED
+    /// job without `started_at` started when it was leased, and one without
+    /// `last_step` has the last entry of `steps` as its last step. The lease
     /// deadline is the lease index's score, not a field of the hash: the
     /// caller adds it to `map` as `lease_deadline` ([`Queue::job`](crate::Queue::job) does).
     /// Attempt records live in the queue's attempts hash and are added by
@@ -376,8 +378,19 @@ impl Job {
             None => return Err(f.corrupt("id", "missing")),
         };
         let created_at = f.parsed_required("created_at")?;
-        let steps = f.steps("steps", f.parsed("started_at")?)?;
-        let last_step = f.non_empty("last_step")?;
+        let leased_at = f.parsed("leased_at")?;
+        // a plain success keeps neither what equals another field: its
+        // start when the lease started it, its last step when its attempt
+        // completed one (finish.lua)
+        let started_at = match f.parsed("started_at")? {
+            None if state == JobState::Succeeded => leased_at,
+            s => s,
+        };
+        let steps = f.steps("steps", started_at)?;
+        let last_step = match f.non_empty("last_step")? {
+            None if state == JobState::Succeeded => steps.last().map(|s| s.step.clone()),
+            s => s,
+        };
         // a completed step's output is written only when it returned something:
         // one without it returned JSON null
         for step in steps.iter().map(|s| &s.step).chain(last_step.as_ref()) {
@@ -412,8 +425,8 @@ impl Job {
             lease,
             worker: f.non_empty("worker")?,
             fence: f.parsed("fence")?,
-            leased_at: f.parsed("leased_at")?,
-            started_at: f.parsed("started_at")?,
+            leased_at,
+            started_at,
             steps,
             stale_at: f.parsed("stale_at")?,
             previous: f
