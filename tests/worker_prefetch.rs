@@ -275,8 +275,8 @@ async fn jobs_start_in_their_lease_call_by_default() {
             ],
             "events of {id}"
         );
-        // LEASED and RUNNING both recorded, at the same instant: a plain
-        // success keeps no `started_at` equal to its `leased_at` (finish.lua)
+        // LEASED and RUNNING both recorded, at the same instant: a job started
+        // by its lease call keeps `leased_at` only, read as its start too
         let key = format!("leasehold:{{pf}}:job:{id}");
         let times: Vec<Option<String>> = get(&redis, &["HMGET", &key, "leased_at", "started_at"]);
         assert!(times[0].is_some(), "{id} has no leased_at");

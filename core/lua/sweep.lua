@@ -49,7 +49,8 @@ local st = stats_batch()
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   local f, bad_key = read_job(jk, { 'state', 'cancel_reason', 'resource', 'pipeline', 'attempt', 'worker',
-    'priority', 'created_at', 'stale_lock', 'flow', 'links', 'group', 'id', 'fence', 'started_at', 'token' })
+    'priority', 'created_at', 'stale_lock', 'flow', 'links', 'group', 'id', 'fence', 'started_at', 'token',
+    'leased_at' })
   -- a job that cannot be read goes to the quarantine (lib/quarantine), not back to a ready set
   local why, field = bad_key, '(key)'
   if f then
@@ -141,7 +142,8 @@ for _, id in ipairs(expired) do
     elseif to == 'STALE' then
       -- the attempt's outputs are sealed: what it appended so far counts (the
       -- operator's resolve or retry records it), nothing it appends from now on does
-      local steps, last, outs, next_step = sealed_outputs(id, f[14], f[16], f[15])
+      -- (counted from `started_at`, or `leased_at` when the lease started it)
+      local steps, last, outs, next_step = sealed_outputs(id, f[14], f[16], f[15] or f[17])
       drop_outputs(id)
       -- keep worker and fence for the operator; the token goes, so the old holder is refused
       redis.call('HDEL', jk, 'token', 'lease_deadline')

@@ -391,10 +391,13 @@ async fn a_lease_starts_the_jobs_of_its_run_slots_in_the_same_call() {
         );
         assert_eq!(f[0].as_deref(), Some("RUNNING"));
         assert_eq!(f[1].as_deref(), Some("a"));
+        // started when leased: `leased_at` only, which readers take for both
         assert!(
-            f[2].is_some() && f[2] == f[3],
-            "leased_at and started_at: {f:?}"
+            f[2].is_some() && f[3].is_none(),
+            "leased_at, started_at: {f:?}"
         );
+        let j = q.job(&l.job).await.unwrap().unwrap();
+        assert_eq!(j.started_at, j.leased_at);
     }
     let f = job_fields(&srv, &q, leases[3].job.as_str(), &["state", "started_at"]);
     assert_eq!(f, [Some("LEASED".to_owned()), None]);
@@ -655,7 +658,7 @@ fn raw_field(srv: &RedisServer, q: &Queue, id: &str, field: &str) -> Option<Stri
 }
 
 #[tokio::test]
-async fn a_plain_success_keeps_no_field_its_readers_derive() {
+async fn a_job_started_by_its_lease_and_a_plain_success_keep_no_field_readers_derive() {
     let srv = RedisServer::start();
     let q = Queue::connect(&srv.url(), "s", QueueConfig::default())
         .await
@@ -719,7 +722,7 @@ async fn a_plain_success_keeps_no_field_its_readers_derive() {
     for (l, was) in leases.iter().zip(&before) {
         let id = l.job.as_str();
         // the hash: no last_step (the last entry of steps); no started_at
-        // when it equals leased_at
+        // when the lease started the job
         assert_eq!(raw_field(&srv, &q, id, "last_step"), None, "{id}");
         assert_eq!(
             raw_field(&srv, &q, id, "started_at").is_some(),

@@ -52,13 +52,14 @@ local function record_of(j, final_state, now, extra)
   -- left out when false (the reader's default): every byte of a record is kept
   -- for as long as its job
   if j.cleanup_needed == '1' then p[#p + 1] = ',"cleanup_needed":true' end
-  local n, la, sa = jnum(j.attempt), jnum(j.leased_at), jnum(j.started_at)
+  local started = started_of(j)
+  local n, la, sa = jnum(j.attempt), jnum(j.leased_at), jnum(started)
   if n then p[#p + 1] = ',"n":' .. n end
   if la then p[#p + 1] = ',"leased_at":' .. la end
   if sa then p[#p + 1] = ',"started_at":' .. sa end
   if j.steps and j.steps ~= '' then
     local steps = {}
-    local base = tonumber(j.started_at or '') or 0
+    local base = tonumber(started or '') or 0
     for entry in string.gmatch(j.steps, '[^,]+') do
       local name, rel, at = string.match(entry, '^(.*)@(%+?)(%d+)$')
       if name then

@@ -64,6 +64,15 @@ local function load_job(jk)
   return load_fields(jk, JOB_FIELDS, {})
 end
 
+-- When the job's current attempt started, from its loaded fields (`state` as
+-- it was read): `started_at`, or `leased_at` for a job past LEASED without one
+-- (the lease call started it and wrote only `leased_at`); nil before it started.
+local function started_of(j)
+  if j.started_at and j.started_at ~= '' then return j.started_at end
+  if j.state == 'QUEUED' or j.state == 'LEASED' then return nil end
+  return j.leased_at or nil
+end
+
 -- Fields describing the live lease / attempt, cleared when an attempt ends.
 local ATTEMPT_FIELDS = { 'token', 'lease_deadline', 'worker', 'fence', 'leased_at', 'started_at', 'steps' }
 -- Fields of a cancel request and a STALE episode, cleared when a new attempt starts.

@@ -96,7 +96,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   -- it is the last entry of `steps` (readers derive it, record/fields.rs)
   local plain = outcome == 'SUCCEEDED' and reason == ''
   if appended and j.state == 'RUNNING' then
-    local steps, sealed_last, outs = sealed_outputs(id, j.fence, j.token, j.started_at)
+    local steps, sealed_last, outs = sealed_outputs(id, j.fence, j.token, started_of(j))
     if steps then
       j.steps, steps_changed = steps, true
       if not plain then sets[1], sets[2], ns = 'last_step', sealed_last, 2 end
@@ -108,7 +108,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
     local steps = j.steps or ''
     if not string.find(',' .. steps, ',' .. last_step .. '@', 1, true) then
       if steps ~= '' then steps = steps .. ',' end
-      j.steps = steps .. step_entry(last_step, now, j.started_at)
+      j.steps = steps .. step_entry(last_step, now, started_of(j))
       steps_changed = true
       if not plain then sets[ns + 1], sets[ns + 2], ns = 'last_step', last_step, ns + 2 end
       -- written only when the step returned something (absent: JSON null)
@@ -128,10 +128,9 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   -- already holds all its record would (worker, fence, leased_at, started_at,
   -- steps, a late cancel request; ended_at is updated_at): readers build the
   -- record from it (Queue::job). Only the lease (token, deadline) goes, and
-  -- what readers derive: `last_step` when this attempt completed a step (the
-  -- last entry of `steps`) and `started_at` when it equals `leased_at` (the
-  -- lease started the job). The job never gets another attempt, so nothing
-  -- ever needs to move it out.
+  -- `last_step` when this attempt completed a step: readers take the last
+  -- entry of `steps`. The job never gets another attempt, so nothing ever
+  -- needs to move it out.
   if plain then
     if steps_changed then sets[ns + 1], sets[ns + 2], ns = 'steps', j.steps, ns + 2 end
   elseif not append_attempt(id, attempt, record_of(j, outcome, now, extra)) then
@@ -145,13 +144,8 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   unlease(batch.ix, id)
   -- the step field goes with the lease: an absent step is none (lib/jobs)
   if plain then
-    local same_start = j.started_at and j.started_at == j.leased_at
-    if steps_changed and same_start then
-      redis.call('HDEL', jk, 'token', 'step', 'last_step', 'started_at')
-    elseif steps_changed then
+    if steps_changed then
       redis.call('HDEL', jk, 'token', 'step', 'last_step')
-    elseif same_start then
-      redis.call('HDEL', jk, 'token', 'step', 'started_at')
     else
       redis.call('HDEL', jk, 'token', 'step')
     end

@@ -235,8 +235,10 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
       local last = f[6] or ''
       local first = (t <= start_n and last == '') and first_steps[pis[t]] or ''
       if first ~= '' then
+        -- started in its lease: no `started_at`, which would equal `leased_at`
+        -- (every reader takes `leased_at` for a job past LEASED without one)
         redis.call('HSET', jk, 'state', 'RUNNING', 'token', token, 'fence', fmt(fence), 'worker', worker,
-          'leased_at', now_text, 'started_at', now_text, 'updated_at', now_text, 'step', first)
+          'leased_at', now_text, 'updated_at', now_text, 'step', first)
         emit(batch.events, 'start', id, f[3], 'QUEUED', 'RUNNING', worker, '')
         if f[9] then group_count(batch.events, f[9], id, 'RUNNING', now) end
       else

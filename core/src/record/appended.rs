@@ -90,7 +90,10 @@ pub(crate) fn overlay(map: &mut HashMap<String, Vec<u8>>, appended: &[Appended])
     let (Some(fence), Some(token)) = (field(map, "fence"), field(map, "token")) else {
         return;
     };
-    let started_at: Option<i64> = field(map, "started_at").and_then(|s| s.parse().ok());
+    // a job started by its lease call has no `started_at`: it started when leased
+    let started_at: Option<i64> = field(map, "started_at")
+        .or_else(|| field(map, "leased_at"))
+        .and_then(|s| s.parse().ok());
     let mut steps = field(map, "steps").unwrap_or_default();
     let mut seen: HashSet<&str> = HashSet::new();
     let mut latest: Option<&Appended> = None;

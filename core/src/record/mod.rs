@@ -316,9 +316,10 @@ impl Job {
     /// id and the queue are then the ones `key` names (`<prefix>:{<queue>}:job:<id>`),
     /// `not_before` is `created_at`, and the input key, resource, step and last
     /// step are none, the priority 0, `max_attempts` 1, the STALE lock policy hold and
-    /// `cleanup_needed` false; an empty value reads the same. A SUCCEEDED
-    /// job without `started_at` started when it was leased, and one without
-    /// `last_step` has the last entry of `steps` as its last step. The lease
+    /// `cleanup_needed` false; an empty value reads the same. A job past
+    /// LEASED without `started_at` started when it was leased (its lease call
+    /// started it), and a SUCCEEDED one without `last_step` has the last
+    /// entry of `steps` as its last step. The lease
     /// deadline is the lease index's score, not a field of the hash: the
     /// caller adds it to `map` as `lease_deadline` ([`Queue::job`](crate::Queue::job) does).
     /// Attempt records live in the queue's attempts hash and are added by
@@ -379,13 +380,14 @@ impl Job {
         };
         let created_at = f.parsed_required("created_at")?;
         let leased_at = f.parsed("leased_at")?;
-        // a plain success keeps neither what equals another field: its
-        // start when the lease started it, its last step when its attempt
-        // completed one (finish.lua)
+        // a job started by its lease call has no `started_at` (lease.lua): past
+        // LEASED, it started when it was leased
         let started_at = match f.parsed("started_at")? {
-            None if state == JobState::Succeeded => leased_at,
+            None if !matches!(state, JobState::Queued | JobState::Leased) => leased_at,
             s => s,
         };
+        // a plain success keeps no `last_step` when its attempt completed a
+        // step: the last entry of `steps` (finish.lua)
         let steps = f.steps("steps", started_at)?;
         let last_step = match f.non_empty("last_step")? {
             None if state == JobState::Succeeded => steps.last().map(|s| s.step.clone()),
