@@ -797,8 +797,12 @@ fn section_recovery(b: &mut Bench) {
         }
         // vary the kill's phase relative to the victim's renewals
         std::thread::sleep(Duration::from_millis(200 + 230 * trial as u64));
+        let t_kill = b.redis_time_ms();
+        victim.kill().expect("kill -9");
+        let _ = victim.wait();
         // each held job's lease deadline: its score in the lease index (the
-        // job hash keeps none)
+        // job hash keeps none), read once the victim is dead: a renewal sent
+        // just before the kill may still have moved it
         let leased: Vec<(String, f64)> = redis::cmd("ZRANGE")
             .arg("leasehold:{bench}:leases")
             .arg(0)
@@ -810,9 +814,6 @@ fn section_recovery(b: &mut Bench) {
             .into_iter()
             .map(|(id, deadline)| (id, deadline as i64))
             .collect();
-        let t_kill = b.redis_time_ms();
-        victim.kill().expect("kill -9");
-        let _ = victim.wait();
         // a holder that dies right after leasing (LEASED, never started)
         let t_ghost = b.redis_time_ms();
         let ghost: Vec<Lease> = b.rt.block_on(async {
