@@ -40,8 +40,9 @@ impl Queue {
 
     /// Leases up to `n` jobs like [`Queue::lease`] and starts them in the same
     /// call: each goes QUEUED → RUNNING at the first step of its pipeline
-    /// (`first_steps[i]` for `pipelines[i]`), with `leased_at` and `started_at`
-    /// both recorded and one `start` event, and [`Lease::started`] set. A job
+    /// (`first_steps[i]` for `pipelines[i]`), with `leased_at` recorded (read as
+    /// its start too: no `started_at` is written) and one `start` event, and
+    /// [`Lease::started`] set. A job
     /// with a completed step to resume from is leased but not started: its
     /// holder finds its next step and calls [`Queue::start`]. A holder that dies
     /// before running the step leaves the job RUNNING, so it is swept STALE.
