@@ -649,14 +649,6 @@ async fn a_cancel_from_leased_does_not_answer_for_a_checkpoint() {
     assert!(job.outputs.is_empty(), "{job:?}");
 }
 
-/// The raw value of `field` in job `id`'s hash.
-fn raw_field(srv: &RedisServer, q: &Queue, id: &str, field: &str) -> Option<String> {
-    match srv.cmd(&["HGET", &q.keys().job(id), field]) {
-        leasehold_core::redis::Value::BulkString(b) => Some(String::from_utf8(b).unwrap()),
-        _ => None,
-    }
-}
-
 #[tokio::test]
 async fn a_job_started_by_its_lease_and_a_plain_success_keep_no_field_readers_derive() {
     let srv = RedisServer::start();
@@ -723,9 +715,9 @@ async fn a_job_started_by_its_lease_and_a_plain_success_keep_no_field_readers_de
         let id = l.job.as_str();
         // the hash: no last_step (the last entry of steps); no started_at
         // when the lease started the job
-        assert_eq!(raw_field(&srv, &q, id, "last_step"), None, "{id}");
+        assert_eq!(job_fields(&srv, &q, id, &["last_step"])[0], None, "{id}");
         assert_eq!(
-            raw_field(&srv, &q, id, "started_at").is_some(),
+            job_fields(&srv, &q, id, &["started_at"])[0].is_some(),
             was.started_at != was.leased_at,
             "{id}"
         );

@@ -175,15 +175,15 @@ pub(crate) fn last_entry_step(steps: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn the_last_entry_names_the_last_step() {
-        assert_eq!(super::last_entry_step("fetch@+3,load@+9"), Some("load"));
-        assert_eq!(super::last_entry_step("noop@1700000000000"), Some("noop"));
-        assert_eq!(super::last_entry_step(""), None);
-        assert_eq!(super::last_entry_step("garbage"), None);
+        assert_eq!(last_entry_step("fetch@+3,load@+9"), Some("load"));
+        assert_eq!(last_entry_step("noop@1700000000000"), Some("noop"));
+        assert_eq!(last_entry_step(""), None);
+        assert_eq!(last_entry_step("garbage"), None);
     }
-
-    use super::*;
 
     #[test]
     fn a_selection_reads_the_same_as_the_whole_hash() {
