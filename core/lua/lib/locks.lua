@@ -12,12 +12,12 @@
 -- to its ready set and wakes its pipeline's idle workers; entries of jobs that
 -- are no longer QUEUED (or gone) are dropped on the way, a few at most per call
 -- (the sweeper's pass over waiting resources gets the rest). Returns whether a
--- job was handed the resource, whether the waiting set is now empty, and the
--- job handed it.
+-- job was handed the resource, whether the waiting set is now empty, the
+-- job handed it, and whether the set was found empty at once.
 local function hand_off(wk)
-  for _ = 1, 4 do
+  for i = 1, 4 do
     local h = redis.call('ZPOPMIN', wk)
-    if not h[1] then return false, true end
+    if not h[1] then return false, true, nil, i == 1 end
     local f = redis.call('HMGET', job_key(h[1]), 'state', 'pipeline')
     if may('lease', f[1]) and f[2] then
       redis.call('ZADD', ready_key(f[2]), h[2], h[1])
@@ -25,7 +25,7 @@ local function hand_off(wk)
       return true, redis.call('EXISTS', wk) == 0, h[1]
     end
   end
-  return false, false
+  return false, redis.call('EXISTS', wk) == 0
 end
 
 -- How long the sweeper's pass leaves a resource alone after a release handed
@@ -39,9 +39,13 @@ local function handed_key(res) return BASE .. ':handed:' .. res end
 
 -- Hands `res` (parked set `pk`) to its next waiter; forgets the resource in
 -- the parked index once nobody waits. Returns whether a job was handed it.
-local function unpark_at(pk, res)
-  local handed, empty, id = hand_off(pk)
-  if empty then redis.call('SREM', K_PARKED, res) end
+-- `quick`: the caller removed no waiter, so a set found empty at once was
+-- already empty, and whoever emptied it took the resource out of the index
+-- (every path that empties a parked set does): the common release, with
+-- nobody waiting, spares that SREM.
+local function unpark_at(pk, res, quick)
+  local handed, empty, id, none = hand_off(pk)
+  if empty and not (quick and none) then redis.call('SREM', K_PARKED, res) end
   if handed and not empty then redis.call('SET', handed_key(res), id, 'PX', HANDED_MS) end
   return handed
 end
@@ -53,13 +57,14 @@ end
 
 -- Releases `res` (lock key `lk`) if `id` holds it, then hands it to the next
 -- job waiting for it (parked set `pk`). Single-job scripts receive `lk` and
--- `pk` in KEYS.
-local function release_lock_at(lk, pk, res, id)
+-- `pk` in KEYS. `quick`: as for unpark_at (the holder's own transitions,
+-- which never take a waiter out of the set).
+local function release_lock_at(lk, pk, res, id, quick)
   if res == nil or res == false or res == '' then return end
   if redis.call('GET', lk) == id then
     redis.call('DEL', lk)
   end
-  unpark_at(pk, res)
+  unpark_at(pk, res, quick)
 end
 
 -- Same, for scripts that discover the resource through an index (sweep).

@@ -139,7 +139,7 @@ local function finish(batch, jk, k_ready, k_delayed, k_wake, lk, pk, token, outc
   end
   sets[ns + 1], sets[ns + 2], ns = 'updated_at', now_s(), ns + 2
   if appended then drop_outputs(id) end
-  release_lock_at(lk, pk, res, id)
+  release_lock_at(lk, pk, res, id, true)
   flow_release(j.flow, id)
   unlease(batch.ix, id)
   -- the step field goes with the lease: an absent step is none (lib/jobs)

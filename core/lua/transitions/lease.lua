@@ -158,14 +158,16 @@ local function lease(batch, ready_keys, delayed_keys, wake_keys, worker, ttl, lo
     end
     local res = f[2] or ''
     if res ~= '' then
-      local holder = redis.call('GET', lock_key(res))
+      -- taken when free, in one command (the holder it had, or nil)
+      local holder = redis.call('SET', lock_key(res), id, 'NX', 'PX', lock_ttl, 'GET')
       if holder and holder ~= id then
         redis.call('ZADD', parked_key(res), score, id)
         redis.call('SADD', K_PARKED, res)
         parked = parked + 1
         return
       end
-      redis.call('SET', lock_key(res), id, 'PX', lock_ttl)
+      -- a lock the job kept from an earlier attempt (stale_lock 'hold') gets a new ttl
+      if holder then redis.call('SET', lock_key(res), id, 'PX', lock_ttl) end
     end
     if gates then flow_take(gates, id, jk, now, fresh) end
     taken = taken + 1

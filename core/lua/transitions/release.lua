@@ -28,7 +28,7 @@ local function release(batch, jk, k_ready, k_wake, lk, pk, token, res)
   -- the keys that queue it again are its pipeline's (settle checked they name one)
   if k_ready ~= ready_key(f[10]) then return { 'BAD_KEY', k_ready, ready_key(f[10]) } end
   local id = f[1]
-  release_lock_at(lk, pk, res, id)
+  release_lock_at(lk, pk, res, id, true)
   flow_release(f[7], id)
   redis.call('ZREM', K_LEASES, id)
   if f[6] and f[6] ~= '' then

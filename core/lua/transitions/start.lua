@@ -36,7 +36,7 @@ local function start(batch, jk, lk, pk, token, step, res)
   if f[3] and f[3] ~= '' then
     local j = load_job(jk)
     append_attempt(id, j.attempt, record_of(j, 'CANCELLED', now, nil))
-    release_lock_at(lk, pk, res, id)
+    release_lock_at(lk, pk, res, id, true)
     flow_release(j.flow, id)
     redis.call('ZREM', K_LEASES, id)
     redis.call('HDEL', jk, unpack(ATTEMPT_FIELDS))
